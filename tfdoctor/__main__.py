@@ -1,0 +1,5 @@
+import sys
+
+from tfdoctor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,235 @@
+"""The typed data that flows through tfdoctor: facts, steps, breakdown, findings, fixes, report.
+
+Everything a renderer (terminal, HTML, web, notebook) shows comes from a :class:`Report`;
+``report.json`` in a run directory is ``Report.model_dump_json()``. Durations in the report are
+milliseconds (``*_ms``); raw harness clock readings are nanoseconds since the epoch (``*_ns``,
+``time.time_ns()``: the same clock the TensorFlow profiler stamps host events with).
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+#: Step-time categories, in the order they are shown. XProf's names where it has one.
+CATEGORIES: tuple[str, ...] = (
+    "input_wait",  # waiting for the next batch (tf.data GetNext, Python generator, host-side batch prep)
+    "host_compute",  # Python / host work inside the step that is neither input nor op dispatch
+    "dispatch",  # eager op-by-op dispatch on the host; kernel-launch gaps on a GPU
+    "device_compute",  # kernels / op kernels doing the math (on CPU-only runs: TF op kernels on the CPU)
+    "device_idle",  # device waiting on the host with nothing else explaining it
+    "h2d",  # host-to-device copies
+    "d2h",  # device-to-host copies
+    "collective",  # all-reduce and other cross-replica communication
+    "other",  # the rest of the step's wall time
+)
+
+CATEGORY_LABELS: dict[str, str] = {
+    "input_wait": "Input wait",
+    "host_compute": "Host compute",
+    "dispatch": "Launch / dispatch",
+    "device_compute": "Device compute",
+    "device_idle": "Device idle",
+    "h2d": "Host→device copy",
+    "d2h": "Device→host copy",
+    "collective": "Collectives",
+    "other": "Other",
+}
+
+Severity = Literal["high", "medium", "low", "info"]
+RunStatus = Literal["running", "complete", "failed", "interrupted", "timeout", "no_steps"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Device(_Frozen):
+    name: str  # "/physical_device:GPU:0"
+    kind: str  # "CPU" | "GPU" | "TPU"
+    model: str | None = None  # "NVIDIA H200", "Intel(R) Xeon(R) ..."
+    compute_capability: str | None = None  # "9.0"
+
+
+class DatasetStage(_Frozen):
+    """One transformation of the tf.data pipeline feeding the step, as the harness saw it."""
+
+    op: str  # "map", "batch", "prefetch", "from_generator", "cache", ...
+    parallel: bool | None = None  # num_parallel_calls set (map/interleave/batch)
+    autotune: bool | None = None
+    detail: str = ""
+
+
+class Facts(_Frozen):
+    """What the harness recorded about the run, independent of the trace."""
+
+    tf_version: str | None = None
+    keras_version: str | None = None
+    python_version: str | None = None
+    platform: str | None = None
+    hostname: str | None = None
+    devices: list[Device] = Field(default_factory=list)
+    loop_kind: Literal["keras_fit", "custom", "unknown"] = "unknown"
+    step_kind: Literal["eager", "tf.function", "unknown"] = "unknown"
+    step_counter: str | None = None  # which hook counted steps: "keras_callback", "apply_gradients", ...
+    input_kind: Literal["tf.data", "python_generator", "numpy", "unknown"] = "unknown"
+    batch_size: int | None = None  # first dimension of the step's input
+    dtype_policy: str | None = None  # "float32", "mixed_float16", "mixed_bfloat16"
+    jit_compile: bool | None = None  # XLA on the step (model.compile(jit_compile) or tf.function(jit_compile))
+    auto_jit: bool | None = None  # tf.config.optimizer.get_jit()
+    strategy: str | None = None  # class name of the active tf.distribute strategy
+    num_replicas: int = 1
+    steps_per_execution: int | None = None
+    optimizer: str | None = None
+    learning_rate: float | None = None
+    retraces: int | None = None  # tf.function traces of the step function beyond the first
+    dataset: list[DatasetStage] = Field(default_factory=list)
+    source: dict[str, str] = Field(default_factory=dict)  # role -> "file.py:LINE" (e.g. "step_fn")
+    extra: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def gpus(self) -> list[Device]:
+        return [d for d in self.devices if d.kind == "GPU"]
+
+
+class StepTiming(_Frozen):
+    """One training step as the harness clocked it (wall time, no profiler needed)."""
+
+    index: int
+    window: Literal["warmup", "timing", "profile"]
+    start_ns: int
+    end_ns: int
+    input_wait_ns: int = 0  # from step start until compute began (batch fetched / produced)
+    loss: float | None = None
+    examples: int | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+class Throughput(_Frozen):
+    """Throughput over the timing window: median of sub-windows with their spread."""
+
+    examples_per_s: float | None = None
+    steps_per_s: float
+    step_ms_median: float
+    windows: list[float] = Field(default_factory=list)  # steps/s of each sub-window
+    spread: float = 0.0  # (max - min) / median of the sub-windows: the noise band
+    n_steps: int = 0
+
+    @classmethod
+    def from_steps(
+        cls, steps: list[StepTiming], batch_size: int | None, n_windows: int = 5
+    ) -> Throughput | None:
+        """Median throughput of ``steps`` (the timing window) split into ``n_windows`` parts."""
+        steps = sorted(steps, key=lambda s: s.index)
+        if not steps:
+            return None
+        n_windows = max(1, min(n_windows, len(steps) // 2 or 1))
+        size = len(steps) // n_windows
+        rates = []
+        for w in range(n_windows):
+            part = steps[w * size : (w + 1) * size if w < n_windows - 1 else len(steps)]
+            span = sum(s.duration_ns for s in part)
+            rates.append(len(part) / (span / 1e9) if span > 0 else 0.0)
+        med = statistics.median(rates)
+        spread = (max(rates) - min(rates)) / med if med > 0 else 0.0
+        durs = [s.duration_ns / 1e6 for s in steps]
+        ex = None
+        if batch_size:
+            ex = med * batch_size
+        return cls(
+            examples_per_s=ex,
+            steps_per_s=med,
+            step_ms_median=statistics.median(durs),
+            windows=rates,
+            spread=spread,
+            n_steps=len(steps),
+        )
+
+
+class StepBreakdown(_Frozen):
+    """Where one step's wall time went, per category, in milliseconds (they add up to ``total_ms``)."""
+
+    step: int
+    start_ms: float  # relative to the first profiled step's start
+    total_ms: float
+    ms: dict[str, float]
+
+
+class Breakdown(_Frozen):
+    """Per-step breakdown of the profiled steps plus the average share per category."""
+
+    source: str  # how steps were found: "tfdoctor markers", "keras markers", "xprof step line", "inferred"
+    device_kind: Literal["CPU", "GPU", "TPU"] = "CPU"
+    steps: list[StepBreakdown] = Field(default_factory=list)
+    share: dict[str, float] = Field(default_factory=dict)  # category -> fraction of step time (sums to 1)
+    avg_step_ms: float = 0.0
+    notes: list[str] = Field(default_factory=list)  # caveats ("device plane present but empty", ...)
+
+
+class Evidence(_Frozen):
+    label: str
+    value: str  # already formatted ("38 %", "12.3 ms", "map(num_parallel_calls=None)")
+    time_ranges_ms: list[tuple[float, float]] = Field(default_factory=list)  # into the profiled window
+    source: str | None = None  # "train.py:42"
+
+
+class Finding(_Frozen):
+    rule_id: str  # "TFD101"
+    name: str  # "input-stall"
+    severity: Severity
+    claim: str  # one line, with numbers
+    evidence: list[Evidence] = Field(default_factory=list)
+    est_saving: float = 0.0  # estimated fraction of step time the fix could save
+    fix_ids: list[str] = Field(default_factory=list)
+    decided: bool = True  # False: the rule could not decide; ``why_not`` says why
+    why_not: str | None = None
+
+
+class FixTrial(_Frozen):
+    fix_id: str
+    description: str
+    status: Literal["kept", "rejected", "failed", "skipped"]
+    reason: str  # why kept / rejected / failed / skipped, with figures
+    throughput: Throughput | None = None
+    speedup: float | None = None  # vs the baseline, examples/s where known else steps/s
+    error: str | None = None
+    patch: str = ""  # the unified diff of this fix alone
+    runtime_switch: dict[str, str] = Field(default_factory=dict)  # harness options this fix sets
+    run_id: str | None = None
+
+
+class FixSummary(_Frozen):
+    baseline: Throughput | None
+    trials: list[FixTrial] = Field(default_factory=list)
+    combined: Throughput | None = None
+    combined_speedup: float | None = None
+    patch: str = ""  # the combined unified diff (also runs/<id>/fix.patch)
+    kept: list[str] = Field(default_factory=list)
+    wall_s: float = 0.0  # the whole --fix run
+
+
+class Report(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    script: str
+    args: list[str] = Field(default_factory=list)
+    created: str  # ISO-8601
+    status: RunStatus
+    error: str | None = None
+    facts: Facts = Field(default_factory=Facts)
+    throughput: Throughput | None = None
+    steps: list[StepTiming] = Field(default_factory=list)
+    breakdown: Breakdown | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    verdict: str = ""  # one sentence: what bounds this run
+    fix: FixSummary | None = None
+    trace_files: list[str] = Field(default_factory=list)  # relative to the run directory
+    logdir: str | None = None  # the TensorBoard logdir, relative to the run directory

@@ -1,0 +1,265 @@
+"""The run store: one directory per run, plus an SQLite index (WAL) for fast listing.
+
+Layout (the directories are the source of truth; the index can always be rebuilt from them)::
+
+    $TFDOCTOR_HOME (default ~/.tfdoctor)/
+      index.sqlite
+      runs/<run_id>/
+        meta.json        id, script, args, kind, status, created, updated, error, parent
+        facts.json       what the harness recorded (tfdoctor.model.Facts)
+        steps.jsonl      one StepTiming per line, written as the script runs (progress)
+        report.json      tfdoctor.model.Report
+        stdout.log / stderr.log
+        logdir/          a standard TensorBoard logdir (plugins/profile/<ts>/<host>.xplane.pb)
+        fix.patch        the combined patch of kept fixes (``--fix``)
+
+Every JSON file is written atomically (temp file + ``os.replace``), so a reader never sees half a
+file and a crash never leaves a corrupt one. Run ids are ``[A-Za-z0-9._-]`` only: no path traversal.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import secrets
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfdoctor.errors import RunExists, TfdoctorError
+from tfdoctor.model import Report
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class RunNotFound(TfdoctorError):
+    exit_code = 2
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("TFDOCTOR_HOME") or Path.home() / ".tfdoctor")
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def valid_run_id(run_id: str) -> bool:
+    return bool(RUN_ID_RE.match(run_id)) and ".." not in run_id
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run's directory. Cheap to construct; reads files on demand."""
+
+    path: Path
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def logdir(self) -> Path:
+        return self.path / "logdir"
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def read_json(self, name: str, default: Any = None) -> Any:
+        p = self.path / name
+        try:
+            return json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return default
+        except (OSError, ValueError) as e:
+            raise TfdoctorError(f"{p}: unreadable ({e})") from e
+
+    def write_json(self, name: str, obj: Any) -> None:
+        atomic_write_json(self.path / name, obj)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.read_json("meta.json", {}) or {}
+
+    def update_meta(self, **fields: Any) -> dict[str, Any]:
+        meta = self.meta
+        meta.update(fields)
+        meta["updated"] = now_iso()
+        self.write_json("meta.json", meta)
+        return meta
+
+    def report(self) -> Report | None:
+        data = self.read_json("report.json")
+        return None if data is None else Report.model_validate(data)
+
+    def write_report(self, report: Report) -> None:
+        atomic_write_text(self.path / "report.json", report.model_dump_json(indent=2) + "\n")
+
+    def trace_files(self) -> list[Path]:
+        return sorted(self.logdir.rglob("*.xplane.pb")) if self.logdir.exists() else []
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+  id TEXT PRIMARY KEY,
+  created TEXT NOT NULL,
+  kind TEXT NOT NULL DEFAULT 'profile',
+  script TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'running',
+  device TEXT,
+  examples_per_s REAL,
+  steps_per_s REAL,
+  speedup REAL,
+  parent TEXT,
+  error TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created);
+"""
+
+_INDEX_FIELDS = ("created", "kind", "script", "status", "device", "examples_per_s", "steps_per_s", "speedup",
+                 "parent", "error")
+
+
+class RunStore:
+    def __init__(self, home: Path | str | None = None):
+        self.home = Path(home) if home is not None else default_home()
+        self.runs_dir = self.home / "runs"
+        self.index_path = self.home / "index.sqlite"
+
+    # -- index ---------------------------------------------------------------------------------
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(self.index_path, timeout=30)
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.executescript(_SCHEMA)
+            con.row_factory = sqlite3.Row
+            with con:
+                yield con
+        finally:
+            con.close()
+
+    def _index(self, run: RunDir, meta: dict[str, Any]) -> None:
+        row = {k: meta.get(k) for k in _INDEX_FIELDS}
+        row["created"] = row["created"] or now_iso()
+        row["kind"] = row["kind"] or "profile"
+        row["script"] = row["script"] or ""
+        row["status"] = row["status"] or "running"
+        with self._db() as con:
+            con.execute(
+                f"INSERT OR REPLACE INTO runs (id, {', '.join(_INDEX_FIELDS)}) "
+                f"VALUES (?, {', '.join('?' for _ in _INDEX_FIELDS)})",
+                (run.id, *(row[k] for k in _INDEX_FIELDS)),
+            )
+
+    # -- runs ----------------------------------------------------------------------------------
+    def new_run(
+        self,
+        script: str,
+        args: list[str] | None = None,
+        *,
+        kind: str = "profile",
+        parent: str | None = None,
+        run_id: str | None = None,
+        force: bool = False,
+    ) -> RunDir:
+        """Create a run directory. An explicit ``run_id`` that exists is refused unless ``force``."""
+        if run_id is None:
+            stem = re.sub(r"[^A-Za-z0-9_-]+", "-", Path(script).stem)[:40].strip("-") or "run"
+            stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            run_id = f"{stamp}-{stem}-{secrets.token_hex(2)}"
+        if not valid_run_id(run_id):
+            raise TfdoctorError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-'")
+        path = self.runs_dir / run_id
+        if path.exists():
+            if not force:
+                raise RunExists(f"run {run_id} already exists at {path}; pass --force to replace it")
+            import shutil
+
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        run = RunDir(path)
+        meta = {
+            "id": run_id,
+            "script": str(script),
+            "args": list(args or []),
+            "kind": kind,
+            "parent": parent,
+            "status": "running",
+            "created": now_iso(),
+        }
+        run.update_meta(**meta)
+        self._index(run, run.meta)
+        return run
+
+    def update(self, run: RunDir, **fields: Any) -> dict[str, Any]:
+        """Update a run's meta.json and its index row (status, throughput, speedup, error, ...)."""
+        meta = run.update_meta(**fields)
+        self._index(run, meta)
+        return meta
+
+    def get(self, ref: str | os.PathLike[str]) -> RunDir:
+        """A run by id (in this store) or by path to a run directory."""
+        ref_s = os.fspath(ref)
+        p = Path(ref_s)
+        if (p / "meta.json").is_file() or (p / "report.json").is_file():
+            return RunDir(p.resolve())
+        if not valid_run_id(ref_s):
+            raise RunNotFound(f"no run {ref_s!r}: not a run directory and not a valid run id")
+        path = self.runs_dir / ref_s
+        if not path.is_dir():
+            raise RunNotFound(f"no run {ref_s!r} in {self.runs_dir}")
+        return RunDir(path)
+
+    def list(self, limit: int = 200) -> list[dict[str, Any]]:
+        """Index rows, newest first. Runs whose directory vanished are dropped from the index."""
+        with self._db() as con:
+            rows = [dict(r) for r in con.execute(
+                "SELECT * FROM runs ORDER BY created DESC, id DESC LIMIT ?", (limit,))]
+            gone = [r["id"] for r in rows if not (self.runs_dir / r["id"]).is_dir()]
+            for rid in gone:
+                con.execute("DELETE FROM runs WHERE id = ?", (rid,))
+        return [r for r in rows if r["id"] not in gone]
+
+    def reindex(self) -> int:
+        """Rebuild the index from the run directories (the source of truth)."""
+        n = 0
+        if not self.runs_dir.is_dir():
+            return 0
+        for path in sorted(self.runs_dir.iterdir()):
+            if path.is_dir() and valid_run_id(path.name) and (path / "meta.json").is_file():
+                run = RunDir(path)
+                try:
+                    self._index(run, run.meta)
+                    n += 1
+                except TfdoctorError:
+                    continue
+        return n
