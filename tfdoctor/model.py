@@ -80,7 +80,8 @@ class Facts(_Frozen):
     input_kind: Literal["tf.data", "python_generator", "numpy", "unknown"] = "unknown"
     batch_size: int | None = None  # first dimension of the step's input
     dtype_policy: str | None = None  # "float32", "mixed_float16", "mixed_bfloat16"
-    jit_compile: bool | None = None  # XLA on the step (model.compile(jit_compile) or tf.function(jit_compile))
+    # XLA on the step: model.compile(jit_compile=...) or tf.function(jit_compile=...)
+    jit_compile: bool | None = None
     auto_jit: bool | None = None  # tf.config.optimizer.get_jit()
     strategy: str | None = None  # class name of the active tf.distribute strategy
     num_replicas: int = 1

@@ -143,8 +143,18 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created);
 """
 
-_INDEX_FIELDS = ("created", "kind", "script", "status", "device", "examples_per_s", "steps_per_s", "speedup",
-                 "parent", "error")
+_INDEX_FIELDS = (
+    "created",
+    "kind",
+    "script",
+    "status",
+    "device",
+    "examples_per_s",
+    "steps_per_s",
+    "speedup",
+    "parent",
+    "error",
+)
 
 
 class RunStore:
@@ -242,8 +252,10 @@ class RunStore:
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         """Index rows, newest first. Runs whose directory vanished are dropped from the index."""
         with self._db() as con:
-            rows = [dict(r) for r in con.execute(
-                "SELECT * FROM runs ORDER BY created DESC, id DESC LIMIT ?", (limit,))]
+            rows = [
+                dict(r)
+                for r in con.execute("SELECT * FROM runs ORDER BY created DESC, id DESC LIMIT ?", (limit,))
+            ]
             gone = [r["id"] for r in rows if not (self.runs_dir / r["id"]).is_dir()]
             for rid in gone:
                 con.execute("DELETE FROM runs WHERE id = ?", (rid,))
