@@ -1,1 +1,51 @@
+"""Analysis: steps, per-step breakdown and the figures the rules read. Never imports TensorFlow.
 
+``analyze(trace, harness_steps)`` -> :class:`Analysis`. When no steps can be found the analysis
+says why (``Analysis.why_no_steps``) instead of failing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tfdoctor.analysis.breakdown import BreakdownResult, compute_breakdown
+from tfdoctor.analysis.details import Details, TfDataStage, compute_details
+from tfdoctor.analysis.steps import Steps, find_steps
+from tfdoctor.model import Breakdown, StepTiming
+from tfdoctor.trace.model import Trace
+
+__all__ = ["Analysis", "Details", "Steps", "TfDataStage", "analyze"]
+
+
+@dataclass
+class Analysis:
+    trace: Trace
+    steps: Steps | None
+    breakdown: Breakdown | None
+    details: Details
+    per_device: dict[str, dict[str, float]] = field(default_factory=dict)
+    why_no_steps: str | None = None
+    result: BreakdownResult | None = None
+
+    @property
+    def share(self) -> dict[str, float]:
+        return self.breakdown.share if self.breakdown else {}
+
+
+def analyze(trace: Trace, harness_steps: list[StepTiming] | None = None) -> Analysis:
+    steps = find_steps(trace, harness_steps)
+    if steps is None:
+        why = (
+            "no step markers ('train' / 'TraceContext'), no XProf 'Steps' line and no repeated traced "
+            "function in the trace" + ("" if harness_steps else ", and no harness step clock")
+        )
+        return Analysis(trace=trace, steps=None, breakdown=None, details=Details(), why_no_steps=why)
+    res = compute_breakdown(trace, steps)
+    return Analysis(
+        trace=trace,
+        steps=steps,
+        breakdown=res.breakdown,
+        details=compute_details(trace, steps),
+        per_device=res.per_device,
+        result=res,
+    )

@@ -1,0 +1,264 @@
+"""Per-step breakdown of wall time into the categories of :data:`tfdoctor.model.CATEGORIES`.
+
+Each instant of a step is given to exactly one category, by priority (XProf's idea of classifying
+overlapping activity). On a GPU/TPU trace, device activity comes first::
+
+    collective > device_compute > h2d > d2h            (what the device is doing)
+    then, while the device is idle: input_wait > dispatch > device_idle (host waits on the device)
+    > host_compute (the rest: Python and host ops)
+
+On a CPU-only trace the "device" is the CPU itself, so op kernels are device compute::
+
+    input_wait > collective > device_compute > dispatch > host_compute (the rest of the main thread)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tfdoctor.analysis import intervals as iv
+from tfdoctor.analysis.steps import INPUT_MARKER, Steps
+from tfdoctor.model import CATEGORIES, Breakdown, StepBreakdown
+from tfdoctor.trace.model import Line, Plane, Trace
+
+_OP_RE = re.compile(r"^[^\s:]+:[A-Za-z_][A-Za-z0-9_]*$")  # "scope/name:OpType"
+FUNC_PREFIXES = ("EagerLocalExecute: __inference_", "EagerLocalExecute: __forward_")
+
+INPUT_NAMES = {
+    INPUT_MARKER,
+    "IteratorGetNextOp::DoCompute",
+    "IteratorGetNextAsOptionalOp::DoCompute",
+    "EagerLocalExecute: IteratorGetNext",
+    "EagerLocalExecute: IteratorGetNextSync",
+    "EagerLocalExecute: IteratorGetNextAsOptional",
+    "MultiDeviceIteratorGetNextFromShard",
+}
+DISPATCH_NAMES = {
+    "EagerExecute",
+    "EagerKernelExecute",
+    "EagerCopyToDevice",
+    "ValidateInputTypeAndPlacement",
+    "TFE_DeleteTensorHandle",
+    "convert_to_tensor",
+    "tf.constant",
+    "ExecutorState::Process",
+    "ExecutorPropagateOutputs",
+}
+LAUNCH_NAMES = {
+    "cuLaunchKernel",
+    "cudaLaunchKernel",
+    "LaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchKernelExC",
+}
+
+
+def is_collective(name: str) -> bool:
+    low = name.lower()
+    return "collective" in low or "allreduce" in low or "all_reduce" in low or "nccl" in low
+
+
+def is_wait(name: str) -> bool:
+    return (
+        "WaitReady" in name or "Synchronize" in name or name in ("cuEventSynchronize", "cudaEventSynchronize")
+    )
+
+
+def is_function_run(name: str) -> bool:
+    return (
+        name.startswith(FUNC_PREFIXES)
+        or bool(re.match(r"^EagerLocalExecute: .*_function_\d+$", name))
+        or (name.startswith("EagerLocalExecute: ") and "multi_step_on_iterator" in name)
+    )
+
+
+def is_host_op(name: str) -> bool:
+    return bool(_OP_RE.match(name)) and not is_collective(name)
+
+
+def is_dispatch(name: str) -> bool:
+    return (
+        name in DISPATCH_NAMES
+        or name.startswith("TFE_")
+        or (name.startswith("EagerLocalExecute: ") and not is_function_run(name) and name not in INPUT_NAMES)
+        or name in LAUNCH_NAMES
+    )
+
+
+def _set(plane: Plane, line: Line, pred, cache: dict) -> iv.IntervalSet:
+    key = (id(plane), pred)
+    ids = cache.get(key)
+    if ids is None:
+        ids = cache[key] = plane.name_ids(pred)
+    if ids.size == 0 or not len(line):
+        return iv.EMPTY
+    sel = np.isin(line.name_idx, ids)
+    return iv.union(line.start_ps[sel], line.end_ps[sel])
+
+
+def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSet]:
+    cache: dict = {}
+    inp, coll, ops, disp, wait, func, kern = [], [], [], [], [], [], []
+    main = steps.main_line
+    for plane in trace.host_planes():
+        for ln in plane.lines:
+            inp.append(_set(plane, ln, lambda n: n in INPUT_NAMES, cache))
+            coll.append(_set(plane, ln, is_collective, cache))
+            if ln is main:
+                disp.append(_set(plane, ln, is_dispatch, cache))
+                wait.append(_set(plane, ln, is_wait, cache))
+                func.append(_set(plane, ln, is_function_run, cache))
+                kern.append(_set(plane, ln, lambda n: n == "KernelAndDeviceFunc::Run", cache))
+            elif not ln.name.startswith("tf_data"):
+                if gpu:
+                    # host-side events of a GPU run's executor threads are kernel launches/op dispatch
+                    disp.append(_set(plane, ln, lambda n: is_host_op(n) or n in DISPATCH_NAMES, cache))
+                else:
+                    ops.append(_set(plane, ln, is_host_op, cache))
+    main_set = iv.EMPTY
+    if main is not None and len(main):
+        main_set = iv.union(main.start_ps, main.end_ps)
+    # eager kernels run inline on the main thread: KernelAndDeviceFunc::Run outside function calls
+    fn = iv.union_sets(*func)
+    eager_kern = iv.subtract(iv.union_sets(*kern), fn)
+    return {
+        "input": iv.union_sets(*inp),
+        "collective": iv.union_sets(*coll),
+        "host_ops": iv.union_sets(*ops, eager_kern) if not gpu else iv.union_sets(*ops),
+        "dispatch": iv.union_sets(*disp, fn) if not gpu else iv.union_sets(*disp),
+        "wait": iv.union_sets(*wait),
+        "function": fn,
+        "main_busy": main_set,
+    }
+
+
+def _device_sets(plane: Plane) -> dict[str, iv.IntervalSet]:
+    cache: dict = {}
+    comp, h2d, d2h, coll = [], [], [], []
+    for ln in plane.lines:
+        if ln.is_derived or not len(ln):
+            continue
+        h2d.append(_set(plane, ln, lambda n: n.startswith("MemcpyH2D") or n == "Memcpy HtoD", cache))
+        d2h.append(_set(plane, ln, lambda n: n.startswith("MemcpyD2H") or n == "Memcpy DtoH", cache))
+        coll.append(_set(plane, ln, is_collective, cache))
+        comp.append(
+            _set(
+                plane,
+                ln,
+                lambda n: not n.startswith(("Memcpy", "Memset")) and not is_collective(n),
+                cache,
+            )
+        )
+    return {
+        "collective": iv.union_sets(*coll),
+        "device_compute": iv.union_sets(*comp),
+        "h2d": iv.union_sets(*h2d),
+        "d2h": iv.union_sets(*d2h),
+    }
+
+
+def active_device_planes(trace: Trace) -> list[Plane]:
+    return [
+        p
+        for p in trace.device_planes()
+        if p.device_kind in ("GPU", "TPU") and any(len(ln) for ln in p.lines if not ln.is_derived)
+    ]
+
+
+@dataclass
+class BreakdownResult:
+    breakdown: Breakdown
+    per_step_ps: dict[str, np.ndarray]  # category -> ps per step (for the main device)
+    per_device: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> share per category
+    sets: dict[str, iv.IntervalSet] = field(default_factory=dict)
+
+
+def _classify(window_lo: np.ndarray, window_hi: np.ndarray, ordered: list[tuple[str, iv.IntervalSet]]):
+    """Assign each instant of each window to the first category whose set covers it."""
+    out: dict[str, np.ndarray] = {c: np.zeros(window_lo.size, dtype=np.int64) for c in CATEGORIES}
+    taken = iv.EMPTY
+    for cat, s in ordered:
+        own = iv.subtract(s, taken) if taken[0].size else s
+        out[cat] = out[cat] + iv.per_window(own, window_lo, window_hi)
+        taken = iv.union_sets(taken, s)
+    total = window_hi - window_lo
+    covered = sum(out[c] for c in CATEGORIES)
+    return out, total - covered
+
+
+def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None) -> BreakdownResult:
+    notes = list(notes or [])
+    lo, hi = steps.starts, steps.ends
+    devices = active_device_planes(trace)
+    empty_gpu = [p.name for p in trace.device_planes("GPU") if p not in devices]
+    if empty_gpu and not devices:
+        notes.append(
+            f"device plane(s) {', '.join(empty_gpu)} present but EMPTY: device tracing failed (CUPTI), "
+            "so only host activity is classified"
+        )
+    gpu = bool(devices)
+    host = _host_sets(trace, steps, gpu)
+    per_device: dict[str, dict[str, float]] = {}
+    if gpu:
+        results = []
+        for plane in devices:
+            dev = _device_sets(plane)
+            ordered = [
+                ("collective", iv.union_sets(dev["collective"], host["collective"])),
+                ("device_compute", dev["device_compute"]),
+                ("h2d", dev["h2d"]),
+                ("d2h", dev["d2h"]),
+                ("input_wait", host["input"]),
+                ("dispatch", host["dispatch"]),
+                ("device_idle", host["wait"]),
+                ("host_compute", host["main_busy"]),
+            ]
+            out, rest = _classify(lo, hi, ordered)
+            out["other"] = out["other"] + rest
+            results.append((plane, out, dev))
+            tot = float((hi - lo).sum()) or 1.0
+            per_device[plane.name] = {c: float(out[c].sum()) / tot for c in CATEGORIES}
+        # the breakdown shown is the mean over active devices (per step)
+        per_step = {c: np.mean([r[1][c] for r in results], axis=0).astype(np.int64) for c in CATEGORIES}
+        sets = {**host, **{f"{k}@{results[0][0].name}": v for k, v in results[0][2].items()}}
+        device_kind = devices[0].device_kind or "GPU"
+    else:
+        ordered = [
+            ("input_wait", host["input"]),
+            ("collective", host["collective"]),
+            ("device_compute", host["host_ops"]),
+            ("dispatch", host["dispatch"]),
+        ]
+        out, rest = _classify(lo, hi, ordered)
+        out["host_compute"] = out["host_compute"] + rest
+        per_step = out
+        sets = host
+        device_kind = "CPU"
+    total = hi - lo
+    tot_all = float(total.sum()) or 1.0
+    share = {c: float(per_step[c].sum()) / tot_all for c in CATEGORIES}
+    # the per-step rows: rounding of the mean over devices may leave a few ps; put them in "other"
+    fix = total - sum(per_step[c] for c in CATEGORIES)
+    per_step["other"] = per_step["other"] + fix
+    t0 = int(lo.min()) if lo.size else 0
+    rows = [
+        StepBreakdown(
+            step=int(steps.numbers[i]),
+            start_ms=(int(lo[i]) - t0) / 1e9,
+            total_ms=int(total[i]) / 1e9,
+            ms={c: int(per_step[c][i]) / 1e9 for c in CATEGORIES},
+        )
+        for i in range(lo.size)
+    ]
+    bd = Breakdown(
+        source=steps.source,
+        device_kind=device_kind,  # type: ignore[arg-type]
+        steps=rows,
+        share=share,
+        avg_step_ms=float(total.mean()) / 1e9 if total.size else 0.0,
+        notes=notes,
+    )
+    return BreakdownResult(breakdown=bd, per_step_ps=per_step, per_device=per_device, sets=sets)

@@ -1,0 +1,103 @@
+"""Interval-set arithmetic on numpy arrays (half-open ``[start, end)`` in picoseconds).
+
+An interval set is a pair ``(starts, ends)`` of sorted, disjoint int64 arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+IntervalSet = tuple[np.ndarray, np.ndarray]
+
+EMPTY: IntervalSet = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> IntervalSet:
+    """Merge possibly overlapping intervals into a sorted disjoint set."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if starts.size == 0:
+        return EMPTY
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_max = np.maximum.accumulate(e)
+    # a new interval begins where the start is beyond everything seen so far
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_max[:-1]
+    idx = np.flatnonzero(new)
+    out_s = s[idx]
+    out_e = np.maximum.reduceat(run_max, idx)
+    return out_s, out_e
+
+
+def union_sets(*sets: IntervalSet) -> IntervalSet:
+    parts = [s for s in sets if s[0].size]
+    if not parts:
+        return EMPTY
+    return union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def clip(iset: IntervalSet, lo: int, hi: int) -> IntervalSet:
+    s, e = iset
+    if s.size == 0 or hi <= lo:
+        return EMPTY
+    i0 = np.searchsorted(e, lo, side="right")
+    i1 = np.searchsorted(s, hi, side="left")
+    s, e = s[i0:i1], e[i0:i1]
+    if s.size == 0:
+        return EMPTY
+    return np.maximum(s, lo), np.minimum(e, hi)
+
+
+def measure(iset: IntervalSet) -> int:
+    return int((iset[1] - iset[0]).sum()) if iset[0].size else 0
+
+
+def subtract(a: IntervalSet, b: IntervalSet) -> IntervalSet:
+    """``a`` minus ``b`` (both disjoint sorted sets)."""
+    if a[0].size == 0 or b[0].size == 0:
+        return a
+    out_s: list[int] = []
+    out_e: list[int] = []
+    bs, be = b
+    for s, e in zip(a[0].tolist(), a[1].tolist(), strict=True):
+        j = int(np.searchsorted(be, s, side="right"))
+        cur = s
+        while j < bs.size and bs[j] < e:
+            if bs[j] > cur:
+                out_s.append(cur)
+                out_e.append(int(bs[j]))
+            cur = max(cur, int(be[j]))
+            if cur >= e:
+                break
+            j += 1
+        if cur < e:
+            out_s.append(cur)
+            out_e.append(e)
+    return np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
+
+
+def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
+    return subtract(a, subtract(a, b))
+
+
+def per_window(iset: IntervalSet, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Measure of ``iset`` inside each window ``[lo[i], hi[i])`` (vectorised via prefix sums)."""
+    s, e = iset
+    if s.size == 0:
+        return np.zeros(len(lo), dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(e - s)])
+
+    def covered_before(t: np.ndarray) -> np.ndarray:
+        # measure of iset in (-inf, t)
+        k = np.searchsorted(s, t, side="right")  # intervals starting before t
+        full = cum[k]
+        # the last of those may extend past t
+        last = np.clip(k - 1, 0, None)
+        over = np.where(k > 0, np.maximum(e[last] - t, 0), 0)
+        return full - over
+
+    return covered_before(np.asarray(hi)) - covered_before(np.asarray(lo))

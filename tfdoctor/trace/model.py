@@ -1,0 +1,163 @@
+"""The in-memory trace: planes of lines of events, each line as columnar numpy arrays.
+
+Times are picoseconds relative to ``Trace.origin_ns`` (the earliest line timestamp), held in int64:
+an absolute epoch time in picoseconds would overflow int64. ``Trace.to_ps(epoch_ns)`` maps a
+``time.time_ns()`` reading (the harness's clock, the profiler's clock) onto the trace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Line ids XProf gives to the derived lines of a device plane.
+DERIVED_LINE_NAMES = {
+    "Steps",
+    "TensorFlow Ops",
+    "TensorFlow Name Scope",
+    "XLA Modules",
+    "XLA Ops",
+    "Framework Ops",
+    "Framework Name Scope",
+    "Source code",
+    "XLA TraceMe",
+}
+
+_STREAM_RE = re.compile(r"^Stream #(\d+)\((.*)\)$")
+
+
+@dataclass
+class Line:
+    id: int
+    name: str
+    display_name: str
+    start_ps: np.ndarray  # int64, relative to Trace.origin_ns
+    dur_ps: np.ndarray  # int64
+    name_idx: np.ndarray  # int32 index into Plane.event_names
+    #: selected per-event stats: numeric -> float64 (NaN = absent); text -> object (None = absent)
+    stats: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.start_ps.shape[0])
+
+    @property
+    def end_ps(self) -> np.ndarray:
+        return self.start_ps + self.dur_ps
+
+    @property
+    def label(self) -> str:
+        return self.display_name or self.name
+
+    @property
+    def is_derived(self) -> bool:
+        return self.name in DERIVED_LINE_NAMES
+
+    def stream_kinds(self) -> list[str]:
+        """For a GPU stream line ``Stream #14(MemcpyH2D)``: ``["MemcpyH2D"]``; else ``[]``."""
+        m = _STREAM_RE.match(self.name)
+        return [k.strip() for k in m.group(2).split(",")] if m else []
+
+    def stat(self, name: str) -> np.ndarray | None:
+        return self.stats.get(name)
+
+
+@dataclass
+class Plane:
+    id: int
+    name: str  # "/host:CPU", "/device:GPU:0", ...
+    lines: list[Line]
+    event_names: list[str]
+    event_display_names: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)  # plane-level stats (device caps, ...)
+    #: selected stats on event metadata (XLA/TF op info), keyed by index into event_names
+    event_meta_stats: dict[int, dict[str, Any]] = field(default_factory=dict)
+    host: str = ""
+
+    @property
+    def is_host(self) -> bool:
+        return self.name.startswith("/host:")
+
+    @property
+    def is_device(self) -> bool:
+        return self.name.startswith("/device:")
+
+    @property
+    def device_kind(self) -> str | None:
+        """ "GPU", "TPU", "CPU" for ``/device:KIND:N`` planes."""
+        if not self.is_device:
+            return None
+        parts = self.name.split(":")
+        return parts[1].upper() if len(parts) > 1 else None
+
+    @property
+    def n_events(self) -> int:
+        return sum(len(ln) for ln in self.lines)
+
+    def line(self, name: str) -> Line | None:
+        for ln in self.lines:
+            if ln.name == name:
+                return ln
+        return None
+
+    def names_of(self, line: Line) -> np.ndarray:
+        """Event names of ``line`` as an object array (for masks like ``np.char.startswith``)."""
+        table = np.asarray(self.event_names, dtype=object)
+        return table[line.name_idx] if len(line) else np.empty(0, dtype=object)
+
+    def name_ids(self, predicate) -> np.ndarray:
+        """Indices into event_names for which ``predicate(name)`` holds (evaluate once per name)."""
+        return np.fromiter((i for i, n in enumerate(self.event_names) if predicate(n)), dtype=np.int32)
+
+
+@dataclass
+class Trace:
+    planes: list[Plane]
+    origin_ns: int  # epoch ns of time 0
+    source: str  # the file(s) read
+    format: str  # "xplane" | "chrome"
+    hostnames: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # profiler-reported errors/warnings
+
+    def to_ps(self, epoch_ns: int | float) -> int:
+        return int((int(epoch_ns) - self.origin_ns) * 1000)
+
+    @property
+    def n_events(self) -> int:
+        return sum(p.n_events for p in self.planes)
+
+    def host_planes(self) -> list[Plane]:
+        return [p for p in self.planes if p.is_host]
+
+    def device_planes(self, kind: str | None = None) -> list[Plane]:
+        return [p for p in self.planes if p.is_device and (kind is None or p.device_kind == kind)]
+
+    def iter_lines(self) -> Iterator[tuple[Plane, Line]]:
+        for p in self.planes:
+            for ln in p.lines:
+                yield p, ln
+
+    def span_ps(self) -> tuple[int, int]:
+        lo, hi = None, None
+        for _, ln in self.iter_lines():
+            if len(ln):
+                a = int(ln.start_ps.min())
+                b = int(ln.end_ps.max())
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+        return (lo or 0, hi or 0)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "format": self.format,
+            "hostnames": self.hostnames,
+            "events": self.n_events,
+            "planes": [
+                {"name": p.name, "host": p.host, "lines": len(p.lines), "events": p.n_events}
+                for p in self.planes
+            ],
+        }

@@ -1,0 +1,192 @@
+"""Read ``*.xplane.pb`` (XSpace protobuf, TF 2.3 – 2.21) into a :class:`~tfdoctor.trace.model.Trace`.
+
+Decoding uses the protobuf runtime (upb where available) with the XSpace schema loaded into a
+private descriptor pool; TensorFlow is never imported.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+import numpy as np
+from google.protobuf import descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+
+from tfdoctor.errors import TraceError
+from tfdoctor.trace._xplane_descriptor import SERIALIZED
+from tfdoctor.trace.model import Line, Plane, Trace
+
+#: Per-event stats kept as arrays (the rest are skipped: decoding every stat costs the most time).
+EVENT_STATS = frozenset(
+    {
+        "step_num",  # our "train" markers and Keras' step markers
+        "_r",  # TraceMe root marker
+        "group_id",  # XProf's step grouping
+        "step_id",
+        "iter_num",
+        "graph_type",  # TF 2.3 Keras "TraceContext" markers
+        "correlation_id",  # host launch <-> device kernel
+        "tf_op",
+        "kernel_details",
+        "long_name",
+        "is_eager",
+        "element_id",  # tf.data
+        "parent_id",
+        "device_ordinal",
+        "memcpy_details",
+        "bytes_transferred",
+    }
+)
+#: Stats kept from event metadata (XLA modules/ops).
+META_STATS = frozenset({"tf_op", "hlo_category", "program_id", "flops", "bytes_accessed", "source"})
+
+DEFAULT_MAX_BYTES = 2 * 1024**3
+
+
+@cache
+def _xspace_class():
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(SERIALIZED)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.profiler.XSpace"))
+
+
+def _stat_value(st: Any, stat_names: dict[int, str]) -> Any:
+    kind = st.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "ref_value":
+        return stat_names.get(st.ref_value)
+    if kind == "bytes_value":
+        return st.bytes_value.hex() if len(st.bytes_value) <= 64 else f"<{len(st.bytes_value)} bytes>"
+    return getattr(st, kind)
+
+
+def parse_xspace(data: bytes, source: str = "<bytes>") -> Trace:
+    """Decode XSpace bytes. Raises :class:`TraceError` for anything that is not a readable XSpace."""
+    if not data:
+        raise TraceError(f"{source}: empty file (0 bytes): the profiler wrote no trace")
+    xs = _xspace_class()()
+    try:
+        xs.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise TraceError(f"{source}: not a readable xplane.pb (protobuf decode failed: {e})") from None
+    if not xs.planes:
+        raise TraceError(f"{source}: xplane.pb holds no planes (is it an XSpace? {len(data)} bytes)")
+    try:
+        return _convert(xs, source)
+    except (OverflowError, ValueError, TypeError) as e:
+        raise TraceError(f"{source}: xplane.pb holds inconsistent values ({e})") from None
+
+
+def _convert(xs: Any, source: str) -> Trace:
+    stamps = [ln.timestamp_ns for p in xs.planes for ln in p.lines if len(ln.events)]
+    origin_ns = min(stamps) if stamps else 0
+    hostnames = list(xs.hostnames)
+    planes: list[Plane] = []
+    for xp in xs.planes:
+        stat_names = {k: v.name for k, v in xp.stat_metadata.items()}
+        wanted = {k for k, n in stat_names.items() if n in EVENT_STATS}
+        # dense event-name table
+        meta_index: dict[int, int] = {}
+        names: list[str] = []
+        display: list[str] = []
+        meta_stats: dict[int, dict[str, Any]] = {}
+        for mid, md in xp.event_metadata.items():
+            meta_index[mid] = len(names)
+            names.append(md.name)
+            display.append(md.display_name)
+            if md.stats:
+                kept = {
+                    stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names)
+                    for s in md.stats
+                    if stat_names.get(s.metadata_id) in META_STATS
+                }
+                if kept:
+                    meta_stats[len(names) - 1] = kept
+        plane_stats = {
+            stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in xp.stats
+        }
+        lines: list[Line] = []
+        for xl in xp.lines:
+            evs = xl.events
+            n = len(evs)
+            base_ps = (xl.timestamp_ns - origin_ns) * 1000
+            off = np.fromiter((e.offset_ps for e in evs), dtype=np.int64, count=n)
+            dur = np.fromiter((e.duration_ps for e in evs), dtype=np.int64, count=n)
+            mids = [e.metadata_id for e in evs]
+            missing = [m for m in set(mids) if m not in meta_index]
+            for m in missing:  # events whose metadata is absent: keep them, named by id
+                meta_index[m] = len(names)
+                names.append(f"<event {m}>")
+                display.append("")
+            idx = np.fromiter((meta_index[m] for m in mids), dtype=np.int32, count=n)
+            stats: dict[str, np.ndarray] = {}
+            if wanted and n:
+                cols: dict[str, list] = {}
+                for i, e in enumerate(evs):
+                    for st in e.stats:
+                        if st.metadata_id in wanted:
+                            name = stat_names[st.metadata_id]
+                            col = cols.get(name)
+                            if col is None:
+                                col = cols[name] = [None] * n
+                            col[i] = _stat_value(st, stat_names)
+                for name, col in cols.items():
+                    if all(v is None or isinstance(v, (int, float)) for v in col):
+                        stats[name] = np.array(
+                            [np.nan if v is None else float(v) for v in col], dtype=np.float64
+                        )
+                    else:
+                        stats[name] = np.array(col, dtype=object)
+            lines.append(
+                Line(
+                    id=xl.id,
+                    name=xl.name,
+                    display_name=xl.display_name,
+                    start_ps=off + base_ps,
+                    dur_ps=dur,
+                    name_idx=idx,
+                    stats=stats,
+                )
+            )
+        planes.append(
+            Plane(
+                id=xp.id,
+                name=xp.name,
+                lines=lines,
+                event_names=names,
+                event_display_names=display,
+                stats=plane_stats,
+                event_meta_stats=meta_stats,
+                host=hostnames[0] if hostnames else "",
+            )
+        )
+    return Trace(
+        planes=planes,
+        origin_ns=origin_ns,
+        source=source,
+        format="xplane",
+        hostnames=hostnames,
+        errors=[*xs.errors, *xs.warnings],
+    )
+
+
+def read_xplane(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
+    p = os.fspath(path)
+    try:
+        size = os.path.getsize(p)
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read ({e.strerror or e})") from None
+    if size > max_bytes:
+        raise TraceError(
+            f"{p}: {size / 1024**2:.0f} MiB is over the {max_bytes / 1024**2:.0f} MiB limit for one xplane; "
+            "profile fewer steps (--profile-steps) or raise the limit (--max-trace-mb)"
+        )
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read ({e.strerror or e})") from None
+    return parse_xspace(data, source=p)
