@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite. Works on a fresh machine: installs tfdoctor with every extra the tests need
+# (TensorFlow CPU, web, notebook, dev tools) and Debian's chromium for the browser tests, then runs
+# lint, the main pytest pass and the notebook pass (InteractiveShell tests run in their own process).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python -m pip install -q --disable-pip-version-check -e '.[tensorflow,dev]'
+if [ -f scripts/install-browser.sh ]; then bash scripts/install-browser.sh; fi
+
+ruff check .
+ruff format --check .
+
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+mkdir -p test-artifacts
+
+run_pytest() {
+  set +e
+  python -m pytest "$@"
+  rc=$?
+  set -e
+  # exit 5 = no tests collected for this pass: not a failure of the suite
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then exit "$rc"; fi
+}
+
+run_pytest -m "not notebook" -p no:cacheprovider -q -ra --durations=15 tests
+run_pytest -m notebook -p no:cacheprovider -q -ra tests
