@@ -39,6 +39,9 @@ EVENT_STATS = frozenset(
         "bytes_transferred",
     }
 )
+#: Events whose stats are always decoded (step markers). Other events' stats are decoded only with
+#: ``all_stats=True``: walking every event's stats is most of the decoding time.
+MARKER_EVENTS = frozenset({"train", "TraceContext", "tfdoctor_input", "Steps"})
 #: Stats kept from event metadata (XLA modules/ops).
 META_STATS = frozenset({"tf_op", "hlo_category", "program_id", "flops", "bytes_accessed", "source"})
 
@@ -63,7 +66,7 @@ def _stat_value(st: Any, stat_names: dict[int, str]) -> Any:
     return getattr(st, kind)
 
 
-def parse_xspace(data: bytes, source: str = "<bytes>") -> Trace:
+def parse_xspace(data: bytes, source: str = "<bytes>", *, all_stats: bool = False) -> Trace:
     """Decode XSpace bytes. Raises :class:`TraceError` for anything that is not a readable XSpace."""
     if not data:
         raise TraceError(f"{source}: empty file (0 bytes): the profiler wrote no trace")
@@ -75,12 +78,12 @@ def parse_xspace(data: bytes, source: str = "<bytes>") -> Trace:
     if not xs.planes:
         raise TraceError(f"{source}: xplane.pb holds no planes (is it an XSpace? {len(data)} bytes)")
     try:
-        return _convert(xs, source)
+        return _convert(xs, source, all_stats)
     except (OverflowError, ValueError, TypeError) as e:
         raise TraceError(f"{source}: xplane.pb holds inconsistent values ({e})") from None
 
 
-def _convert(xs: Any, source: str) -> Trace:
+def _convert(xs: Any, source: str, all_stats: bool = False) -> Trace:
     stamps = [ln.timestamp_ns for p in xs.planes for ln in p.lines if len(ln.events)]
     origin_ns = min(stamps) if stamps else 0
     hostnames = list(xs.hostnames)
@@ -125,7 +128,13 @@ def _convert(xs: Any, source: str) -> Trace:
             stats: dict[str, np.ndarray] = {}
             if wanted and n:
                 cols: dict[str, list] = {}
-                for i, e in enumerate(evs):
+                if all_stats:
+                    which = range(n)
+                else:
+                    marker_ids = [i for i, nm in enumerate(names) if nm in MARKER_EVENTS]
+                    which = np.flatnonzero(np.isin(idx, marker_ids)).tolist() if marker_ids else []
+                for i in which:
+                    e = evs[i]
                     for st in e.stats:
                         if st.metadata_id in wanted:
                             name = stat_names[st.metadata_id]
@@ -173,7 +182,9 @@ def _convert(xs: Any, source: str) -> Trace:
     )
 
 
-def read_xplane(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
+def read_xplane(
+    path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES, all_stats: bool = False
+) -> Trace:
     p = os.fspath(path)
     try:
         size = os.path.getsize(p)
@@ -189,4 +200,4 @@ def read_xplane(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BY
             data = f.read()
     except OSError as e:
         raise TraceError(f"{p}: cannot read ({e.strerror or e})") from None
-    return parse_xspace(data, source=p)
+    return parse_xspace(data, source=p, all_stats=all_stats)
