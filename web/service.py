@@ -1,0 +1,145 @@
+"""What the routes serve, built from the run store: summaries, progress, pages. No FastAPI here."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+from tfdoctor.web.deps import Settings, read_report
+from tfdoctor.web.schemas import Progress, RunSummary
+
+from tfdoctor.model import Report
+from tfdoctor.report.html import RunPage, after_run_id, run_page
+from tfdoctor.report.timeline import timeline_for_run
+from tfdoctor.store import RunDir, RunStore, valid_run_id
+
+MAX_STEPS_FILE = 64 * 1024 * 1024  # steps.jsonl larger than this is not read for progress
+_PHASES = {"warmup": "warm-up", "timing": "timing window", "profile": "profiling"}
+
+
+def summary_from_row(row: dict[str, Any]) -> RunSummary:
+    return RunSummary(**{k: row.get(k) for k in RunSummary.model_fields if row.get(k) is not None})
+
+
+def summary(run: RunDir, report: Report | None = None) -> RunSummary:
+    meta = run.meta
+    t = report.throughput if report else None
+    device = meta.get("device")
+    if device is None and report is not None and report.facts.devices:
+        gpus = report.facts.gpus
+        device = f"{len(gpus)}× {gpus[0].model or 'GPU'}" if gpus else "CPU"
+    return RunSummary(
+        id=run.id,
+        script=str(meta.get("script") or (report.script if report else "")),
+        created=str(meta.get("created") or (report.created if report else "")),
+        status=str(meta.get("status") or (report.status if report else "unknown")),
+        kind=str(meta.get("kind") or "profile"),
+        device=device,
+        examples_per_s=meta.get("examples_per_s", t.examples_per_s if t else None),
+        steps_per_s=meta.get("steps_per_s", t.steps_per_s if t else None),
+        speedup=meta.get("speedup", report.fix.combined_speedup if report and report.fix else None),
+        parent=meta.get("parent"),
+        error=meta.get("error"),
+    )
+
+
+def _tail_steps(run: RunDir) -> tuple[int, list[dict[str, Any]]]:
+    """(number of step lines, the last ones parsed) of steps.jsonl, read in bounded size."""
+    path = run.file("steps.jsonl")
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0, []
+    if size > MAX_STEPS_FILE:
+        with open(path, "rb") as f:
+            f.seek(size - 256 * 1024)
+            data = f.read()
+        n = -1  # unknown
+    else:
+        data = path.read_bytes()
+        n = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    last = []
+    for line in data.splitlines()[-101:]:
+        try:
+            last.append(json.loads(line))
+        except ValueError:
+            continue  # a line being written
+    return (n if n >= 0 else len(last)), last
+
+
+def progress(run: RunDir) -> Progress:
+    meta = run.meta
+    status = str(meta.get("status") or "unknown")
+    n, last = _tail_steps(run)
+    durs = [(s["end_ns"] - s["start_ns"]) / 1e6 for s in last if "end_ns" in s and "start_ns" in s]
+    target = meta.get("target_steps") or meta.get("steps")
+    target = int(target) if isinstance(target, int | float) and target > 0 else None
+    phase = str(meta.get("phase") or "")
+    if not phase and last:
+        phase = _PHASES.get(str(last[-1].get("window")), "")
+    if status == "running" and not last:
+        phase = phase or "starting the script"
+    losses = [s.get("loss") for s in last if isinstance(s.get("loss"), int | float)]
+    return Progress(
+        run_id=run.id,
+        status=status,
+        phase=phase,
+        steps_done=n,
+        target_steps=target,
+        fraction=min(1.0, n / target) if target else None,
+        last_step_ms=durs[-1] if durs else None,
+        median_step_ms=statistics.median(durs[-50:]) if durs else None,
+        last_loss=losses[-1] if losses else None,
+        updated=meta.get("updated"),
+        error=meta.get("error"),
+        has_report=run.file("report.json").is_file(),
+    )
+
+
+def placeholder_report(run: RunDir) -> Report:
+    """A report for a run that has none yet (running, or crashed before writing one)."""
+    meta = run.meta
+    from tfdoctor.model import Facts
+    from tfdoctor.pipeline import load_steps
+    from tfdoctor.store import now_iso
+
+    facts = Facts.model_validate(run.read_json("facts.json", {}) or {})
+    status = meta.get("status") or "running"
+    return Report(
+        run_id=run.id,
+        script=str(meta.get("script") or ""),
+        args=[str(a) for a in meta.get("args") or []],
+        created=str(meta.get("created") or now_iso()),
+        status=status
+        if status in ("running", "complete", "failed", "interrupted", "timeout", "no_steps")
+        else "failed",
+        error=meta.get("error"),
+        facts=facts,
+        steps=load_steps(run)[-2000:],
+    )
+
+
+def build_page(settings: Settings, store: RunStore, run: RunDir) -> tuple[RunPage, bool]:
+    """(the run page payload, whether the timeline must still be fetched by the browser)."""
+    report, err = read_report(settings, run)
+    if report is None:
+        report = placeholder_report(run)
+        if err:
+            report = report.model_copy(update={"error": err})
+    else:
+        meta_status = run.meta.get("status")
+        if report.status == "running" and meta_status and meta_status != "running":
+            report = report.model_copy(update={"status": meta_status})
+    after = None
+    aid = after_run_id(report)
+    if aid and valid_run_id(aid) and (store.runs_dir / aid).is_dir():
+        after, _ = read_report(settings, RunDir(store.runs_dir / aid))
+    patch_file = run.file("fix.patch")
+    patch_text = None
+    if patch_file.is_file() and patch_file.stat().st_size < 2_000_000:
+        patch_text = patch_file.read_text(encoding="utf-8", errors="replace")
+    timeline = timeline_for_run(run, build=False)
+    page = run_page(report, run_path=run.path, after=after, timeline=timeline, patch_file=patch_text)
+    pending = timeline is None and bool(run.trace_files())
+    return page, pending
