@@ -1,18 +1,138 @@
 """The rule catalog (importable as ``tfdoctor.rules``).
 
-``evaluate(analysis, facts) -> (findings, verdict)`` is what the pipeline calls.
-(The catalog itself is being written: see issue 3.)
+One module per rule (``rules/<problem>.py`` defining ``RULE``); the registry is discovered from the
+package, so adding a rule means adding a module. IDs: 0xx meta (what could not be evaluated),
+1xx input pipeline, 2xx dispatch/launch, 3xx host<->device, 4xx precision & batch, 5xx compilation,
+6xx distribution.
+
+``evaluate(analysis, facts) -> (findings, verdict)`` is what the pipeline calls: findings sorted by
+estimated saving then severity (undecided ones last), and a one-sentence verdict on what bounds the run.
+Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from tfdoctor.model import Facts, Finding
+from tfdoctor.rules._base import SEVERITY_RANK, Context, Example, Rule, pct
+
+from tfdoctor.model import CATEGORY_LABELS, Facts, Finding
 
 if TYPE_CHECKING:
     from tfdoctor.analysis import Analysis
 
+__all__ = ["Context", "Example", "Rule", "all_rules", "evaluate", "get_rule", "verdict"]
+
+
+@lru_cache(maxsize=1)
+def _registry() -> tuple[Rule, ...]:
+    rules: list[Rule] = []
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{mod.name}")
+        cls = getattr(module, "RULE", None)
+        if cls is None:
+            raise ImportError(f"rule module {module.__name__} defines no RULE")
+        rules.append(cls())
+    return tuple(sorted(rules, key=lambda r: r.ID))
+
+
+def all_rules() -> list[Rule]:
+    """Every rule, by ID."""
+    return list(_registry())
+
+
+def get_rule(rule_id: str) -> Rule:
+    for r in _registry():
+        if rule_id == r.ID:
+            return r
+    raise KeyError(rule_id)
+
+
+def _crashed(rule: Rule, err: Exception) -> Finding:
+    # a bug in one rule must not hide the others' findings; it is shown, not swallowed
+    return rule.undecided(f"the rule failed on this trace: {type(err).__name__}: {err}")
+
+
+def _sort_key(f: Finding) -> tuple:
+    return (not f.decided, -f.est_saving, SEVERITY_RANK.get(f.severity, 9), f.rule_id)
+
+
+def run_rules(ctx: Context) -> list[Finding]:
+    findings: list[Finding] = []
+    rules = all_rules()
+    for rule in (r for r in rules if not r.META):
+        if rule.DEVICE and not ctx.is_accelerator_run:
+            ctx.skipped_cpu.append(rule.ID)
+            continue
+        if rule.NEEDS_STEPS and not ctx.has_steps:
+            ctx.skipped_no_steps.append(rule.ID)
+            continue
+        if rule.DEVICE and rule.NEEDS_STEPS and not ctx.has_device_trace:
+            ctx.skipped_no_device_trace.append(rule.ID)
+            continue
+        try:
+            f = rule.detect(ctx)
+        except Exception as err:
+            f = _crashed(rule, err)
+        if f is not None:
+            findings.append(f)
+    for rule in (r for r in rules if r.META):
+        try:
+            f = rule.detect(ctx)
+        except Exception as err:
+            f = _crashed(rule, err)
+        if f is not None:
+            findings.append(f)
+    return sorted(findings, key=_sort_key)
+
+
+_BOUND = {
+    "input_wait": ("Input-bound", "waits for input"),
+    "dispatch": ("Launch-bound", "is op dispatch / kernel launch on the host"),
+    "host_compute": ("Host-bound", "is Python and host work outside TF ops"),
+    "device_compute": ("Compute-bound", "is device compute"),
+    "device_idle": ("Host-bound", "has the device idle, waiting on the host"),
+    "h2d": ("Copy-bound", "is host→device copies"),
+    "d2h": ("Copy-bound", "is device→host copies"),
+    "collective": ("Communication-bound", "is collectives (all-reduce)"),
+    "other": ("Unexplained", "is not explained by the trace"),
+}
+_RULE_CATEGORY = {"1": "input_wait", "2": "dispatch", "3": "h2d", "5": "dispatch"}
+
+
+def verdict(ctx: Context, findings: list[Finding]) -> str:
+    """One sentence: what bounds this run, with the number and the named cause when a finding has one."""
+    if ctx.analysis is None:
+        return "Not diagnosed: no trace was analysed."
+    if not ctx.has_steps:
+        return f"Not diagnosed: {ctx.analysis.why_no_steps or 'no steps were found in the trace'}."
+    share = ctx.share
+    cat = max((c for c in share if c != "other"), key=lambda c: share[c], default="other")
+    if share.get("input_wait", 0.0) >= 0.2:
+        cat = "input_wait"  # XProf: 20 % waiting for input makes a run highly input-bound
+    label, what = _BOUND.get(cat, ("Bound", CATEGORY_LABELS.get(cat, cat)))
+    if cat == "device_compute" and not ctx.has_device_trace:
+        what = (
+            "is TF op kernels on the CPU" if not ctx.is_accelerator_run else "is op kernels (no device trace)"
+        )
+    if cat == "dispatch" and not ctx.is_accelerator_run:
+        label, what = "Dispatch-bound", "is op dispatch on the host"
+    cause = ""
+    for f in findings:
+        if f.decided and f.severity in ("high", "medium") and _RULE_CATEGORY.get(f.rule_id[3:4]) == cat:
+            cause = f.claim.split("; ", 1)[1] if "; " in f.claim else ""
+            break
+    sentence = f"{label}: {pct(share.get(cat, 0.0))} of step time {what}"
+    return sentence + (f" ({cause.rstrip('.')})." if cause else ".")
+
 
 def evaluate(analysis: Analysis | None, facts: Facts) -> tuple[list[Finding], str]:
-    return [], ""
+    """Run every rule on the analysis of a run; findings (best saving first) and the verdict."""
+    ctx = Context(analysis=analysis, facts=facts)
+    findings = run_rules(ctx)
+    return findings, verdict(ctx, findings)
