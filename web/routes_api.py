@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report
 from tfdoctor.web.schemas import ErrorBody, Health, Progress, RunDetail, RunSummary, TimelineFigure
-from tfdoctor.web.service import progress, summary, summary_from_row
+from tfdoctor.web.service import list_summaries, progress, summary
 
 from tfdoctor import __version__
 from tfdoctor.model import Finding
@@ -30,7 +30,7 @@ def list_runs(
     store: StoreDep, settings: SettingsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 200
 ) -> list[RunSummary]:
     """Runs in the store, newest first."""
-    return [summary_from_row(r) for r in store.list(limit=min(limit, settings.max_runs))]
+    return list_summaries(settings, store, min(limit, settings.max_runs))
 
 
 @router.get("/runs/{run_id}", response_model=RunDetail, responses=NOT_FOUND)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report
-from tfdoctor.web.service import build_page, summary_from_row
+from tfdoctor.web.service import build_page, list_summaries
 
 from tfdoctor.report.compare import compare
 from tfdoctor.report.html import compare_page, render_compare, render_run, report_html
@@ -23,7 +23,7 @@ def _env(request: Request):  # type: ignore[no-untyped-def]
 
 @router.get("/", response_class=HTMLResponse)
 def runs_page(request: Request, store: StoreDep, settings: SettingsDep) -> HTMLResponse:
-    runs = [summary_from_row(r) for r in store.list(limit=settings.max_runs)]
+    runs = list_summaries(settings, store, settings.max_runs)
     html = (
         _env(request)
         .get_template("runs.html.j2")
@@ -85,7 +85,7 @@ def compare_view(
     a: Annotated[str | None, Query()] = None,
     b: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
-    runs = [summary_from_row(r) for r in store.list(limit=settings.max_runs)]
+    runs = list_summaries(settings, store, settings.max_runs)
     env = _env(request)
     if not a or not b:
         return HTMLResponse(

@@ -14,12 +14,37 @@ from tfdoctor.report.html import RunPage, after_run_id, run_page
 from tfdoctor.report.timeline import timeline_for_run
 from tfdoctor.store import RunDir, RunStore, valid_run_id
 
+MAX_BACKFILL = 100
 MAX_STEPS_FILE = 64 * 1024 * 1024  # steps.jsonl larger than this is not read for progress
 _PHASES = {"warmup": "warm-up", "timing": "timing window", "profile": "profiling"}
 
 
 def summary_from_row(row: dict[str, Any]) -> RunSummary:
     return RunSummary(**{k: row.get(k) for k in RunSummary.model_fields if row.get(k) is not None})
+
+
+def list_summaries(settings: Settings, store: RunStore, limit: int) -> list[RunSummary]:
+    """The runs list, newest first. Rows the index has no throughput/device for are filled in from
+    the run's report (read once, then cached by mtime), at most ``MAX_BACKFILL`` per request."""
+    out = []
+    budget = MAX_BACKFILL
+    for row in store.list(limit=limit):
+        s = summary_from_row(row)
+        if budget > 0 and s.status != "running" and (s.device is None or s.steps_per_s is None):
+            budget -= 1
+            run = RunDir(store.runs_dir / s.id)
+            report, _ = read_report(settings, run)
+            if report is not None:
+                full = summary(run, report)
+                s = s.model_copy(
+                    update={
+                        k: getattr(full, k)
+                        for k in ("device", "examples_per_s", "steps_per_s", "speedup")
+                        if getattr(s, k) is None
+                    }
+                )
+        out.append(s)
+    return out
 
 
 def summary(run: RunDir, report: Report | None = None) -> RunSummary:

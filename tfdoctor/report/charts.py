@@ -236,6 +236,7 @@ def throughput_figure(report: Report) -> Figure | None:
             },
             "hovertemplate": "%{customdata}<br>%{y:,.1f} " + unit + "<extra></extra>",
             "showlegend": False,
+            "width": [0.35 if len(bars) == 1 else 0.6] * len(bars),
         }
     ]
     shapes = []

@@ -163,9 +163,9 @@ def derived_verdict(report: Report) -> str:
         return "Not enough was recorded to diagnose this run."
     top = sorted(bd.share.items(), key=lambda kv: -kv[1])
     c, share = top[0]
-    s = f"Step time ({bd.avg_step_ms:,.1f} ms on average) is dominated by {CATEGORY_LABELS[c].lower()} ({share:.0%})"
+    s = f"Step time ({bd.avg_step_ms:,.1f} ms on average) is dominated by {CATEGORY_LABELS[c].lower()} ({share * 100:.0f} %)"
     if len(top) > 1 and top[1][1] >= 0.15:
-        s += f", then {CATEGORY_LABELS[top[1][0]].lower()} ({top[1][1]:.0%})"
+        s += f", then {CATEGORY_LABELS[top[1][0]].lower()} ({top[1][1] * 100:.0f} %)"
     return s + "."
 
 
@@ -249,7 +249,7 @@ def _finding_view(f: Finding, trial_ids: set[str]) -> FindingView:
         name=f.name,
         severity=f.severity,
         claim=_clip(f.claim, 600) or "",
-        saving=f"≈ {f.est_saving:.0%} of step time" if f.est_saving > 0 else "",
+        saving=f"≈ {f.est_saving * 100:.0f} % of step time" if f.est_saving > 0 else "",
         fixes=[(fid, f"fix-{fid}" if fid in trial_ids else None) for fid in f.fix_ids],
         evidence=[
             EvidenceView(
@@ -345,7 +345,7 @@ def run_page(
         )
         top = max(bd.share.items(), key=lambda kv: kv[1]) if bd.share else None
         if top:
-            metrics.append(Metric("Largest share", f"{top[1]:.0%}", CATEGORY_LABELS[top[0]]))
+            metrics.append(Metric("Largest share", f"{top[1] * 100:.0f} %", CATEGORY_LABELS[top[0]]))
     high = sum(1 for f in report.findings if f.severity == "high")
     metrics.append(
         Metric(
@@ -562,12 +562,12 @@ def compare_page(c: Comparison, a: Report, b: Report) -> ComparePage:
         fa = (
             "–"
             if d.a_ms is None
-            else f"{d.a_ms:,.2f} ms" + (f" ({d.a_share:.0%})" if d.a_share is not None else "")
+            else f"{d.a_ms:,.2f} ms" + (f" ({d.a_share * 100:.0f} %)" if d.a_share is not None else "")
         )
         fb = (
             "–"
             if d.b_ms is None
-            else f"{d.b_ms:,.2f} ms" + (f" ({d.b_share:.0%})" if d.b_share is not None else "")
+            else f"{d.b_ms:,.2f} ms" + (f" ({d.b_share * 100:.0f} %)" if d.b_share is not None else "")
         )
         if d.delta_ms is None:
             fd, cls = "–", ""
