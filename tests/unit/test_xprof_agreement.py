@@ -1,0 +1,38 @@
+"""Our steps and input verdicts against XProf's own overview page, on the recorded CPU runs.
+
+XProf (xprof.convert.raw_to_tool_data) is the reference implementation of TensorFlow's profiler. With
+tfdoctor's step markers in the trace it finds the same steps; its step time and its input-bound verdict
+must agree with ours.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.analysis import analyze
+from tfdoctor.trace import load
+
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_traces").glob("*/logdir"))
+xprof = pytest.importorskip("xprof.convert.raw_to_tool_data")
+
+
+def _overview(logdir: Path) -> str:
+    files = [str(p) for p in logdir.rglob("*.xplane.pb")]
+    data, _ = xprof.xspace_to_tool_data(files, "overview_page", {})
+    return data.decode() if isinstance(data, bytes) else str(data)
+
+
+@pytest.mark.parametrize("logdir", SAMPLES, ids=lambda p: p.parent.name)
+def test_step_time_and_input_verdict_agree_with_xprof(logdir):
+    ov = _overview(logdir)
+    m = re.search(r'steptime_ms_average":"([\d.]+)"', ov)
+    assert m, "XProf found no steps although tfdoctor's markers are in the trace"
+    xprof_ms = float(m.group(1))
+    a = analyze(load(logdir))
+    assert a.breakdown.avg_step_ms == pytest.approx(xprof_ms, rel=0.15)
+    inp = re.search(r"because ([\d.]+)% of the total step time sampled is waiting for input", ov)
+    if inp and float(inp.group(1)) >= 20.0:  # XProf: HIGHLY input-bound
+        assert a.share["input_wait"] >= 0.20
+    if "NOT input-bound" in ov:
+        assert a.share["input_wait"] < 0.5
