@@ -6,6 +6,7 @@ must agree with ours.
 """
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,15 +18,17 @@ SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_traces").glob("*
 xprof = pytest.importorskip("xprof.convert.raw_to_tool_data")
 
 
-def _overview(logdir: Path) -> str:
-    files = [str(p) for p in logdir.rglob("*.xplane.pb")]
+def _overview(logdir: Path, tmp: Path) -> str:
+    # XProf caches its conversion (ALL_HOSTS.op_stats_v2.pb) beside the trace: work on a copy
+    shutil.copytree(logdir, tmp / "logdir")
+    files = [str(p) for p in (tmp / "logdir").rglob("*.xplane.pb")]
     data, _ = xprof.xspace_to_tool_data(files, "overview_page", {})
     return data.decode() if isinstance(data, bytes) else str(data)
 
 
 @pytest.mark.parametrize("logdir", SAMPLES, ids=lambda p: p.parent.name)
-def test_step_time_and_input_verdict_agree_with_xprof(logdir):
-    ov = _overview(logdir)
+def test_step_time_and_input_verdict_agree_with_xprof(logdir, tmp_path):
+    ov = _overview(logdir, tmp_path)
     m = re.search(r'steptime_ms_average":"([\d.]+)"', ov)
     assert m, "XProf found no steps although tfdoctor's markers are in the trace"
     xprof_ms = float(m.group(1))
