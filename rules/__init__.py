@@ -17,14 +17,24 @@ import pkgutil
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from tfdoctor.rules._base import SEVERITY_RANK, Context, Example, Rule, pct
+from tfdoctor.rules._base import ADVICE_IDS, FIX_IDS, SEVERITY_RANK, Context, Example, Rule, pct
 
 from tfdoctor.model import CATEGORY_LABELS, Facts, Finding
 
 if TYPE_CHECKING:
     from tfdoctor.analysis import Analysis
 
-__all__ = ["Context", "Example", "Rule", "all_rules", "evaluate", "get_rule", "verdict"]
+__all__ = [
+    "ADVICE_IDS",
+    "FIX_IDS",
+    "Context",
+    "Example",
+    "Rule",
+    "all_rules",
+    "evaluate",
+    "get_rule",
+    "verdict",
+]
 
 
 @lru_cache(maxsize=1)
@@ -102,7 +112,21 @@ _BOUND = {
     "collective": ("Communication-bound", "is collectives (all-reduce)"),
     "other": ("Unexplained", "is not explained by the trace"),
 }
-_RULE_CATEGORY = {"1": "input_wait", "2": "dispatch", "3": "h2d", "5": "dispatch"}
+#: the step-time categories each rule family explains (by the ID's hundreds digit)
+_FAMILY_CATEGORIES = {
+    "1": ("input_wait",),
+    "2": ("dispatch", "host_compute", "device_idle"),
+    "3": ("h2d", "d2h"),
+    "4": ("device_compute", "device_idle", "dispatch"),
+    "5": ("dispatch", "host_compute", "device_compute"),
+    "6": ("device_compute", "collective"),
+}
+
+
+def _cause(f: Finding) -> str:
+    """The short cause in a finding's claim: 1xx/3xx claims read "<share>; <cause>", others "<cause>; <detail>"."""
+    head, _, tail = f.claim.partition("; ")
+    return tail if f.rule_id[3:4] in ("1", "3") else head
 
 
 def verdict(ctx: Context, findings: list[Finding]) -> str:
@@ -124,8 +148,12 @@ def verdict(ctx: Context, findings: list[Finding]) -> str:
         label, what = "Dispatch-bound", "is op dispatch on the host"
     cause = ""
     for f in findings:
-        if f.decided and f.severity in ("high", "medium") and _RULE_CATEGORY.get(f.rule_id[3:4]) == cat:
-            cause = f.claim.split("; ", 1)[1] if "; " in f.claim else ""
+        if (
+            f.decided
+            and f.severity in ("high", "medium")
+            and cat in _FAMILY_CATEGORIES.get(f.rule_id[3:4], ())
+        ):
+            cause = _cause(f)
             break
     sentence = f"{label}: {pct(share.get(cat, 0.0))} of step time {what}"
     return sentence + (f" ({cause.rstrip('.')})." if cause else ".")

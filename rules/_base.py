@@ -23,6 +23,34 @@ REPO = Path(__file__).resolve().parents[1]
 
 SEVERITY_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2, "info": 3}
 
+#: fix ids the fixer (tfdoctor.fixes) applies and measures
+FIX_IDS: frozenset[str] = frozenset(
+    {
+        "tfdata-parallel-map",
+        "tfdata-prefetch",
+        "tfdata-cache",
+        "generator-prefetch",
+        "tf-function",
+        "steps-per-execution",
+        "xla-jit",
+        "batch-scale",
+        "mixed-precision",
+    }
+)
+#: advice-only fix ids: shown with the finding, never applied automatically
+ADVICE_IDS: frozenset[str] = frozenset(
+    {
+        "tfdata-service",
+        "gpu-private-threads",
+        "multi-step-function",
+        "reduce-retracing",
+        "prefetch-to-device",
+        "static-shapes",
+        "mirrored-strategy",
+        "distribute-dataset",
+    }
+)
+
 #: policies under which the model computes in 16 bit
 MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
 

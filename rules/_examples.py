@@ -11,8 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tfdoctor.model import Facts, Finding, StepTiming
 from tfdoctor.rules._base import REPO, Context, Example, Rule
+
+from tfdoctor.model import Facts, Finding, StepTiming
 
 if TYPE_CHECKING:
     from tfdoctor.analysis import Analysis

@@ -59,8 +59,13 @@ def _span(ctx: Context) -> float:
     return float((hi - lo).sum()) or 1.0
 
 
-def _host_events(ctx: Context, pred, main_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(starts, ends, names) of host events matching ``pred`` that start inside a step."""
+def _host_events(
+    ctx: Context, pred, main_only: bool = False, skip_tfdata: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, names) of host events matching ``pred`` that start inside a step.
+
+    ``skip_tfdata`` leaves out tf.data's own threads (input preprocessing is not the step's work).
+    """
     lo, hi = _steps(ctx)
     main = ctx.analysis.steps.main_line  # type: ignore[union-attr]
     s_all, e_all, n_all = [], [], []
@@ -70,6 +75,8 @@ def _host_events(ctx: Context, pred, main_only: bool = False) -> tuple[np.ndarra
             continue
         for ln in plane.lines:
             if not len(ln) or (main_only and ln is not main):
+                continue
+            if skip_tfdata and ln.name.startswith("tf_data"):
                 continue
             sel = np.isin(ln.name_idx, ids)
             if not sel.any():
@@ -164,7 +171,7 @@ def function_share(ctx: Context) -> float:
 
 @dataclass
 class CpuOps:
-    """TF op kernels executed on host threads inside the steps (CPU-only runs)."""
+    """TF op kernels of the step executed on host threads (CPU-only runs); tf.data threads excluded."""
 
     per_step: float
     median_us: float
@@ -180,9 +187,8 @@ SMALL_US = 20.0
 
 def cpu_ops(ctx: Context) -> CpuOps:
     if "cpu_ops" not in ctx.cache:
-        s, e, n = _host_events(ctx, is_host_op)
-        main = ctx.analysis.steps.main_line  # type: ignore[union-attr]
-        del main  # ops on the main thread are eager kernels; included: they are op kernels too
+        # op kernels of the step: executor threads and eager kernels on the main thread, not tf.data's
+        s, e, n = _host_events(ctx, is_host_op, skip_tfdata=True)
         d_us = (e - s) / 1e6
         types = np.array([str(x).rsplit(":", 1)[-1] for x in n], dtype=object)
         small = d_us < SMALL_US

@@ -1,0 +1,195 @@
+"""The rule catalog: every rule's own examples (hit must fire, miss must not), the registry, the runner.
+
+Fixtures are real traces: CPU runs recorded by sample_traces/rules-scenarios/record.py and the public
+GPU traces in ../shared/traces. No TensorFlow is imported here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+
+import pytest
+from tfdoctor.rules import ADVICE_IDS, FIX_IDS, Context, all_rules, evaluate, get_rule, run_rules
+from tfdoctor.rules._base import Example
+from tfdoctor.rules._examples import example_path, load_example, run_example
+
+from tfdoctor.model import Facts
+
+HEADINGS = ("What it detects:", "Why it costs throughput:", "Evidence:", "Fix:", "Fix safety:")
+CASES = [(r.ID, i, ex) for r in all_rules() for i, ex in enumerate(r.EXAMPLES)]
+
+
+def _skip_missing(ex: Example) -> None:
+    if not example_path(ex).exists():
+        if ex.path.startswith("../shared/"):
+            pytest.skip(f"shared trace not present: {ex.path}")
+        pytest.fail(f"fixture {ex.path} is missing from the repository")
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "idx", "ex"), CASES, ids=[f"{rid}-{'hit' if ex.fires else 'miss'}{i}" for rid, i, ex in CASES]
+)
+def test_rule_example(rule_id: str, idx: int, ex: Example) -> None:
+    _skip_missing(ex)
+    rule = get_rule(rule_id)
+    found = run_example(rule, ex)
+    fired = bool(found) if rule.META else any(f.decided for f in found)
+    assert fired == ex.fires, f"{rule_id} on {ex.path} ({ex.note}): {[f.claim for f in found]}"
+    for f in found:
+        assert f.rule_id == rule.ID and f.name == rule.NAME
+        assert f.claim and "\n" not in f.claim
+        assert 0.0 <= f.est_saving <= 1.0
+        assert set(f.fix_ids) <= FIX_IDS | ADVICE_IDS, f.fix_ids
+        if f.decided:
+            assert f.evidence, "a decided finding carries evidence"
+        else:
+            assert f.why_not
+
+
+# -- the registry -------------------------------------------------------------------------------------
+
+
+def test_every_rule_has_exactly_one_unique_id_and_name() -> None:
+    rules = all_rules()
+    ids = [r.ID for r in rules]
+    names = [r.NAME for r in rules]
+    assert len(ids) == len(set(ids)), ids
+    assert len(names) == len(set(names)), names
+    for r in rules:
+        assert re.fullmatch(r"TFD[0-6]\d\d", r.ID), r.ID
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", r.NAME), r.NAME
+        # the module is named after the problem, like the rule
+        assert type(r).__module__.rsplit(".", 1)[-1] == r.NAME.replace("-", "_")
+
+
+def test_every_rule_is_documented_and_has_hit_and_miss_examples() -> None:
+    for r in all_rules():
+        doc = inspect.getdoc(type(r)) or ""
+        for h in HEADINGS:
+            assert f"\n{h}\n" in f"\n{doc}\n", f"{r.ID} docstring lacks '{h}'"
+        assert any(ex.fires for ex in r.EXAMPLES), f"{r.ID} has no hit example"
+        assert any(not ex.fires for ex in r.EXAMPLES), f"{r.ID} has no miss example"
+
+
+def test_the_catalog_covers_the_issue() -> None:
+    names = {r.NAME for r in all_rules()}
+    for n in (
+        "input-stall",
+        "repeated-preprocessing",
+        "input-cpu-saturated",
+        "eager-dispatch",
+        "kernel-launch-overhead",
+        "per-step-overhead",
+        "function-retracing",
+        "host-device-copies",
+        "underfilled-fp16-batch",
+        "fp32-on-tensor-core-gpu",
+        "unfused-small-ops",
+        "xla-recompilation",
+        "single-gpu-of-many",
+    ):
+        assert n in names
+
+
+def test_rules_do_not_import_tensorflow() -> None:
+    code = (
+        "import sys; from tfdoctor.rules import all_rules, evaluate; from tfdoctor.rules._examples import "
+        "load_example; from tfdoctor.rules._base import Example; "
+        "a, f = load_example(Example('sample_traces/rules-input-sequential-map', True)); evaluate(a, f); "
+        "assert not [m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.')], 'TF imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- findings on real fixtures -------------------------------------------------------------------------
+
+
+def _eval(path: str, **facts):
+    a, f = load_example(Example(path, True, facts=facts))
+    return evaluate(a, f)
+
+
+def test_input_stall_names_the_cause_with_numbers_ranges_and_source() -> None:
+    findings, verdict = _eval("sample_traces/rules-input-sequential-map")
+    f = next(x for x in findings if x.rule_id == "TFD101")
+    assert f.severity == "high"
+    share = float(f.claim.split(" %")[0])
+    assert share >= 20
+    assert "sequentially" in f.claim
+    assert f.fix_ids[0] == "tfdata-parallel-map"
+    wait = next(e for e in f.evidence if e.label == "input wait")
+    assert wait.time_ranges_ms and all(0 <= a < b for a, b in wait.time_ranges_ms)
+    assert any(e.source and e.source.startswith("record.py:") for e in f.evidence)
+    assert verdict.startswith(f"Input-bound: {share:.0f} % of step time waits for input")
+    assert "sequentially" in verdict
+
+
+def test_generator_cause_and_fix() -> None:
+    findings, _ = _eval("sample_traces/rules-input-generator")
+    f = next(x for x in findings if x.rule_id == "TFD101")
+    assert "Python generator" in f.claim and f.fix_ids[0] == "generator-prefetch"
+
+
+def test_findings_are_sorted_by_saving_then_severity_undecided_last() -> None:
+    for path in ("sample_traces/rules-input-autotuned-saturated", "sample_traces/rules-xla-recompile"):
+        findings, _ = _eval(path)
+        decided = [f for f in findings if f.decided]
+        assert findings[: len(decided)] == decided
+        savings = [f.est_saving for f in decided]
+        assert savings == sorted(savings, reverse=True)
+
+
+def test_no_gpu_rules_and_no_fp16_advice_on_cpu_runs() -> None:
+    gpu_rules = {r.ID for r in all_rules() if r.DEVICE}
+    for path in sorted(p for p in {ex.path for _, _, ex in CASES} if p.startswith("sample_traces/")):
+        findings, _ = _eval(path, extra={"cpu_count": "2", "cpu_flags": "avx2 fma"})
+        assert not {f.rule_id for f in findings} & gpu_rules, path
+        assert not any("mixed-precision" in f.fix_ids for f in findings), path
+        info = [f for f in findings if f.rule_id == "TFD003"]
+        assert len(info) == 1 and info[0].severity == "info"
+
+
+def test_bf16_advice_only_where_the_cpu_has_it() -> None:
+    with_bf16, _ = _eval("sample_traces/rules-well-fed", extra={"cpu_flags": "avx512_bf16 amx_bf16"})
+    assert any(f.rule_id == "TFD403" and "mixed_bfloat16" in f.claim for f in with_bf16)
+    without, _ = _eval("sample_traces/rules-well-fed", extra={"cpu_flags": ""})
+    assert not any(f.rule_id == "TFD403" for f in without)
+
+
+def test_eager_and_retracing_verdicts_name_the_cause() -> None:
+    _, v = _eval("sample_traces/rules-eager-loop")
+    assert "dispatched one by one" in v
+    _, v = _eval("sample_traces/rules-retracing")
+    assert "tf.function traces" in v
+
+
+def test_no_analysis_is_shown_not_dropped() -> None:
+    findings, verdict = evaluate(None, Facts())
+    assert verdict.startswith("Not diagnosed")
+    f = next(x for x in findings if x.rule_id == "TFD001")
+    assert not f.decided and "no trace" in (f.why_not or "")
+    assert "TFD101" in f.evidence[0].value
+
+
+def test_facts_only_rule_runs_without_a_trace() -> None:
+    facts = Facts(devices=[{"name": f"/physical_device:GPU:{i}", "kind": "GPU"} for i in range(4)])
+    findings, _ = evaluate(None, facts)
+    f = next(x for x in findings if x.rule_id == "TFD601")
+    assert f.decided and f.est_saving == pytest.approx(0.6)
+
+
+def test_a_failing_rule_becomes_an_undecided_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    rule = get_rule("TFD101")
+
+    def boom(ctx):
+        raise ZeroDivisionError("x")
+
+    monkeypatch.setattr(rule, "detect", boom)
+    a, f = load_example(Example("sample_traces/rules-input-sequential-map", True))
+    found = run_rules(Context(analysis=a, facts=f))
+    bad = next(x for x in found if x.rule_id == "TFD101")
+    assert not bad.decided and "ZeroDivisionError" in (bad.why_not or "")
+    assert any(x.rule_id == "TFD102" for x in found)  # the others still ran
