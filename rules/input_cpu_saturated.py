@@ -7,7 +7,14 @@ from tfdoctor.rules._base import Context, Example, Rule, pct
 
 from tfdoctor.model import Evidence, Finding
 
-_PARALLEL_STAGES = ("ParallelMap", "ParallelMapV2", "MapAndBatch", "ParallelInterleaveV4", "ParallelBatch")
+# stages that are parallel whatever their arguments (MapAndBatch is also what a *sequential* map fuses into)
+_PARALLEL_STAGES = (
+    "ParallelMap",
+    "ParallelMapV2",
+    "ParallelInterleaveV2",
+    "ParallelInterleaveV4",
+    "ParallelBatch",
+)
 
 
 class InputCpuSaturated(Rule):
@@ -41,6 +48,11 @@ class InputCpuSaturated(Rule):
         Example("sample_traces/rules-input-autotuned-saturated", True, "AUTOTUNE map on 2 busy cores"),
         Example("sample_traces/rules-input-sequential-map", False, "map not parallel yet: TFD101 first"),
         Example("sample_traces/rules-well-fed", False, "not input-bound"),
+        Example(
+            "sample_traces/rules-input-sequential-map/logdir",
+            False,
+            "trace only: its MapAndBatch may be sequential, so no claim without the harness's facts",
+        ),
     ]
 
     def detect(self, ctx: Context) -> Finding | None:
