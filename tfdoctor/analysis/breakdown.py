@@ -79,6 +79,26 @@ def is_host_op(name: str) -> bool:
     return bool(_OP_RE.match(name)) and not is_collective(name)
 
 
+_OVERHEAD_PREFIXES = (
+    "ThreadpoolListener::",
+    "Executor",
+    "Memory",
+    "FunctionRun",
+    "InstantiatedCapturedFunction",
+)
+
+
+def is_cpu_work(name: str) -> bool:
+    """On a CPU-only run, work on a worker thread: op kernels ("scope:OpType") and XLA thunks/fusions."""
+    if is_host_op(name):
+        return True
+    return (
+        not name.startswith(_OVERHEAD_PREFIXES)
+        and not name.startswith(("Iterator::", "tfdoctor"))
+        and not (is_collective(name) or name in INPUT_NAMES)
+    )
+
+
 def is_dispatch(name: str) -> bool:
     return (
         name in DISPATCH_NAMES
@@ -112,12 +132,14 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
                 wait.append(_set(plane, ln, is_wait, cache))
                 func.append(_set(plane, ln, is_function_run, cache))
                 kern.append(_set(plane, ln, lambda n: n == "KernelAndDeviceFunc::Run", cache))
+                if not gpu:  # ops a function runs inline on the caller's thread (and XLA clusters)
+                    ops.append(_set(plane, ln, is_host_op, cache))
             elif not ln.name.startswith("tf_data"):
                 if gpu:
                     # host-side events of a GPU run's executor threads are kernel launches/op dispatch
                     disp.append(_set(plane, ln, lambda n: is_host_op(n) or n in DISPATCH_NAMES, cache))
                 else:
-                    ops.append(_set(plane, ln, is_host_op, cache))
+                    ops.append(_set(plane, ln, is_cpu_work, cache))
     main_set = iv.EMPTY
     if main is not None and len(main):
         main_set = iv.union(main.start_ps, main.end_ps)
