@@ -1,0 +1,153 @@
+"""The timeline: downsampling plain arrays, lanes from real traces, the cache in the run directory."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfdoctor.analysis.steps import find_steps
+from tfdoctor.report.charts import timeline_figure
+from tfdoctor.report.timeline import (
+    CACHE_NAME,
+    LaneArrays,
+    classify,
+    downsample,
+    short_lane_names,
+    timeline_for_run,
+    timeline_from_trace,
+)
+from tfdoctor.store import RunStore
+from tfdoctor.trace import load
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"
+MULTI_WORKER = SHARED / "tensorflow-profiler/demo/plugins/profile/GPU-multi-worker"
+PFE_B8 = SHARED / "PFE_TensorFlow_Profiler/applications/cnn/logs_load/download8-20210202-122657"
+needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="../shared/traces not present")
+
+
+def lane(name, starts, durs, names=None, group="host"):
+    starts = np.asarray(starts, dtype=float)
+    return LaneArrays(group, name, starts, np.asarray(durs, dtype=float), names or ["op"] * len(starts))
+
+
+class TestDownsample:
+    def test_big_events_and_gaps_are_kept_exactly(self):
+        tl = downsample([lane("main", [0, 10, 30], [5, 10, 20], ["a", "b", "c"])], (0, 100), px=100)
+        (row,) = tl.rows
+        assert row.start_ms == [0, 10, 30] and row.dur_ms == [5, 10, 20] and row.count == [1, 1, 1]
+        assert row.name == ["a", "b", "c"] and tl.blocks == 3 and not tl.truncated
+
+    def test_runs_of_tiny_events_merge_but_gaps_stay(self):
+        # 1,000 events of 0.01 ms every 0.02 ms in [0, 20), a 30 ms gap, then 1,000 more in [50, 70)
+        s = np.concatenate([np.arange(1000) * 0.02, 50 + np.arange(1000) * 0.02])
+        names = ["EagerExecute"] * 1500 + ["MatMul:MatMul"] * 500
+        tl = downsample([lane("main", s, np.full(2000, 0.01), names)], (0, 100), px=1000)
+        (row,) = tl.rows
+        assert row.count == [1000, 1000]
+        assert row.start_ms[0] == 0 and row.start_ms[1] == 50
+        assert row.dur_ms[0] == pytest.approx(19.99) and row.dur_ms[1] == pytest.approx(19.99)
+        assert row.name[0] == "1000 events: EagerExecute ×1000"
+        assert row.name[1].startswith("1000 events: EagerExecute ×500, MatMul:MatMul ×500")
+        assert tl.events_in_window == 2000 and tl.blocks == 2
+        assert row.kind == ["dispatch", "dispatch"]
+
+    def test_nesting_becomes_depth_rows(self):
+        tl = downsample(
+            [lane("main", [0, 1, 2, 20], [50, 10, 3, 5], ["train", "EagerExecute", "MatMul:MatMul", "x"])],
+            (0, 60),
+            px=600,
+        )
+        assert [(r.depth, r.name) for r in tl.rows] == [
+            (0, ["train"]),
+            (1, ["EagerExecute", "x"]),
+            (2, ["MatMul:MatMul"]),
+        ]
+        assert tl.rows[0].kind == ["step"]
+
+    def test_window_clips_and_drops_instants(self):
+        tl = downsample([lane("main", [-5, 2, 8, 50], [10, 0, 4, 1])], (0, 10), px=100)
+        (row,) = tl.rows
+        assert row.start_ms == [0, 8] and row.dur_ms == [5, 2]
+
+    def test_block_budget_is_held(self):
+        rng = np.random.default_rng(0)
+        lanes = []
+        for k in range(20):
+            s = np.sort(rng.uniform(0, 1000, 20_000))
+            lanes.append(lane(f"t{k}", s, rng.uniform(0.001, 0.2, s.size)))
+        tl = downsample(lanes, (0, 1000), px=1600, max_blocks=3000)
+        assert tl.blocks == sum(len(r.start_ms) for r in tl.rows) <= 3000
+        assert tl.events_in_window == 400_000
+        assert tl.resolution_ms > 1000 / 1600  # had to coarsen
+        fig = timeline_figure(tl)
+        assert sum(len(t["x"]) for t in fig["data"]) == tl.blocks
+
+    def test_lane_order_host_then_tfdata_then_device(self):
+        tl = downsample(
+            [
+                lane("Stream #7", [0], [1], group="device"),
+                lane("tf_data_private_threadpool #1", [0], [1], group="tf.data"),
+                lane("python", [0], [1]),
+            ],
+            (0, 2),
+        )
+        assert [r.group for r in tl.rows] == ["host", "tf.data", "device"]
+
+
+def test_names_and_classes():
+    assert short_lane_names(["a/-123456789", "a/987654321", "python"]) == ["a #1", "a #2", "python"]
+    assert classify("Iterator::Root::Prefetch") == "input"
+    assert classify("EagerLocalExecute: __inference_train_step_123") == "function"
+    assert classify("MemcpyH2D") == "copy"
+    assert classify("ncclAllReduceRingLLKernel") == "collective"
+    assert classify("dense/MatMul:MatMul") == "compute"
+    assert classify("TFE_Py_FastPathExecute_C") == "dispatch"
+
+
+@needs_shared
+class TestRealTraces:
+    def test_gpu_trace_has_device_streams_and_steps(self):
+        trace = load(MULTI_WORKER)
+        steps = find_steps(trace)
+        tl = timeline_from_trace(trace, steps)
+        groups = {r.group for r in tl.rows}
+        assert "device" in groups and "host" in groups
+        assert any(r.lane.startswith("GPU:") and "Stream #" in r.lane for r in tl.rows)
+        assert 1 <= len(tl.steps) <= 5 and tl.blocks <= 6000
+        lo, hi = tl.window_ms
+        assert all(lo - 1e-3 <= s <= hi for r in tl.rows for s in r.start_ms)
+        kinds = {k for r in tl.rows for k in r.kind}
+        assert "compute" in kinds or "copy" in kinds
+
+    def test_run_timeline_is_cached_in_the_run_dir(self, tmp_path):
+        store = RunStore(tmp_path)
+        run = store.new_run("cnn.py")
+        shutil.copytree(PFE_B8 / "train", run.logdir)
+        assert run.trace_files()
+        assert timeline_for_run(run, build=False) is None
+        first = timeline_for_run(run)
+        assert first is not None and first.rows and first.steps
+        assert "steps" in first.notes[0] and "of the 19 profiled steps" in first.notes[0]
+        assert (run.path / CACHE_NAME).is_file()
+        again = timeline_for_run(run, build=False)
+        assert again == first
+        # a new trace file (a re-analysis) invalidates the cache
+        extra = run.trace_files()[0].with_name("other.xplane.pb")
+        shutil.copy(run.trace_files()[0], extra)
+        assert timeline_for_run(run, build=False) is None
+        assert timeline_for_run(run).signature != first.signature
+
+    def test_no_trace_no_timeline(self, tmp_path):
+        run = RunStore(tmp_path).new_run("x.py")
+        assert timeline_for_run(run) is None
+
+    def test_unreadable_trace_is_a_note(self, tmp_path):
+        run = RunStore(tmp_path).new_run("x.py")
+        bad = run.logdir / "plugins/profile/2026_01_01_00_00_00/host.xplane.pb"
+        bad.parent.mkdir(parents=True)
+        bad.write_bytes(b"\x00garbage" * 10)
+        tl = timeline_for_run(run)
+        assert tl is not None and not tl.rows and tl.notes[0].startswith("no timeline:")
