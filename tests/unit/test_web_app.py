@@ -262,3 +262,32 @@ def test_serve_refuses_a_taken_port(tmp_path, capsys):
         rc = main(["serve", "--port", str(port), "--home", str(tmp_path)])
     assert rc == 1
     assert "port is taken" in capsys.readouterr().err
+
+
+def test_open_in_browser_starts_a_server_and_opens_the_run(store, runs, monkeypatch):
+    import socket
+    import time
+    import urllib.request
+    import webbrowser
+
+    from tfdoctor.web.main import open_in_browser, server_running
+
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    before, _ = runs
+    url = open_in_browser(before, port=port, block=False)
+    assert url == f"http://127.0.0.1:{port}/runs/{before.id}"
+    for _ in range(100):
+        if opened:
+            break
+        time.sleep(0.05)
+    assert opened == [url]
+    with urllib.request.urlopen(url, timeout=5) as r:
+        assert r.status == 200 and before.id in r.read().decode()
+    # a second call finds the running server and only opens the page
+    assert server_running("127.0.0.1", port)
+    assert open_in_browser(before.id, port=port, block=False) == url
+    assert opened == [url, url]

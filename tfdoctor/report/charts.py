@@ -175,7 +175,7 @@ def share_figure(rows: list[tuple[str, Breakdown]]) -> Figure | None:
         margin={"l": 110, "r": 16, "t": 8, "b": 40},
         xaxis={"title": {"text": "mean step, ms", "standoff": 4}, "gridcolor": "#e8ecf1"},
         yaxis={"automargin": True},
-        legend={"orientation": "h", "y": -0.45, "x": 0, "font": {"size": 11}},
+        legend={"orientation": "h", "y": -0.45, "x": 0, "font": {"size": 11}, "traceorder": "normal"},
     )
     return {"data": data, "layout": layout}
 
@@ -260,21 +260,6 @@ def throughput_figure(report: Report) -> Figure | None:
         shapes=shapes,
         yaxis={"title": {"text": unit}, "gridcolor": "#e8ecf1", "rangemode": "tozero"},
         xaxis={"type": "category"},
-        annotations=[
-            {
-                "xref": "paper",
-                "yref": "y",
-                "x": 1,
-                "y": max(base_wins) if base_wins else base,
-                "text": "baseline noise band",
-                "showarrow": False,
-                "xanchor": "right",
-                "yanchor": "bottom",
-                "font": {"size": 10, "color": "#5c6773"},
-            }
-        ]
-        if base_wins
-        else [],
     )
     return {"data": data, "layout": layout}
 

@@ -539,7 +539,7 @@ class ComparePage:
 
 def compare_page(c: Comparison, a: Report, b: Report) -> ComparePage:
     figures: dict[str, dict[str, Any]] = {}
-    rows_bd = [(f"A · {a.run_id[-22:]}", a.breakdown), (f"B · {b.run_id[-22:]}", b.breakdown)]
+    rows_bd = [("A", a.breakdown), ("B", b.breakdown)]
     fig = charts.share_figure([(label, bd) for label, bd in rows_bd if bd is not None])
     if fig:
         figures["share"] = fig
