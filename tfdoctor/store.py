@@ -71,6 +71,11 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def is_run_dir(path: Path) -> bool:
+    """A directory written by tfdoctor (a stored run, or one copied elsewhere such as sample_traces/)."""
+    return any((path / name).is_file() for name in ("meta.json", "report.json", "facts.json"))
+
+
 def valid_run_id(run_id: str) -> bool:
     return bool(RUN_ID_RE.match(run_id)) and ".." not in run_id
 
@@ -240,7 +245,7 @@ class RunStore:
         """A run by id (in this store) or by path to a run directory."""
         ref_s = os.fspath(ref)
         p = Path(ref_s)
-        if (p / "meta.json").is_file() or (p / "report.json").is_file():
+        if is_run_dir(p):
             return RunDir(p.resolve())
         if not valid_run_id(ref_s):
             raise RunNotFound(f"no run {ref_s!r}: not a run directory and not a valid run id")

@@ -9,7 +9,7 @@ from rich.console import Console
 from tfdoctor.errors import UsageError
 from tfdoctor.pipeline import build_report, report_from_trace
 from tfdoctor.report.terminal import render
-from tfdoctor.store import RunStore
+from tfdoctor.store import RunStore, is_run_dir
 
 
 class AnalyzeCommand:
@@ -39,9 +39,7 @@ class AnalyzeCommand:
     def run(self, args: argparse.Namespace) -> int:
         store = RunStore(args.home)
         target = Path(args.target)
-        is_run = (target / "meta.json").is_file() or (
-            not target.exists() and store.runs_dir.joinpath(args.target).is_dir()
-        )
+        is_run = is_run_dir(target) or (not target.exists() and store.runs_dir.joinpath(args.target).is_dir())
         if is_run:
             run = store.get(args.target)
             report = build_report(run)

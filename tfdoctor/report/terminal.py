@@ -34,8 +34,10 @@ def breakdown_table(report: Report) -> Table | None:
     if bd is None or not bd.steps:
         return None
     table = Table(
-        title=f"Step-time breakdown ({len(bd.steps)} profiled steps, {bd.device_kind}, steps from {bd.source})",
+        title="Step-time breakdown",
+        caption=f"{len(bd.steps)} profiled steps · {bd.device_kind} · steps from {bd.source}",
         title_justify="left",
+        caption_justify="left",
         expand=False,
     )
     table.add_column("category")
