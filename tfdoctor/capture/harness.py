@@ -1,0 +1,284 @@
+"""The child process: ``python -m tfdoctor.capture.harness <run_dir>/capture.json``.
+
+Installs the step hooks (as post-import hooks, so TensorFlow is imported by the script, not by us),
+runs the user's script with ``runpy.run_path(script, run_name="__main__")`` (``sys.argv`` swapped,
+``sys.path[0]`` = the script's folder, the configured working directory), drives the windows
+(warm-up → timing → profile) and stops the script cleanly once the planned steps are done.
+
+Writes into the run directory: ``steps.jsonl`` (as it goes), ``facts.json``, ``harness.json``
+(status: complete | finished | error | tf_missing | interrupted, the error's traceback, what the
+hooks saw) and the TensorBoard logdir. Prints nothing of its own: stdout/stderr are the script's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import runpy
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tfdoctor.capture.clock import StepClock, StopCapture, Window, Windows
+from tfdoctor.capture.hooks import PostImportHooks, Tracker, install
+from tfdoctor.model import Device, Facts
+from tfdoctor.store import atomic_write_json
+
+INPUT_MARKER = "tfdoctor_input"
+STEP_MARKER = "train"
+
+
+class ProfilerMarkers:
+    """tf.profiler session plus the step markers: ``train`` (step_num, _r=1) and ``tfdoctor_input``."""
+
+    def __init__(self, logdir: Path, options: dict[str, int] | None = None):
+        self.logdir = logdir
+        self.options = options or {}
+        self._step: Any = None
+        self._input: Any = None
+        self.started_ns: int | None = None
+        self.stopped_ns: int | None = None
+        self.error: str | None = None
+
+    @staticmethod
+    def _tf() -> Any:
+        import tensorflow as tf
+
+        return tf
+
+    def start_profiler(self) -> None:
+        tf = self._tf()
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        opts = tf.profiler.experimental.ProfilerOptions(
+            host_tracer_level=int(self.options.get("host_tracer_level", 2)),
+            python_tracer_level=int(self.options.get("python_tracer_level", 0)),
+            device_tracer_level=int(self.options.get("device_tracer_level", 1)),
+        )
+        try:
+            tf.profiler.experimental.start(str(self.logdir), options=opts)
+        except Exception as e:  # another profiler session running, unsupported build
+            self.error = f"tf.profiler.experimental.start failed: {e}"
+            raise
+        self.started_ns = time.time_ns()
+
+    def stop_profiler(self) -> None:
+        self._input = self._step = None
+        try:
+            self._tf().profiler.experimental.stop()
+        except Exception as e:
+            self.error = f"tf.profiler.experimental.stop failed: {e}"
+        self.stopped_ns = time.time_ns()
+
+    def open_step(self, index: int) -> None:
+        self._step = self._tf().profiler.experimental.Trace(STEP_MARKER, step_num=index, _r=1)
+
+    def open_input(self, index: int) -> None:
+        self._input = self._tf().profiler.experimental.Trace(INPUT_MARKER, step_num=index)
+
+    def close_input(self) -> None:
+        if self._input is not None:
+            self._input.__exit__(None, None, None)
+            self._input = None
+
+    def close_step(self) -> None:
+        if self._step is not None:
+            self._step.__exit__(None, None, None)
+            self._step = None
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def collect_facts(tracker: Tracker) -> Facts:
+    """Everything known about the run: the environment, TensorFlow's devices, what the hooks saw."""
+    data: dict[str, Any] = {
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+    }
+    tf = tracker.modules.get("tf")
+    if tf is not None:
+        data["tf_version"] = tf.__version__
+        devices = []
+        try:
+            for d in tf.config.list_physical_devices():
+                model = cc = None
+                if d.device_type == "GPU":
+                    try:
+                        det = tf.config.experimental.get_device_details(d)
+                        model = det.get("device_name")
+                        if det.get("compute_capability"):
+                            cc = ".".join(str(x) for x in det["compute_capability"])
+                    except Exception:
+                        pass
+                elif d.device_type == "CPU":
+                    model = _cpu_model()
+                devices.append(Device(name=d.name, kind=d.device_type, model=model, compute_capability=cc))
+        except Exception:
+            pass
+        data["devices"] = devices
+        try:
+            data["auto_jit"] = bool(tf.config.optimizer.get_jit())
+        except Exception:
+            pass
+    keras = tracker.modules.get("keras")
+    if keras is not None:
+        data["keras_version"] = getattr(keras, "__version__", None)
+        try:
+            data["dtype_policy"] = keras.mixed_precision.global_policy().name
+        except Exception:
+            pass
+    learnt = tracker.summary()
+    counts = learnt.pop("counts", {})
+    for key in ("strategy", "num_replicas"):
+        if key in learnt and learnt[key] is None:
+            learnt.pop(key)
+    data.update({k: v for k, v in learnt.items() if v is not None})
+    extra = {f"seen_{k}": str(v) for k, v in counts.items()}
+    for k, v in tracker.switches.items():
+        extra[f"switch_{k}"] = v
+    data["extra"] = extra
+    return Facts.model_validate(data)
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The exception's traceback without the harness's and runpy's own frames."""
+    te = traceback.TracebackException.from_exception(exc)
+    stack = te.stack
+    keep = 0
+    for i, fs in enumerate(stack):
+        if not (fs.filename.endswith(("runpy.py", os.path.join("capture", "harness.py")))):
+            keep = i
+            break
+    te.stack = traceback.StackSummary.from_list(stack[keep:])
+    return "".join(te.format())
+
+
+def _is_tf_missing(exc: BaseException) -> bool:
+    if not isinstance(exc, ImportError):
+        return False
+    name = (exc.name or "").split(".")[0]
+    if name in ("tensorflow", "keras", "tensorflow_core"):
+        return True
+    text = str(exc).lower()
+    if "tensorflow" in text:
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        if f"{os.sep}tensorflow{os.sep}" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def run_script(script: str, args: list[str], cwd: str | None) -> tuple[str, str | None]:
+    """Run the user's script as ``__main__``; returns (outcome, error text)."""
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    if cwd:
+        os.chdir(cwd)
+    try:
+        runpy.run_path(script, run_name="__main__")
+        return "finished", None
+    except StopCapture:
+        return "complete", None
+    except SystemExit as e:
+        if e.code in (None, 0):
+            return "finished", None
+        return "error", f"the script exited with code {e.code!r} (sys.exit)"
+    except KeyboardInterrupt:
+        return "interrupted", None
+    except BaseException as e:
+        return ("tf_missing" if _is_tf_missing(e) else "error"), _user_traceback(e)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m tfdoctor.capture.harness CAPTURE.json", file=sys.stderr)
+        return 2
+    cfg = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    run_dir = Path(cfg["run_dir"])
+    windows = Windows(**cfg["windows"])
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    harness: dict[str, Any] = {
+        "status": "running",
+        "pid": os.getpid(),
+        "started_ns": time.time_ns(),
+        "windows": cfg["windows"],
+    }
+    atomic_write_json(run_dir / "harness.json", harness)
+    markers = ProfilerMarkers(Path(cfg["logdir"]), cfg.get("profiler_options")) if windows.profile else None
+    tracker: Tracker | None = None
+
+    def on_window(window: Window) -> None:
+        harness["windows_entered_ns"] = {**harness.get("windows_entered_ns", {}), window: time.time_ns()}
+        if window == "timing" and tracker is not None:  # an early facts.json, in case the run dies
+            try:
+                atomic_write_json(run_dir / "facts.json", collect_facts(tracker).model_dump(mode="json"))
+            except Exception:
+                pass
+
+    clock = StepClock(windows, run_dir / "steps.jsonl", markers, on_window=on_window)
+    tracker = Tracker(clock, cfg.get("switches") or {})
+    hooks = PostImportHooks()
+    install(tracker, hooks)
+
+    outcome, error = run_script(cfg["script"], list(cfg.get("args") or []), cfg.get("cwd"))
+    planned_done = clock.stopped
+    try:
+        clock.close()
+    except Exception as e:
+        tracker.errors.append(f"stopping the profiler: {e}")
+    if planned_done and outcome != "interrupted":
+        outcome = "complete"  # the script may have caught StopCapture and failed afterwards
+        error = None
+
+    facts_error = None
+    try:
+        atomic_write_json(run_dir / "facts.json", collect_facts(tracker).model_dump(mode="json"))
+    except Exception:
+        facts_error = traceback.format_exc(limit=5)
+    harness.update(
+        status=outcome,
+        error=error,
+        steps=clock.index,
+        ended_ns=time.time_ns(),
+        why_no_steps=None if clock.index else tracker.why_no_steps(),
+        hook_errors=tracker.errors + ([facts_error] if facts_error else []),
+        profiler_error=markers.error if markers is not None else None,
+        profile_started_ns=markers.started_ns if markers is not None else None,
+        profile_stopped_ns=markers.stopped_ns if markers is not None else None,
+    )
+    atomic_write_json(run_dir / "harness.json", harness)
+    code = {"complete": 0, "finished": 0, "interrupted": 130}.get(outcome, 1)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    # Leave now: the script was stopped on purpose, and a non-daemon thread it started (a data
+    # loader, a summary writer) must not keep the process alive until the parent's timeout.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,870 @@
+"""Step detection inside the child: patches on Keras and TensorFlow that tell the step clock what the
+user's training loop is doing. Installed as *post-import hooks*, so a script that sets environment
+variables before ``import tensorflow`` (``TF_CPP_MIN_LOG_LEVEL``, ``CUDA_VISIBLE_DEVICES``) still works.
+
+Who counts steps (first one seen wins, never two at once):
+
+* ``keras_callback`` -- ``Model.fit`` gets a callback appended to the user's callbacks; one step per
+  ``on_train_batch_end``. While ``fit`` runs every other hook is off (no double counting).
+* ``apply_gradients`` -- eager custom loop: each eager ``optimizer.apply`` / ``apply_gradients`` of the
+  first optimizer seen ends a step (a GAN's second optimizer does not).
+* ``tf.function`` -- the step is a ``tf.function``: Python only runs while it traces, so the function
+  being traced when ``apply_gradients`` (or ``GradientTape.gradient``) runs is marked as the step
+  function, and each outermost call of it is a step.
+* ``gradient_tape`` -- the fallback without an optimizer: each eager ``GradientTape.gradient``.
+
+The compute start of a step is ``GradientTape.__enter__`` (eager), the step function's call, or
+``on_train_batch_begin``; everything before it in the step is input wait.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+import threading
+import time
+import traceback
+import types
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from tfdoctor.capture.clock import StepClock, StopCapture
+from tfdoctor.model import DatasetStage
+
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIB_MARKERS = (
+    f"{os.sep}site-packages{os.sep}",
+    f"{os.sep}dist-packages{os.sep}",
+    f"{os.sep}lib{os.sep}python",
+    "<frozen ",
+    "<string>",
+)
+
+
+def is_user_file(filename: str) -> bool:
+    """True for the user's own code: not the standard library, not installed packages, not tfdoctor."""
+    if not filename or filename.startswith("<"):
+        return False
+    path = os.path.abspath(filename)
+    if path.startswith(_OURS + os.sep):
+        return False
+    return not any(m in path for m in _LIB_MARKERS)
+
+
+def user_frame(skip: int = 1) -> types.FrameType | None:
+    """The innermost frame of the user's code on the current stack."""
+    f: types.FrameType | None = sys._getframe(skip)
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            return f
+        f = f.f_back
+    return None
+
+
+def where(frame: types.FrameType | None, *, definition: bool = False) -> str | None:
+    if frame is None:
+        return None
+    line = frame.f_code.co_firstlineno if definition else frame.f_lineno
+    return f"{frame.f_code.co_filename}:{line}"
+
+
+def first_dim(value: Any) -> int | None:
+    """The first dimension of the first array-like leaf of ``value`` (a batch), if static."""
+    stack = [value]
+    seen = 0
+    while stack and seen < 32:
+        v = stack.pop(0)
+        seen += 1
+        if isinstance(v, dict):
+            stack.extend(v.values())
+            continue
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+            continue
+        shape = getattr(v, "shape", None)
+        if shape is None:
+            continue
+        try:
+            dims = tuple(shape)
+            if dims and dims[0] is not None:
+                return int(dims[0])
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def scalar_loss(value: Any) -> float | None:
+    """A step's loss from what the step returned: a scalar, ``{"loss": ...}``, or the first scalar."""
+    cand = value
+    if isinstance(value, dict):
+        cand = value.get("loss")
+        if cand is None:
+            return None
+    elif isinstance(value, (list, tuple)):
+        cand = next((v for v in value if getattr(v, "shape", None) is not None and _is_scalar(v)), None)
+    if cand is None or not _is_scalar(cand):
+        return None
+    try:
+        return float(cand)
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_scalar(v: Any) -> bool:
+    if isinstance(v, (int, float)):
+        return True
+    shape = getattr(v, "shape", None)
+    try:
+        return shape is not None and len(tuple(shape)) == 0
+    except TypeError:
+        return False
+
+
+# -- post-import hooks ---------------------------------------------------------------------------
+class PostImportHooks(importlib.abc.MetaPathFinder):
+    """Run callbacks right after a module finishes importing (like wrapt's post-import hooks)."""
+
+    def __init__(self) -> None:
+        self.callbacks: dict[str, list[Callable[[types.ModuleType], None]]] = {}
+        self._busy: set[str] = set()
+
+    def register(self, name: str, callback: Callable[[types.ModuleType], None]) -> None:
+        mod = sys.modules.get(name)
+        if mod is not None:  # already imported (a notebook kernel, a sitecustomize)
+            callback(mod)
+            return
+        self.callbacks.setdefault(name, []).append(callback)
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.callbacks or fullname in self._busy:
+            return None
+        self._busy.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy.discard(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+        hooks = self
+
+        def exec_and_hook(module: types.ModuleType) -> None:
+            exec_module(module)
+            for cb in hooks.callbacks.pop(fullname, []):
+                cb(module)
+
+        loader.exec_module = exec_and_hook  # type: ignore[method-assign]
+        return spec
+
+
+# -- the tracker ---------------------------------------------------------------------------------
+class Tracker:
+    """Receives the patched calls, decides who counts steps, feeds the :class:`StepClock`."""
+
+    def __init__(self, clock: StepClock, switches: dict[str, str] | None = None):
+        self.clock = clock
+        self.switches = dict(switches or {})
+        self.main_ident = threading.get_ident()
+        self.mode: str | None = None  # keras_callback | apply_gradients | tf.function | gradient_tape
+        self.in_fit = 0
+        self.fn_stack: list[Any] = []  # outermost-first Function calls on the main thread
+        self.fn_call_ns = 0
+        self.step_fns: dict[int, str] = {}  # id(Function) -> "apply_gradients" | "gradient_tape"
+        self.step_fn: Any = None
+        self.primary_optimizer: int | None = None
+        self.apply_depth = 0
+        self.pending: tuple[str, int, float | None] | None = None  # weak step end not yet decided
+        self.step_loss: Any = None  # the tape target of the step in progress
+        self.step_batch: int | None = None
+        self.step_saw_tfdata = False
+        self.step_saw_function = False
+        self.iter_datasets: dict[int, Any] = {}
+        self.dataset: Any = None
+        self.input_kind: str | None = None
+        self.counts: Counter[str] = Counter()
+        self.facts: dict[str, Any] = {}
+        self.source: dict[str, str] = {}
+        self.step_kind_votes: Counter[str] = Counter()
+        self.batch_votes: Counter[int] = Counter()
+        self.modules: dict[str, Any] = {}
+        self.errors: list[str] = []
+
+    # -- helpers -------------------------------------------------------------------------------
+    def on_main(self) -> bool:
+        return threading.get_ident() == self.main_ident
+
+    def _active(self) -> bool:
+        return not self.in_fit and not self.clock.stopped and self.on_main()
+
+    def _guard(self, what: str, fn: Callable[[], None]) -> None:
+        """Run our bookkeeping; our own bug must never break the user's training (StopCapture passes)."""
+        try:
+            fn()
+        except StopCapture:
+            raise
+        except Exception:  # pragma: no cover - defensive: reported in harness.json, not swallowed
+            if len(self.errors) < 20:
+                self.errors.append(f"{what}: {traceback.format_exc(limit=4)}")
+
+    def _end(self, mode: str, t: int | None = None, loss: Any = None) -> None:
+        """A step ended (by the counter ``mode``)."""
+        if self.mode is None:
+            self.mode = mode
+        if self.mode != mode:
+            return
+        self.pending = None
+        value = None
+        if loss is not None:
+            value = scalar_loss(loss)
+        examples = self.step_batch
+        if examples is not None:
+            self.batch_votes[examples] += 1
+        self.step_kind_votes["tf.function" if self.step_saw_function else "eager"] += 1
+        self._reset_step()
+        self.clock.end_step(t, loss=value, examples=examples)
+
+    def _reset_step(self) -> None:
+        self.step_loss = None
+        self.step_batch = None
+        self.step_saw_tfdata = False
+        self.step_saw_function = False
+
+    def _decide_pending(self, source: str) -> None:
+        """A weak step end (tape gradient, tape-only step function) repeats: it is the step counter."""
+        if self.pending is not None and self.mode is None and self.pending[0] == source:
+            _, t, loss = self.pending
+            self.pending = None
+            self.mode = source
+            self.clock.end_step(t, loss=loss, examples=self.step_batch)
+
+    def _note_input(self) -> None:
+        """Work out what the loop iterates, once, early in the run."""
+        if self.input_kind is not None or self.clock.index < 1:
+            return
+        if self.step_saw_tfdata:
+            self.input_kind = "tf.data"
+            return
+        import gc
+
+        for obj in gc.get_objects():
+            if (
+                type(obj) is types.GeneratorType
+                and obj.gi_frame is not None
+                and not obj.gi_running
+                and obj.gi_frame.f_lasti >= 0
+                and is_user_file(obj.gi_code.co_filename)
+            ):
+                self.input_kind = "python_generator"
+                self.source.setdefault("input", f"{obj.gi_code.co_filename}:{obj.gi_code.co_firstlineno}")
+                return
+        self.input_kind = "numpy"
+
+    # -- Keras fit -----------------------------------------------------------------------------
+    def fit_begin(self, model: Any, x: Any, batch_size: Any) -> None:
+        self.counts["fit"] += 1
+        self.in_fit += 1
+        self.facts["loop_kind"] = "keras_fit"
+        self.source.setdefault("fit", where(user_frame(3)) or "")
+        try:
+            self.facts["jit_compile"] = bool(model.jit_compile)
+        except Exception:
+            pass
+        spe = getattr(model, "steps_per_execution", None)
+        if isinstance(spe, int):
+            self.facts["steps_per_execution"] = spe
+        self.facts["run_eagerly"] = bool(getattr(model, "run_eagerly", False))
+        opt = getattr(model, "optimizer", None)
+        if opt is not None:
+            self._note_optimizer(opt)
+        strategy = getattr(model, "distribute_strategy", None)
+        self._note_strategy(strategy)
+        policy = getattr(getattr(model, "dtype_policy", None), "name", None)
+        if policy:
+            self.facts["dtype_policy"] = policy
+        ds = self.modules.get("dataset_cls")
+        if ds is not None and isinstance(x, ds):
+            self.input_kind = "tf.data"
+            self.dataset = x
+            bs = self._dataset_batch(x)
+        elif isinstance(x, types.GeneratorType) or (
+            x is not None and hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end")
+        ):
+            self.input_kind = "python_generator"
+            bs = None
+        else:
+            self.input_kind = "numpy" if x is not None else None
+            bs = batch_size if isinstance(batch_size, int) else 32
+        self.facts["fit_batch_size"] = bs
+
+    def fit_end(self) -> None:
+        self.in_fit = max(0, self.in_fit - 1)
+
+    def fit_batch_begin(self) -> None:
+        if self.in_fit != 1 or not self.on_main():
+            return
+        self.counts["fit_batches"] += 1
+        self.clock.compute_start()
+
+    def fit_batch_end(self, logs: Any) -> None:
+        if self.in_fit != 1 or not self.on_main():
+            return
+        loss = None
+        if isinstance(logs, dict) and "loss" in logs:
+            loss = logs["loss"]
+        bs = self.facts.get("fit_batch_size")
+        spe = self.facts.get("steps_per_execution") or 1
+        self.step_batch = bs * spe if isinstance(bs, int) else None
+        self.step_saw_function = not self.facts.get("run_eagerly", False)
+        self._end("keras_callback", loss=loss)
+
+    # -- optimizers ----------------------------------------------------------------------------
+    def _note_optimizer(self, opt: Any) -> None:
+        inner = getattr(opt, "inner_optimizer", None)
+        self.facts.setdefault("optimizer", type(opt).__name__)
+        if inner is not None:
+            self.facts["optimizer"] = f"{type(opt).__name__}({type(inner).__name__})"
+            opt = inner
+        if "learning_rate" not in self.facts:
+            try:
+                self.facts["learning_rate"] = float(opt.learning_rate)
+            except Exception:
+                pass
+
+    def _note_strategy(self, strategy: Any) -> None:
+        if strategy is None:
+            return
+        name = type(strategy).__name__
+        if name.startswith("_Default"):
+            return
+        self.facts["strategy"] = name
+        try:
+            self.facts["num_replicas"] = int(strategy.num_replicas_in_sync)
+        except Exception:
+            pass
+
+    def apply_enter(self, opt: Any) -> bool:
+        """Returns True when this is the outermost apply (the exit must then be reported)."""
+        self.apply_depth += 1
+        return self.apply_depth == 1
+
+    def apply_exit(self, opt: Any, t_enter: int) -> None:
+        self.apply_depth -= 1
+        if self.in_fit or self.clock.stopped:
+            return
+        self.counts["apply_gradients"] += 1
+        self._note_optimizer(opt)
+        tf = self.modules.get("tf")
+        if tf is not None and tf.distribute.has_strategy():
+            self._note_strategy(tf.distribute.get_strategy())
+        if self.fn_stack:  # traced (or run eagerly) inside a tf.function: that function is the step
+            fn = self.fn_stack[0]
+            self.step_fns[id(fn)] = "apply_gradients"
+            self.source.setdefault("apply_gradients", where(user_frame(3)) or "")
+            return
+        if not self.on_main():
+            return
+        if self.primary_optimizer is None:
+            self.primary_optimizer = id(opt)
+            frame = user_frame(3)
+            self.source.setdefault("apply_gradients", where(frame) or "")
+            if frame is not None and frame.f_code.co_name != "<module>":
+                self.source.setdefault("step_fn", where(frame, definition=True) or "")
+        if id(opt) != self.primary_optimizer:
+            return
+        self._note_input()
+        loss = self.step_loss
+        self._end("apply_gradients", loss=loss)
+
+    # -- GradientTape --------------------------------------------------------------------------
+    def tape_enter(self) -> None:
+        if not self._active() or self.fn_stack:
+            return
+        self.counts["tape_enter"] += 1
+        self._decide_pending("gradient_tape")
+        self.clock.compute_start()
+
+    def tape_gradient(self, target: Any) -> None:
+        if self.in_fit or self.clock.stopped:
+            return
+        self.counts["tape_gradient"] += 1
+        if self.fn_stack:
+            fn = self.fn_stack[0]
+            self.step_fns.setdefault(id(fn), "gradient_tape")
+            return
+        if not self.on_main():
+            return
+        if _is_scalar(target):
+            self.step_loss = target
+        if self.mode == "gradient_tape":
+            self._note_input()
+            self._end("gradient_tape", loss=target)
+        elif self.mode is None and self.primary_optimizer is None:
+            if self.pending is not None:
+                self._decide_pending("gradient_tape")
+                self._note_input()
+                self._end("gradient_tape", loss=target)
+            else:
+                frame = user_frame(4)
+                self.source.setdefault("gradient", where(frame) or "")
+                if frame is not None and frame.f_code.co_name != "<module>":
+                    self.source.setdefault("step_fn", where(frame, definition=True) or "")
+                self.pending = ("gradient_tape", self.clock.clock(), scalar_loss(target))
+
+    # -- tf.function ---------------------------------------------------------------------------
+    def function_enter(self, fn: Any, args: tuple[Any, ...]) -> bool:
+        """Push a call on the main thread; returns True when pushed (the wrapper pops it)."""
+        if self.in_fit or self.clock.stopped or not self.on_main():
+            return False
+        self.fn_stack.append(fn)
+        if len(self.fn_stack) == 1:
+            try:
+                self._guard("function enter", lambda: self._outermost_call(fn, args))
+            except StopCapture:
+                self.fn_stack.pop()
+                raise
+        return True
+
+    def _outermost_call(self, fn: Any, args: tuple[Any, ...]) -> None:
+        self.counts["function_calls"] += 1
+        now = self.clock.clock()
+        self.fn_call_ns = now
+        self.clock.touch(now)
+        if id(fn) in self.step_fns:
+            self._decide_pending("tf.function")
+            self.clock.compute_start(now)
+            self._note_call_args(args)
+
+    def function_exit(self, fn: Any, result: Any, args: tuple[Any, ...]) -> None:
+        """After an outermost-or-nested call returned (the wrapper already popped ``fn_stack``)."""
+        if self.fn_stack:
+            return
+        kind = self.step_fns.get(id(fn))
+        if kind is None:
+            return
+        self.step_saw_function = True
+        if self.step_fn is None:
+            self.step_fn = fn
+            self.clock.compute_start(self.fn_call_ns)  # the tracing call: marked only inside it
+            self._note_call_args(args)
+            py = getattr(fn, "python_function", None)
+            code = getattr(py, "__code__", None)
+            if code is not None:
+                self.source["step_fn"] = f"{code.co_filename}:{code.co_firstlineno}"
+            self.facts["jit_compile"] = bool(getattr(fn, "_jit_compile", False))
+        if fn is not self.step_fn and id(fn) not in self.step_fns:
+            return
+        if kind == "apply_gradients" or self.mode == "tf.function":
+            self._note_input()
+            self._end("tf.function", loss=result)
+        elif kind == "gradient_tape" and self.mode is None:
+            # gradients computed in a tf.function: an eager apply_gradients may follow and count
+            self.pending = ("tf.function", self.clock.clock(), scalar_loss(result))
+
+    def _note_call_args(self, args: tuple[Any, ...]) -> None:
+        it = self.modules.get("iterator_cls")
+        for a in args:
+            if it is not None and isinstance(a, it):
+                self.step_saw_tfdata = True
+                ds = self.iter_datasets.get(id(a))
+                if ds is not None:
+                    self.dataset = ds
+                    if self.step_batch is None:
+                        self.step_batch = self._dataset_batch(ds)
+                return
+        if self.step_batch is None:
+            self.step_batch = first_dim(args)
+
+    # -- tf.data -------------------------------------------------------------------------------
+    def dataset_iter(self, dataset: Any, iterator: Any) -> None:
+        if len(self.iter_datasets) > 256:
+            self.iter_datasets.clear()
+        self.iter_datasets[id(iterator)] = dataset
+
+    def iterator_next(self, iterator: Any, element: Any) -> None:
+        if not self._active():
+            return
+        self.counts["tfdata_next"] += 1
+        self.clock.touch()
+        self.step_saw_tfdata = True
+        ds = self.iter_datasets.get(id(iterator))
+        if ds is not None and not self.fn_stack:
+            self.dataset = ds
+        if self.step_batch is None:
+            self.step_batch = first_dim(element)
+
+    # -- Keras layers (the batch of an eager step) ---------------------------------------------
+    def layer_call(self, args: tuple[Any, ...]) -> None:
+        if self.step_batch is not None or not self._active() or self.fn_stack or not args:
+            return
+        self.clock.touch()
+        self.step_batch = first_dim(args[0])
+
+    # -- facts ---------------------------------------------------------------------------------
+    def _dataset_batch(self, ds: Any) -> int | None:
+        for stage in walk_dataset(ds):
+            if stage.op in ("batch", "padded_batch") and stage.detail.startswith("batch_size="):
+                try:
+                    return int(stage.detail.split("=", 1)[1].split(",")[0])
+                except ValueError:
+                    return None
+        return None
+
+    def why_no_steps(self) -> str:
+        if "tf" not in self.modules:
+            return "TensorFlow was never imported"
+        c = self.counts
+        if c["fit"]:
+            return "Model.fit was called but ran no training batch"
+        seen = [f"{n} {k}" for k, n in c.items() if n]
+        base = "no Model.fit, optimizer.apply_gradients or GradientTape.gradient call happened"
+        return base + (f" (seen: {', '.join(seen)})" if seen else "")
+
+    def summary(self) -> dict[str, Any]:
+        """Facts the tracker learnt (merged into tfdoctor.model.Facts by the harness)."""
+        out: dict[str, Any] = {
+            k: v for k, v in self.facts.items() if k not in ("fit_batch_size", "run_eagerly")
+        }
+        mode = self.mode
+        out["step_counter"] = mode
+        if mode == "keras_callback":
+            out["loop_kind"] = "keras_fit"
+            out["step_kind"] = "eager" if self.facts.get("run_eagerly") else "tf.function"
+        elif mode is not None:
+            out["loop_kind"] = "custom"
+            if self.step_kind_votes:
+                out["step_kind"] = self.step_kind_votes.most_common(1)[0][0]
+        if self.input_kind:
+            out["input_kind"] = self.input_kind
+        if self.batch_votes:
+            out["batch_size"] = self.batch_votes.most_common(1)[0][0]
+        elif isinstance(self.facts.get("fit_batch_size"), int):
+            out["batch_size"] = self.facts["fit_batch_size"]
+        if self.dataset is not None:
+            out["dataset"] = [s.model_dump() for s in walk_dataset(self.dataset)]
+            if self.input_kind is None:
+                out["input_kind"] = "tf.data"
+        fn = self.step_fn
+        if fn is not None:
+            try:
+                out["retraces"] = max(0, int(fn.experimental_get_tracing_count()) - 1)
+            except Exception:
+                pass
+        out["source"] = {k: v for k, v in self.source.items() if v}
+        out["counts"] = dict(self.counts)
+        return out
+
+
+# -- tf.data graph ---------------------------------------------------------------------------------
+_OP_NAMES = {
+    "TensorSliceDataset": "from_tensor_slices",
+    "TensorDataset": "from_tensors",
+    "ParallelMapDataset": "map",
+    "MapDataset": "map",
+    "ParallelBatchDataset": "batch",
+    "BatchDataset": "batch",
+    "PaddedBatchDataset": "padded_batch",
+    "PrefetchDataset": "prefetch",
+    "CacheDataset": "cache",
+    "ShuffleDataset": "shuffle",
+    "RepeatDataset": "repeat",
+    "TakeDataset": "take",
+    "SkipDataset": "skip",
+    "FilterDataset": "filter",
+    "FlatMapDataset": "flat_map",
+    "InterleaveDataset": "interleave",
+    "ParallelInterleaveDataset": "interleave",
+    "RangeDataset": "range",
+    "TFRecordDatasetV2": "tfrecord",
+    "UnbatchDataset": "unbatch",
+    "ZipDataset": "zip",
+}
+_SKIP = {"OptionsDataset", "_OptionsDataset", "DatasetV1Adapter"}
+
+
+def _static(t: Any) -> Any:
+    try:
+        import tensorflow as tf
+
+        v = tf.get_static_value(t)
+        return None if v is None else v.item() if hasattr(v, "item") else v
+    except Exception:
+        return None
+
+
+def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
+    """The stages of a tf.data pipeline, source first, as far as the Python dataset objects tell."""
+    stages: list[DatasetStage] = []
+    cur = ds
+    while cur is not None and len(stages) < limit:
+        cls = type(cur).__name__.lstrip("_")
+        src = getattr(cur, "_tfdoctor_source", None)
+        if src:
+            stages.append(DatasetStage(op=src))
+            break
+        if cls not in _SKIP and type(cur).__name__ not in _SKIP:
+            op = _OP_NAMES.get(cls) or cls.removesuffix("V2").removesuffix("Dataset").lower() or cls
+            parallel = autotune = None
+            detail = ""
+            npc = getattr(cur, "_num_parallel_calls", None)
+            if op in ("map", "batch", "interleave"):
+                n = _static(npc) if npc is not None else None
+                parallel = n is not None and n != 1
+                autotune = n == -1 if n is not None else False
+                if op == "map" and n is not None:
+                    detail = f"num_parallel_calls={'AUTOTUNE' if n == -1 else n}"
+            if op in ("batch", "padded_batch"):
+                bs = _static(getattr(cur, "_batch_size", None))
+                detail = f"batch_size={bs}" + (f", {detail}" if detail else "")
+                if npc is not None:
+                    n = _static(npc)
+                    detail += f", num_parallel_calls={'AUTOTUNE' if n == -1 else n}"
+            if op == "prefetch":
+                buf = _static(getattr(cur, "_buffer_size", None))
+                autotune = buf == -1
+                detail = f"buffer_size={'AUTOTUNE' if buf == -1 else buf}"
+            if op == "cache":
+                fn = _static(getattr(cur, "_filename", None))
+                detail = "in memory" if not fn else f"file={fn!s}"
+            if op == "shuffle":
+                detail = f"buffer_size={_static(getattr(cur, '_buffer_size', None))}"
+            stages.append(DatasetStage(op=op, parallel=parallel, autotune=autotune, detail=detail))
+        inputs = []
+        try:
+            inputs = list(cur._inputs())
+        except Exception:
+            inputs = []
+        cur = inputs[0] if inputs else None
+    stages.reverse()
+    return stages
+
+
+# -- installing the patches ------------------------------------------------------------------------
+def _wrap(owner: type, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    orig = owner.__dict__.get(name)
+    if orig is None or getattr(orig, "__tfdoctor__", False):
+        return
+    new = make(orig)
+    new.__tfdoctor__ = True  # type: ignore[attr-defined]
+    new.__wrapped__ = orig  # type: ignore[attr-defined]
+    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+        try:
+            setattr(new, attr, getattr(orig, attr))
+        except (AttributeError, TypeError):
+            pass
+    setattr(owner, name, new)
+
+
+def install(tracker: Tracker, hooks: PostImportHooks) -> None:
+    """Register the TensorFlow and Keras patches to run as soon as those modules are imported."""
+    hooks.register("tensorflow", lambda m: tracker._guard("patch tensorflow", lambda: patch_tf(tracker, m)))
+    hooks.register("keras", lambda m: tracker._guard("patch keras", lambda: patch_keras(tracker, m)))
+
+
+def patch_tf(tracker: Tracker, tf: Any) -> None:
+    from tensorflow.python.data.ops import dataset_ops, iterator_ops
+    from tensorflow.python.eager import backprop
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    tracker.modules.update(tf=tf, dataset_cls=dataset_ops.DatasetV2, iterator_cls=iterator_ops.OwnedIterator)
+    jit = tracker.switches.get("jit")
+    if jit in ("1", "0"):
+        tf.config.optimizer.set_jit(jit == "1")
+
+    def make_fn_call(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def __call__(self: Any, *args: Any, **kwds: Any) -> Any:
+            outer = tracker.function_enter(self, args)
+            if not outer:
+                return orig(self, *args, **kwds)
+            try:
+                result = orig(self, *args, **kwds)
+            finally:
+                tracker.fn_stack.pop()
+            tracker._guard("function exit", lambda: tracker.function_exit(self, result, args))
+            return result
+
+        return __call__
+
+    def make_fn_init(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def __init__(self: Any, python_function: Any, *args: Any, **kwargs: Any) -> None:
+            orig(self, python_function, *args, **kwargs)
+            code = getattr(python_function, "__code__", None)
+            if jit in ("1", "0") and code is not None and is_user_file(code.co_filename):
+                self._jit_compile = jit == "1"
+
+        return __init__
+
+    _wrap(polymorphic_function.Function, "__call__", make_fn_call)
+    _wrap(polymorphic_function.Function, "__init__", make_fn_init)
+
+    def make_enter(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def __enter__(self: Any) -> Any:
+            tracker._guard("tape enter", tracker.tape_enter)
+            return orig(self)
+
+        return __enter__
+
+    def make_gradient(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def gradient(self: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+            out = orig(self, target, *args, **kwargs)
+            tracker._guard("tape gradient", lambda: tracker.tape_gradient(target))
+            return out
+
+        return gradient
+
+    _wrap(backprop.GradientTape, "__enter__", make_enter)
+    _wrap(backprop.GradientTape, "gradient", make_gradient)
+
+    def make_iter(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def __iter__(self: Any) -> Any:
+            it = orig(self)
+            tracker._guard("dataset iter", lambda: tracker.dataset_iter(self, it))
+            return it
+
+        return __iter__
+
+    def make_next(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def __next__(self: Any) -> Any:
+            element = orig(self)
+            tracker._guard("iterator next", lambda: tracker.iterator_next(self, element))
+            return element
+
+        return __next__
+
+    _wrap(dataset_ops.DatasetV2, "__iter__", make_iter)
+    _wrap(iterator_ops.OwnedIterator, "__next__", make_next)
+
+    orig_from_gen = dataset_ops.DatasetV2.__dict__.get("from_generator")
+    if isinstance(orig_from_gen, staticmethod) and not getattr(orig_from_gen.__func__, "__tfdoctor__", False):
+        func = orig_from_gen.__func__
+
+        def from_generator(*args: Any, **kwargs: Any) -> Any:
+            ds = func(*args, **kwargs)
+            try:
+                ds._tfdoctor_source = "from_generator"
+            except Exception:
+                pass
+            return ds
+
+        from_generator.__tfdoctor__ = True  # type: ignore[attr-defined]
+        from_generator.__doc__ = func.__doc__
+        dataset_ops.DatasetV2.from_generator = staticmethod(from_generator)
+
+
+def patch_keras(tracker: Tracker, keras: Any) -> None:
+    from keras.src.layers.layer import Layer
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+
+    tracker.modules["keras"] = keras
+    policy = tracker.switches.get("dtype_policy")
+    if policy:
+        keras.mixed_precision.set_global_policy(policy)
+    jit = tracker.switches.get("jit")
+
+    class TfdoctorCallback(keras.callbacks.Callback):
+        """Counts Model.fit's training batches for tfdoctor (added by the harness)."""
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            tracker._guard("fit batch begin", tracker.fit_batch_begin)
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            tracker._guard("fit batch end", lambda: tracker.fit_batch_end(logs))
+
+    fit_owner = next((c for c in keras.Model.__mro__ if "fit" in c.__dict__), None)
+    if fit_owner is not None:
+
+        def make_fit(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if tracker.in_fit or tracker.clock.stopped:
+                    return orig(self, *args, **kwargs)
+                cb = TfdoctorCallback()
+                args_l = list(args)
+                if len(args_l) > 5:
+                    args_l[5] = _with_callback(args_l[5], cb)
+                else:
+                    kwargs["callbacks"] = _with_callback(kwargs.get("callbacks"), cb)
+                x = args_l[0] if args_l else kwargs.get("x")
+                bs = args_l[2] if len(args_l) > 2 else kwargs.get("batch_size")
+                tracker._guard("fit begin", lambda: tracker.fit_begin(self, x, bs))
+                tracker.in_fit = max(tracker.in_fit, 1)
+                try:
+                    return orig(self, *args_l, **kwargs)
+                finally:
+                    tracker.fit_end()
+
+            return fit
+
+        _wrap(fit_owner, "fit", make_fit)
+
+    compile_owner = next((c for c in keras.Model.__mro__ if "compile" in c.__dict__), None)
+    if compile_owner is not None and jit in ("1", "0"):
+
+        def make_compile(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
+                kwargs["jit_compile"] = jit == "1"
+                return orig(self, *args, **kwargs)
+
+            return compile
+
+        _wrap(compile_owner, "compile", make_compile)
+
+    def make_apply(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def apply(self: Any, *args: Any, **kwargs: Any) -> Any:
+            t = time.time_ns()
+            outer = tracker.apply_enter(self)
+            try:
+                out = orig(self, *args, **kwargs)
+            except BaseException:
+                tracker.apply_depth -= 1
+                raise
+            if outer:
+                tracker._guard("apply", lambda: tracker.apply_exit(self, t))
+            else:
+                tracker.apply_depth -= 1
+            return out
+
+        return apply
+
+    for cls in _subclasses(BaseOptimizer):
+        if "apply" in cls.__dict__:
+            _wrap(cls, "apply", make_apply)
+
+    def make_layer_call(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if tracker.step_batch is None and not tracker.in_fit:
+                tracker._guard("layer call", lambda: tracker.layer_call(args))
+            return orig(self, *args, **kwargs)
+
+        return __call__
+
+    _wrap(Layer, "__call__", make_layer_call)
+
+
+def _subclasses(cls: type) -> list[type]:
+    out, todo = [cls], [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in out:
+                out.append(sub)
+                todo.append(sub)
+    return out
+
+
+def _with_callback(callbacks: Any, cb: Any) -> Any:
+    if callbacks is None:
+        return [cb]
+    inner = getattr(callbacks, "callbacks", None)
+    if isinstance(inner, list) and hasattr(callbacks, "on_train_batch_end"):  # a CallbackList
+        inner.append(cb)
+        configure = getattr(callbacks, "_configure_async_dispatch", None)
+        if configure is not None:
+            configure(inner)
+        return callbacks
+    if isinstance(callbacks, (list, tuple)):
+        return [*callbacks, cb]
+    return [callbacks, cb]

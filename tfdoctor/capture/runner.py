@@ -1,0 +1,409 @@
+"""The parent side of a capture: start the harness in a child process, watch it, stop it, collect.
+
+``run_capture(cfg, run)`` is the API the ``profile`` command, the fix loop, the benchmarks, the web
+UI and the notebook call. It prints nothing: progress goes to the optional callback. Errors in the
+*user's script* are results (``CaptureResult.status``), not exceptions; only problems with the request
+itself (a script that is not a Python file, TensorFlow missing, impossible step counts) raise
+:class:`~tfdoctor.errors.TfdoctorError` subclasses, before anything runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfdoctor.capture.clock import Windows
+from tfdoctor.errors import TensorFlowMissing, UsageError
+from tfdoctor.model import Facts, RunStatus, StepTiming
+from tfdoctor.store import RunDir, atomic_write_json
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class CaptureConfig:
+    """What to run and how to measure it."""
+
+    script: str | Path
+    args: list[str] = field(default_factory=list)
+    steps: int = 40  # total: warm-up + timing + profile
+    warmup: int | None = None  # default: ~15 % of steps, at least 3
+    profile_steps: int | None = None  # default: min(10, a third of the rest)
+    profile: bool = True  # False: no profiler at all (the fix loop's timing-only runs)
+    timeout_s: float = 600.0
+    env: dict[str, str] = field(default_factory=dict)  # overrides for the child's environment
+    # run-time switches the fix loop sets: jit ("1"/"0"), dtype_policy ("mixed_bfloat16", ...)
+    switches: dict[str, str] = field(default_factory=dict)
+    cwd: str | Path | None = None  # default: the current directory, as `python script.py` would
+    python: str = sys.executable
+    stop_grace_s: float = 15.0  # after SIGINT, how long the child may take to write its trace
+    profiler_options: dict[str, int] = field(default_factory=dict)  # host/python/device tracer levels
+
+    def windows(self) -> Windows:
+        try:
+            return Windows.split(self.steps, self.warmup, self.profile_steps, self.profile)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class CaptureProgress:
+    """One progress report: ``phase`` is starting | running | stopping | done."""
+
+    phase: str
+    steps_done: int
+    total: int
+    window: str | None
+    steps_per_s: float | None
+    elapsed_s: float
+
+
+@dataclass
+class CaptureResult:
+    status: RunStatus  # complete | failed | interrupted | timeout | no_steps
+    returncode: int | None
+    windows: Windows
+    steps: list[StepTiming] = field(default_factory=list)
+    facts: Facts | None = None
+    trace_files: list[Path] = field(default_factory=list)
+    error: str | None = None  # full text (the script's traceback, or why it was stopped)
+    message: str | None = None  # one line for the user
+    why_no_steps: str | None = None
+    stderr_tail: str = ""
+    wall_s: float = 0.0
+    harness: dict[str, Any] = field(default_factory=dict)
+    tf_missing: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "complete"
+
+
+def check_script(script: str | Path) -> Path:
+    """The script must exist, be a ``.py`` file and parse; raises UsageError otherwise."""
+    path = Path(script)
+    if not path.exists():
+        raise UsageError(f"{script}: no such file")
+    if path.is_dir():
+        raise UsageError(f"{script}: is a directory, not a Python script")
+    if path.suffix != ".py":
+        raise UsageError(f"{script}: not a Python script (expected a .py file)")
+    try:
+        source = path.read_bytes()
+    except OSError as e:
+        raise UsageError(f"{script}: cannot be read ({e.strerror})") from None
+    try:
+        ast.parse(source, filename=str(path))
+    except SyntaxError as e:
+        raise UsageError(f"{script}:{e.lineno}: syntax error: {e.msg}") from None
+    except ValueError as e:  # null bytes
+        raise UsageError(f"{script}: not a Python script ({e})") from None
+    return path.resolve()
+
+
+def check_tensorflow() -> None:
+    """TensorFlow must be importable in this environment (checked without importing it)."""
+    try:
+        spec = importlib.util.find_spec("tensorflow")
+    except (ImportError, ValueError) as e:
+        raise TensorFlowMissing(str(e)) from None
+    if spec is None:
+        raise TensorFlowMissing()
+
+
+def _child_env(cfg: CaptureConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(cfg.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    try:
+        importlib.metadata.version("tfdoctor")
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree: make it importable
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+class _StepTail:
+    """Reads steps.jsonl as the child appends to it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.buf = b""
+        self.steps: list[StepTiming] = []
+
+    def poll(self) -> list[StepTiming]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        new = []
+        for line in lines:
+            if line.strip():
+                try:
+                    new.append(StepTiming.model_validate_json(line))
+                except ValueError:
+                    continue
+        self.steps.extend(new)
+        return new
+
+
+def _rate(steps: list[StepTiming]) -> float | None:
+    recent = [s for s in steps[-10:] if s.window != "warmup"] or steps[-5:]
+    span = sum(s.duration_ns for s in recent)
+    return len(recent) / (span / 1e9) if recent and span > 0 else None
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 16384))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _last_line(text: str | None) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def run_capture(
+    cfg: CaptureConfig,
+    run: RunDir,
+    *,
+    progress: Callable[[CaptureProgress], None] | None = None,
+) -> CaptureResult:
+    """Run ``cfg.script`` under the harness into ``run``; returns what happened (never raises for
+    the script's own failures). ^C while waiting stops the child and returns status "interrupted"."""
+    script = check_script(cfg.script)
+    check_tensorflow()
+    windows = cfg.windows()
+    run.path.mkdir(parents=True, exist_ok=True)
+    for name in ("steps.jsonl", "harness.json", "facts.json"):
+        run.file(name).unlink(missing_ok=True)
+    cwd = Path(cfg.cwd).resolve() if cfg.cwd is not None else Path.cwd()
+    capture = {
+        "script": str(script),
+        "args": [str(a) for a in cfg.args],
+        "cwd": str(cwd),
+        "run_dir": str(run.path),
+        "logdir": str(run.logdir),
+        "windows": {"warmup": windows.warmup, "timing": windows.timing, "profile": windows.profile},
+        "switches": dict(cfg.switches),
+        "profiler_options": dict(cfg.profiler_options),
+        "timeout_s": cfg.timeout_s,
+        "env": dict(cfg.env),
+    }
+    atomic_write_json(run.file("capture.json"), capture)
+    tail = _StepTail(run.file("steps.jsonl"))
+
+    def report(phase: str) -> None:
+        if progress is None:
+            return
+        last = tail.steps[-1] if tail.steps else None
+        progress(
+            CaptureProgress(
+                phase=phase,
+                steps_done=len(tail.steps),
+                total=windows.total,
+                window=windows.of(len(tail.steps)) if len(tail.steps) < windows.total else last.window,
+                steps_per_s=_rate(tail.steps),
+                elapsed_s=time.monotonic() - t0,
+            )
+        )
+
+    t0 = time.monotonic()
+    stopped_for: str | None = None
+    with open(run.file("stdout.log"), "wb") as out, open(run.file("stderr.log"), "wb") as err:
+        proc = subprocess.Popen(
+            [cfg.python, "-m", "tfdoctor.capture.harness", str(run.file("capture.json"))],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            cwd=str(cwd),
+            env=_child_env(cfg),
+            start_new_session=True,  # ^C reaches us; we decide how the child stops
+        )
+        report("starting")
+        try:
+            while proc.poll() is None:
+                if tail.poll():
+                    report("running")
+                if time.monotonic() - t0 > cfg.timeout_s:
+                    stopped_for = "timeout"
+                    break
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            stopped_for = "interrupted"
+        if stopped_for is not None and proc.poll() is None:
+            report("stopping")
+            _signal_group(proc, signal.SIGINT)
+            try:
+                deadline = time.monotonic() + cfg.stop_grace_s
+                while proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            except KeyboardInterrupt:  # a second ^C: no more waiting
+                pass
+            if proc.poll() is None:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+        rc = proc.wait()
+    tail.poll()
+    wall = time.monotonic() - t0
+    report("done")
+    return _collect(run, windows, tail.steps, rc, stopped_for, cfg, wall)
+
+
+def _collect(
+    run: RunDir,
+    windows: Windows,
+    steps: list[StepTiming],
+    rc: int,
+    stopped_for: str | None,
+    cfg: CaptureConfig,
+    wall: float,
+) -> CaptureResult:
+    harness = run.read_json("harness.json", {}) or {}
+    facts_data = run.read_json("facts.json")
+    facts = Facts.model_validate(facts_data) if facts_data else None
+    trace_files = run.trace_files()
+    stderr_tail = _tail(run.file("stderr.log"))
+    h_status = harness.get("status")
+    error: str | None = harness.get("error")
+    message: str | None = None
+    why = harness.get("why_no_steps")
+    tf_missing = False
+    status: RunStatus
+    n = len(steps)
+    if stopped_for == "timeout":
+        status = "timeout"
+        message = (
+            f"the script did not finish its {windows.total} steps within --timeout {cfg.timeout_s:g} s "
+            f"({n} step{'s' if n != 1 else ''} seen); partial run kept"
+        )
+        error = message
+    elif stopped_for == "interrupted":
+        status = "interrupted"
+        message = f"interrupted after {n} step{'s' if n != 1 else ''}; partial run kept"
+        error = message
+    elif h_status == "complete":
+        status = "complete"
+    elif h_status == "finished":
+        if n:
+            status = "complete"
+            if n < windows.total:
+                message = f"the script ended by itself after {n} of {windows.total} steps" + (
+                    "" if trace_files else " (before the profile window: no trace)"
+                )
+        else:
+            status = "no_steps"
+            message = f"no training steps seen: {why or 'the script ended without training'}"
+            error = message
+    elif h_status == "tf_missing":
+        status = "failed"
+        tf_missing = True
+        message = f"the script could not import TensorFlow: {_last_line(error)}"
+    elif h_status == "error":
+        status = "failed"
+        message = f"the script failed after {n} step{'s' if n != 1 else ''}: {_last_line(error)}"
+    elif h_status == "interrupted":
+        status = "interrupted"
+        message = f"the script was interrupted (KeyboardInterrupt) after {n} steps"
+        error = error or message
+    else:  # no harness.json: the child died (signal, OOM killer, crash in native code)
+        status = "failed"
+        how = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
+        try:
+            if rc < 0:
+                how = f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            pass
+        message = f"the script's process died ({how}) after {n} steps"
+        error = message + ("\n" + stderr_tail if stderr_tail else "")
+    if status in ("complete", "failed") and n == 0 and not tf_missing and h_status != "error":
+        status = "no_steps"
+        message = f"no training steps seen: {why or 'no hook fired'}"
+        error = message
+    return CaptureResult(
+        status=status,
+        returncode=rc,
+        windows=windows,
+        steps=steps,
+        facts=facts,
+        trace_files=trace_files,
+        error=error,
+        message=message,
+        why_no_steps=why if n == 0 else None,
+        stderr_tail=stderr_tail,
+        wall_s=wall,
+        harness=harness,
+        tf_missing=tf_missing,
+    )
+
+
+def load_capture_config(run: RunDir) -> dict[str, Any]:
+    """The capture.json written for a run (what was run, with which windows and switches)."""
+    return json.loads(run.file("capture.json").read_text(encoding="utf-8"))
+
+
+def device_label(facts: Facts | None) -> str | None:
+    """A short device label for the run index: "2x NVIDIA H200", "CPU"."""
+    if facts is None or not facts.devices:
+        return None
+    gpus = facts.gpus
+    if gpus:
+        model = gpus[0].model or "GPU"
+        return f"{len(gpus)}x {model}" if len(gpus) > 1 else model
+    return "CPU"
+
+
+def finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
+    """After a capture: status into the store, the report built and written, throughput indexed.
+
+    ``store`` is a :class:`tfdoctor.store.RunStore`; returns the :class:`tfdoctor.model.Report`.
+    """
+    from tfdoctor.pipeline import build_report
+
+    store.update(run, status=result.status, error=result.message if result.status != "complete" else None)
+    report = build_report(run)
+    if report.error is None and result.error and result.status != "complete":
+        report = report.model_copy(update={"error": result.error})
+    run.write_report(report)
+    tp = report.throughput
+    store.update(
+        run,
+        examples_per_s=tp.examples_per_s if tp else None,
+        steps_per_s=tp.steps_per_s if tp else None,
+        device=device_label(result.facts),
+        note=result.message if result.status == "complete" else None,
+    )
+    return report

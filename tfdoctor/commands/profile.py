@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tfdoctor.capture.runner import (
+    CaptureConfig,
+    CaptureProgress,
+    CaptureResult,
+    check_script,
+    check_tensorflow,
+    finish_run,
+    run_capture,
+)
+from tfdoctor.errors import RunError, TensorFlowMissing
+from tfdoctor.model import Report
+from tfdoctor.store import RunDir, RunStore
+
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+
+
+class ProgressDisplay:
+    """rich progress on stderr while the script runs: steps done / total, window, steps/s."""
+
+    def __init__(self, console: Console, script: str):
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("steps"),
+            TextColumn("{task.fields[window]}"),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task(script, total=None, window="starting", rate="")
+
+    def __enter__(self) -> ProgressDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def __call__(self, p: CaptureProgress) -> None:
+        window = {"starting": "starting Python + TensorFlow", "stopping": "stopping"}.get(p.phase)
+        if window is None:
+            window = f"{p.window} window" if p.steps_done else "waiting for the first step"
+        rate = f"{p.steps_per_s:.1f} steps/s" if p.steps_per_s else ""
+        self.progress.update(self.task, completed=p.steps_done, total=p.total, window=window, rate=rate)
+
+
+class ProfileCommand:
+    """Profile a training script: run it unmodified under the TensorFlow profiler and diagnose it.
+
+    The script runs in a child process for --steps training steps: a warm-up (not measured), a
+    timing window with the profiler off (throughput is measured here), then a short profile window
+    (the trace). Then it is stopped, and the step-time breakdown and findings are shown. Steps are
+    found by hooks on Model.fit, optimizer.apply_gradients and GradientTape: no changes to the script.
+
+    Examples:
+      tfdoctor profile examples/naive_loop.py
+      tfdoctor profile train.py --steps 60 -- --epochs 3 --data /path
+      tfdoctor profile train.py --run-id baseline --force --json
+    """
+
+    name = "profile"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("script", help="the training script (a .py file)")
+        parser.add_argument(
+            "script_args", nargs=argparse.REMAINDER, help="arguments for the script, after --"
+        )
+        parser.add_argument("--steps", type=int, default=40, help="total training steps to run (default 40)")
+        parser.add_argument("--warmup", type=int, help="warm-up steps, not measured (default ~15 %%, min 3)")
+        parser.add_argument("--profile-steps", type=int, help="steps in the profile window (default ≤ 10)")
+        parser.add_argument(
+            "--timeout", type=float, default=600.0, help="seconds before the script is stopped (default 600)"
+        )
+        parser.add_argument("--run-id", help="name of the run (default: time stamp + script name)")
+        parser.add_argument("--force", action="store_true", help="replace an existing run with the same id")
+        parser.add_argument("--home", help="run store directory (default: $TFDOCTOR_HOME or ~/.tfdoctor)")
+        parser.add_argument("--json", action="store_true", help="print the report as JSON instead of tables")
+        parser.add_argument("--cwd", help="working directory for the script (default: the current one)")
+
+    # -- the steps of a profile, each reusable by the verbs that build on it (fix, open) --------
+    def config(self, args: argparse.Namespace) -> CaptureConfig:
+        script_args = list(args.script_args or [])
+        if script_args and script_args[0] == "--":
+            script_args = script_args[1:]
+        cfg = CaptureConfig(
+            script=check_script(args.script),
+            args=script_args,
+            steps=args.steps,
+            warmup=args.warmup,
+            profile_steps=args.profile_steps,
+            timeout_s=args.timeout,
+            cwd=args.cwd,
+        )
+        cfg.windows()  # impossible step counts fail here, before a run directory exists
+        check_tensorflow()
+        return cfg
+
+    def capture(
+        self, store: RunStore, cfg: CaptureConfig, args: argparse.Namespace, err: Console
+    ) -> tuple[RunDir, CaptureResult, Report]:
+        run = store.new_run(str(cfg.script), cfg.args, run_id=args.run_id, force=args.force)
+        with ProgressDisplay(err, Path(str(cfg.script)).name) as display:
+            result = run_capture(cfg, run, progress=display)
+        report = finish_run(store, run, result)
+        return run, result, report
+
+    def show(self, report: Report, run: RunDir, args: argparse.Namespace, out: Console) -> None:
+        if args.json:
+            sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+            return
+        from tfdoctor.report.terminal import render
+
+        render(report, out, run_dir=str(run.path))
+
+    def outcome(self, run: RunDir, result: CaptureResult, err: Console) -> int:
+        """0 for a complete run; otherwise show what the script said and raise the one-line error."""
+        if result.status == "complete":
+            if result.message:
+                err.print(f"[yellow]note:[/] {escape(result.message)}")
+            return 0
+        if result.tf_missing:
+            raise TensorFlowMissing(result.message or "")
+        tail = ""
+        if result.status == "failed" and result.error:
+            tail = result.error
+        elif result.status in ("timeout", "interrupted", "no_steps") and result.stderr_tail:
+            tail = result.stderr_tail
+        lines = [ln for ln in tail.rstrip().splitlines() if ln.strip()][-8:]
+        if lines:
+            err.print("[dim]── the script's last words (full output in the run directory) ──[/]")
+            for ln in lines:
+                err.print(escape(ln), soft_wrap=True, highlight=False)
+        code = {"timeout": EXIT_TIMEOUT, "interrupted": EXIT_INTERRUPTED}.get(result.status)
+        e = RunError(result.message or result.status, run_dir=str(run.path), exit_code=code)
+        e.hint = f"partial run kept: {run.path}"
+        raise e
+
+    def run(self, args: argparse.Namespace) -> int:
+        err = Console(stderr=True, highlight=False)
+        out = Console(highlight=False)
+        cfg = self.config(args)
+        store = RunStore(args.home)
+        run, result, report = self.capture(store, cfg, args, err)
+        if result.status == "complete" or args.json:
+            self.show(report, run, args, out)
+        return self.outcome(run, result, err)
+
+
+COMMAND = ProfileCommand
