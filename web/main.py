@@ -3,12 +3,11 @@
 Pages (``/``, ``/runs/{id}``, ``/compare``) render the same templates as the static HTML report;
 the JSON API lives under ``/api`` (OpenAPI docs at ``/docs``). Bound to 127.0.0.1 by
 ``tfdoctor serve`` unless ``--host`` is given. ``open_in_browser(run)`` is what
-``tfdoctor profile --open`` calls.
+``tfdoctor profile --open`` calls. For development: ``uvicorn --factory tfdoctor.web.main:create_app``.
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -159,7 +158,3 @@ def open_in_browser(
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
         threading.Thread(target=server.run, daemon=True).start()
     return url
-
-
-if os.environ.get("TFDOCTOR_WEB_APP_FROM_ENV"):  # `uvicorn tfdoctor.web.main:app` for development
-    app = create_app()

@@ -203,9 +203,11 @@ def facts_rows(f: Facts) -> list[tuple[str, str]]:
             "Dataset",
             " → ".join(
                 d.op
-                + ("(parallel)" if d.parallel else "")
-                + (" AUTOTUNE" if d.autotune else "")
-                + (f" {d.detail}" if d.detail else "")
+                + (
+                    f"({d.detail})"
+                    if d.detail
+                    else ("(parallel" + (", AUTOTUNE)" if d.autotune else ")") if d.parallel else "")
+                )
                 for d in f.dataset
             )
             or None,
