@@ -214,6 +214,7 @@ class FixSummary(_Frozen):
     combined_speedup: float | None = None
     patch: str = ""  # the combined unified diff (also runs/<id>/fix.patch)
     kept: list[str] = Field(default_factory=list)
+    combined_run_id: str | None = None  # the final run with every kept fix applied
     wall_s: float = 0.0  # the whole --fix run
 
 

@@ -288,6 +288,8 @@ def after_run_id(report: Report) -> str | None:
     fix = report.fix
     if fix is None:
         return None
+    if fix.combined_run_id:
+        return fix.combined_run_id
     for t in fix.trials:
         if t.fix_id == "combined" and t.run_id:
             return t.run_id
