@@ -159,7 +159,7 @@ def _user_traceback(exc: BaseException) -> str:
     stack = te.stack
     keep = 0
     for i, fs in enumerate(stack):
-        if not (fs.filename.endswith(("runpy.py", os.path.join("capture", "harness.py")))):
+        if not fs.filename.endswith(("runpy.py", "<frozen runpy>", os.path.join("capture", "harness.py"))):
             keep = i
             break
     te.stack = traceback.StackSummary.from_list(stack[keep:])

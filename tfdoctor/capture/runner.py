@@ -81,6 +81,7 @@ class CaptureResult:
     message: str | None = None  # one line for the user
     why_no_steps: str | None = None
     stderr_tail: str = ""
+    stdout_tail: str = ""
     wall_s: float = 0.0
     harness: dict[str, Any] = field(default_factory=dict)
     tf_missing: bool = False
@@ -308,12 +309,12 @@ def _collect(
         status = "timeout"
         message = (
             f"the script did not finish its {windows.total} steps within --timeout {cfg.timeout_s:g} s "
-            f"({n} step{'s' if n != 1 else ''} seen); partial run kept"
+            f"({n} step{'s' if n != 1 else ''} seen)"
         )
         error = message
     elif stopped_for == "interrupted":
         status = "interrupted"
-        message = f"interrupted after {n} step{'s' if n != 1 else ''}; partial run kept"
+        message = f"interrupted after {n} step{'s' if n != 1 else ''}"
         error = message
     elif h_status == "complete":
         status = "complete"
@@ -364,6 +365,7 @@ def _collect(
         message=message,
         why_no_steps=why if n == 0 else None,
         stderr_tail=stderr_tail,
+        stdout_tail=_tail(run.file("stdout.log")),
         wall_s=wall,
         harness=harness,
         tf_missing=tf_missing,

@@ -18,7 +18,7 @@ from tfdoctor.capture.runner import (
     finish_run,
     run_capture,
 )
-from tfdoctor.errors import RunError, TensorFlowMissing
+from tfdoctor.errors import RunError, TensorFlowMissing, UsageError
 from tfdoctor.model import Report
 from tfdoctor.store import RunDir, RunStore
 
@@ -76,27 +76,83 @@ class ProfileCommand:
     name = "profile"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("script", help="the training script (a .py file)")
         parser.add_argument(
-            "script_args", nargs=argparse.REMAINDER, help="arguments for the script, after --"
+            "argv",
+            nargs=argparse.REMAINDER,
+            metavar="SCRIPT [options] [-- SCRIPT_ARGS ...]",
+            help="the training script (a .py file), options, and after -- the script's own arguments",
         )
-        parser.add_argument("--steps", type=int, default=40, help="total training steps to run (default 40)")
-        parser.add_argument("--warmup", type=int, help="warm-up steps, not measured (default ~15 %%, min 3)")
-        parser.add_argument("--profile-steps", type=int, help="steps in the profile window (default ≤ 10)")
-        parser.add_argument(
-            "--timeout", type=float, default=600.0, help="seconds before the script is stopped (default 600)"
-        )
-        parser.add_argument("--run-id", help="name of the run (default: time stamp + script name)")
-        parser.add_argument("--force", action="store_true", help="replace an existing run with the same id")
-        parser.add_argument("--home", help="run store directory (default: $TFDOCTOR_HOME or ~/.tfdoctor)")
-        parser.add_argument("--json", action="store_true", help="print the report as JSON instead of tables")
-        parser.add_argument("--cwd", help="working directory for the script (default: the current one)")
+        self.add_options(parser)
+        # argparse drops a "--" right after a positional SCRIPT, so "SCRIPT -- --steps 5" could not
+        # be told from "SCRIPT --steps 5": everything from SCRIPT on is taken raw and split here
+        self._parser = parser
+        self._options = argparse.ArgumentParser(prog=f"{parser.prog} SCRIPT", add_help=False)
+        self.add_options(self._options, defaults=False)
 
-    # -- the steps of a profile, each reusable by the verbs that build on it (fix, open) --------
+    @staticmethod
+    def add_options(parser: argparse.ArgumentParser, defaults: bool = True) -> None:
+        def d(value: Any) -> Any:
+            return value if defaults else argparse.SUPPRESS
+
+        parser.add_argument(
+            "--steps", type=int, default=d(40), help="total training steps to run (default 40)"
+        )
+        parser.add_argument(
+            "--warmup", type=int, default=d(None), help="warm-up steps, not measured (default ~15 %%, min 3)"
+        )
+        parser.add_argument(
+            "--profile-steps", type=int, default=d(None), help="steps in the profile window (default ≤ 10)"
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=d(600.0),
+            help="seconds before the script is stopped (default 600)",
+        )
+        parser.add_argument(
+            "--run-id", default=d(None), help="name of the run (default: time stamp + script name)"
+        )
+        parser.add_argument(
+            "--force", action="store_true", default=d(False), help="replace an existing run with the same id"
+        )
+        parser.add_argument(
+            "--home", default=d(None), help="run store directory (default: $TFDOCTOR_HOME or ~/.tfdoctor)"
+        )
+        parser.add_argument(
+            "--json", action="store_true", default=d(False), help="print the report as JSON instead of tables"
+        )
+        parser.add_argument(
+            "--cwd", default=d(None), help="working directory for the script (default: the current one)"
+        )
+
+    def split_args(self, args: argparse.Namespace) -> list[str]:
+        """Set ``args.script``, parse our options given after it, return the script's own arguments."""
+        rest = list(getattr(args, "argv", None) or [])
+        if rest and rest[0] == "--":
+            rest = rest[1:]
+        if not rest:
+            raise UsageError(
+                "no script given", hint="usage: tfdoctor profile SCRIPT [options] [-- SCRIPT_ARGS]"
+            )
+        args.script, rest = rest[0], rest[1:]
+        ours, theirs = (
+            (rest[: rest.index("--")], rest[rest.index("--") + 1 :]) if "--" in rest else (rest, [])
+        )
+        if "-h" in ours or "--help" in ours:
+            self._parser.print_help()
+            raise SystemExit(0)
+        if ours:
+            _, unknown = self._options.parse_known_args(ours, namespace=args)
+            if unknown:
+                raise UsageError(
+                    f"unknown option(s) {' '.join(unknown)}; pass the script's own arguments after --",
+                    hint=f"e.g. tfdoctor profile {args.script} -- {' '.join(unknown)}",
+                )
+        args.script_args = theirs
+        return theirs
+
     def config(self, args: argparse.Namespace) -> CaptureConfig:
-        script_args = list(args.script_args or [])
-        if script_args and script_args[0] == "--":
-            script_args = script_args[1:]
+        script_args = self.split_args(args)
         cfg = CaptureConfig(
             script=check_script(args.script),
             args=script_args,
@@ -136,10 +192,10 @@ class ProfileCommand:
         if result.tf_missing:
             raise TensorFlowMissing(result.message or "")
         tail = ""
-        if result.status == "failed" and result.error:
+        if result.status == "failed" and result.error and "Traceback" in result.error:
             tail = result.error
-        elif result.status in ("timeout", "interrupted", "no_steps") and result.stderr_tail:
-            tail = result.stderr_tail
+        else:
+            tail = result.stdout_tail or result.stderr_tail
         lines = [ln for ln in tail.rstrip().splitlines() if ln.strip()][-8:]
         if lines:
             err.print("[dim]── the script's last words (full output in the run directory) ──[/]")
