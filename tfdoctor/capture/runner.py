@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -197,6 +198,20 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
             pass
 
 
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _term_as_interrupt() -> tuple[bool, Any]:
+    """While we wait on the child, SIGTERM stops it like ^C does (never orphan a running child)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False, None
+    try:
+        return True, signal.signal(signal.SIGTERM, _raise_interrupt)
+    except (ValueError, OSError):
+        return False, None
+
+
 def run_capture(
     cfg: CaptureConfig,
     run: RunDir,
@@ -244,6 +259,7 @@ def run_capture(
 
     t0 = time.monotonic()
     stopped_for: str | None = None
+    term_installed, previous_term = _term_as_interrupt()
     with open(run.file("stdout.log"), "wb") as out, open(run.file("stderr.log"), "wb") as err:
         proc = subprocess.Popen(
             [cfg.python, "-m", "tfdoctor.capture.harness", str(run.file("capture.json"))],
@@ -278,6 +294,8 @@ def run_capture(
                 _signal_group(proc, signal.SIGKILL)
                 proc.wait()
         rc = proc.wait()
+    if term_installed:
+        signal.signal(signal.SIGTERM, previous_term if previous_term is not None else signal.SIG_DFL)
     tail.poll()
     wall = time.monotonic() - t0
     report("done")
@@ -323,7 +341,7 @@ def _collect(
             status = "complete"
             if n < windows.total:
                 message = f"the script ended by itself after {n} of {windows.total} steps" + (
-                    "" if trace_files else " (before the profile window: no trace)"
+                    "" if trace_files else f", before the profile window (no trace); try --steps {n}"
                 )
         else:
             status = "no_steps"
