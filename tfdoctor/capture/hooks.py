@@ -645,6 +645,17 @@ def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
 
 
 # -- installing the patches ------------------------------------------------------------------------
+#: every patch in place, oldest first: (owner, attribute, original); :func:`uninstall` undoes them
+_PATCHES: list[tuple[type, str, Any]] = []
+
+
+def uninstall() -> None:
+    """Put back every patched attribute, newest first (in-process capture: the notebook magic)."""
+    while _PATCHES:
+        owner, name, orig = _PATCHES.pop()
+        setattr(owner, name, orig)
+
+
 def _wrap(owner: type, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     orig = owner.__dict__.get(name)
     if orig is None or getattr(orig, "__tfdoctor__", False):
@@ -657,6 +668,7 @@ def _wrap(owner: type, name: str, make: Callable[[Callable[..., Any]], Callable[
             setattr(new, attr, getattr(orig, attr))
         except (AttributeError, TypeError):
             pass
+    _PATCHES.append((owner, name, orig))
     setattr(owner, name, new)
 
 
@@ -753,6 +765,7 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
 
         from_generator.__tfdoctor__ = True  # type: ignore[attr-defined]
         from_generator.__doc__ = func.__doc__
+        _PATCHES.append((dataset_ops.DatasetV2, "from_generator", orig_from_gen))
         dataset_ops.DatasetV2.from_generator = staticmethod(from_generator)
 
 
