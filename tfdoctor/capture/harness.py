@@ -67,12 +67,16 @@ class ProfilerMarkers:
         self.started_ns = time.time_ns()
 
     def stop_profiler(self) -> None:
-        self._input = self._step = None
+        # A marker still open belongs to a step that never finished (the script failed, hung or was
+        # interrupted): keep it alive until the session is stopped, so it is dropped, not recorded.
+        unfinished = (self._input, self._step)
         try:
             self._tf().profiler.experimental.stop()
         except Exception as e:
             self.error = f"tf.profiler.experimental.stop failed: {e}"
         self.stopped_ns = time.time_ns()
+        self._input = self._step = None
+        del unfinished
 
     def open_step(self, index: int) -> None:
         self._step = self._tf().profiler.experimental.Trace(STEP_MARKER, step_num=index, _r=1)

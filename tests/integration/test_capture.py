@@ -1,0 +1,195 @@
+"""Capture on real TensorFlow runs: every loop kind is found by the hooks, windows are right, the
+trace carries the step markers, the facts say what the script does. Tiny models, seconds each."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfdoctor.capture.runner import CaptureConfig, CaptureResult, run_capture
+from tfdoctor.store import RunStore
+from tfdoctor.trace import load
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "scripts" / "tiny_train.py"
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def capture(tfd_home: Path, script: Path, *args: str, **cfg: object) -> tuple[CaptureResult, object]:
+    store = RunStore(tfd_home)
+    run = store.new_run(str(script), list(args))
+    opts: dict = {"steps": 12, "timeout_s": 240, "env": QUIET, **cfg}
+    res = run_capture(CaptureConfig(script=script, args=list(args), **opts), run)  # type: ignore[arg-type]
+    return res, run
+
+
+def markers(trace_path: Path) -> dict[str, list[int]]:
+    """Step numbers of the tfdoctor markers in the trace, by marker name."""
+    trace = load(trace_path)
+    out: dict[str, list[int]] = {"train": [], "tfdoctor_input": []}
+    for plane in trace.host_planes():
+        for ln in plane.lines:
+            names = plane.names_of(ln)
+            nums = ln.stats.get("step_num")
+            for i, name in enumerate(names):
+                if name in out and nums is not None:
+                    out[name].append(int(nums[i]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+# loop, input -> step counter, loop kind, step kind, input kind, map parallel (None: no map)
+CASES = [
+    ("fit", "numpy", "keras_callback", "keras_fit", "tf.function", "numpy", None),
+    ("fit", "tfdata_parallel", "keras_callback", "keras_fit", "tf.function", "tf.data", True),
+    ("eager", "numpy", "apply_gradients", "custom", "eager", "numpy", None),
+    ("eager", "generator", "apply_gradients", "custom", "eager", "python_generator", None),
+    ("eager", "from_generator", "apply_gradients", "custom", "eager", "tf.data", None),
+    ("function", "tfdata", "tf.function", "custom", "tf.function", "tf.data", False),
+    ("function", "tfdata_parallel", "tf.function", "custom", "tf.function", "tf.data", True),
+    ("tape", "numpy", "gradient_tape", "custom", "eager", "numpy", None),
+    ("function_tape", "numpy", "tf.function", "custom", "tf.function", "numpy", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("loop", "inp", "counter", "loop_kind", "step_kind", "input_kind", "parallel"), CASES
+)
+def test_each_loop_kind_is_counted_in_windows_with_markers_and_facts(
+    tfd_home, loop, inp, counter, loop_kind, step_kind, input_kind, parallel
+):
+    res, run = capture(tfd_home, TINY, "--loop", loop, "--input", inp, "--batch-size", "16")
+    assert res.status == "complete", (res.message, res.error, res.stderr_tail)
+    # exactly the planned steps, in order, in their windows
+    assert [s.index for s in res.steps] == list(range(12))
+    assert [s.window for s in res.steps] == ["warmup"] * 3 + ["timing"] * 6 + ["profile"] * 3
+    lines = run.file("steps.jsonl").read_text().splitlines()
+    assert len(lines) == 12
+    for a, b in zip(res.steps, res.steps[1:], strict=False):
+        assert a.end_ns <= b.start_ns  # contiguous (window changes may leave a gap)
+    for s in res.steps:
+        assert 0 <= s.input_wait_ns <= s.duration_ns
+        assert s.examples == 16
+    losses = [s.loss for s in res.steps]
+    assert all(v is not None and np.isfinite(v) for v in losses), losses
+    # the trace: a standard logdir with the profile window's step markers
+    assert len(res.trace_files) == 1
+    assert res.trace_files[0].relative_to(run.logdir).parts[:2] == ("plugins", "profile")
+    found = markers(res.trace_files[0])
+    assert found["train"] == [9, 10, 11]
+    assert found["tfdoctor_input"] == [9, 10, 11]
+    # facts
+    f = res.facts
+    assert f is not None
+    assert (f.step_counter, f.loop_kind, f.step_kind, f.input_kind) == (
+        counter,
+        loop_kind,
+        step_kind,
+        input_kind,
+    )
+    assert f.batch_size == 16
+    assert f.tf_version and f.keras_version and f.devices and f.dtype_policy == "float32"
+    assert any(d.kind == "CPU" for d in f.devices)
+    maps = [d for d in f.dataset if d.op == "map"]
+    if parallel is None:
+        assert not maps
+    else:
+        assert [m.parallel for m in maps] == [parallel]
+        assert any(d.op == "batch" and "batch_size=16" in d.detail for d in f.dataset)
+        assert any(d.op == "prefetch" for d in f.dataset) == parallel
+    if inp == "from_generator":
+        assert f.dataset[0].op == "from_generator"
+    if step_kind == "tf.function" and loop_kind == "custom":
+        assert f.retraces == 0
+        assert f.source["step_fn"].startswith(str(TINY))
+        assert f.jit_compile is False
+    if counter == "apply_gradients":
+        assert f.optimizer == "SGD" and f.learning_rate == pytest.approx(0.1)
+        assert f.source["apply_gradients"].startswith(f"{TINY}:")
+    harness = json.loads(run.file("harness.json").read_text())
+    assert harness["status"] == "complete" and harness["hook_errors"] == []
+
+
+def test_input_wait_is_large_for_a_slow_generator_and_small_behind_prefetch(tfd_home):
+    slow, _ = capture(tfd_home, TINY, "--loop", "function", "--input", "generator", "--input-sleep", "0.03")
+    fast, _ = capture(tfd_home, TINY, "--loop", "function", "--input", "tfdata_parallel")
+    assert slow.ok and fast.ok
+    slow_wait = statistics.median(s.input_wait_ns / 1e6 for s in slow.steps[3:])
+    fast_wait = statistics.median(s.input_wait_ns / 1e6 for s in fast.steps[3:])
+    assert slow_wait >= 25  # the generator sleeps 30 ms per batch
+    assert fast_wait < 10
+    slow_share = statistics.median(s.input_wait_ns / s.duration_ns for s in slow.steps[3:])
+    assert slow_share > 0.7
+
+
+def test_examples_generator_waits_more_than_function_loop(tfd_home):
+    """The case study: naive_loop's Python generator vs function_loop's prefetched tf.data."""
+    naive, _ = capture(tfd_home, ROOT / "examples" / "naive_loop.py", "--epochs", "1")
+    func, _ = capture(tfd_home, ROOT / "examples" / "function_loop.py", "--epochs", "1")
+    assert naive.ok and func.ok, (naive.error, func.error)
+    assert naive.facts.input_kind == "python_generator" and naive.facts.step_kind == "eager"
+    assert func.facts.input_kind == "tf.data" and func.facts.step_kind == "tf.function"
+    assert naive.facts.batch_size == func.facts.batch_size == 32
+    assert [(d.op, d.parallel) for d in func.facts.dataset if d.op in ("map", "prefetch")] == [
+        ("map", True),
+        ("prefetch", None),
+    ]
+    naive_wait = statistics.median(s.input_wait_ns / 1e6 for s in naive.steps[3:])
+    func_wait = statistics.median(s.input_wait_ns / 1e6 for s in func.steps[3:])
+    assert naive_wait > 2 * func_wait
+    assert statistics.median(s.input_wait_ns / s.duration_ns for s in func.steps[3:]) < 0.25
+
+
+def test_runtime_switches_reach_the_script(tfd_home):
+    res, _ = capture(
+        tfd_home,
+        TINY,
+        "--loop",
+        "function",
+        "--input",
+        "numpy",
+        switches={"jit": "1", "dtype_policy": "mixed_bfloat16"},
+        profile=False,
+        steps=8,
+    )
+    assert res.ok, res.error
+    f = res.facts
+    assert f.jit_compile is True and f.auto_jit is True
+    assert f.dtype_policy == "mixed_bfloat16"
+    assert f.extra["switch_jit"] == "1"
+
+
+def test_without_profiler_all_steps_are_timed_and_no_trace_is_written(tfd_home):
+    res, run = capture(tfd_home, TINY, "--loop", "eager", profile=False, steps=8)
+    assert res.ok
+    assert [s.window for s in res.steps] == ["warmup"] * 3 + ["timing"] * 5
+    assert res.trace_files == [] and not run.logdir.exists()
+
+
+def test_script_that_swallows_exceptions_is_still_stopped_cleanly(tfd_home):
+    res, run = capture(tfd_home, ROOT / "tests" / "scripts" / "swallows.py", steps=10)
+    assert res.status == "complete" and len(res.steps) == 10
+    out = run.file("stdout.log").read_text()
+    assert "finally ran after 9 steps" in out  # the 10th step's apply ran; its bookkeeping did not
+    assert "ignored" not in out
+
+
+def test_a_hang_in_the_profile_window_keeps_the_partial_trace(tfd_home):
+    res, run = capture(
+        tfd_home,
+        ROOT / "tests" / "scripts" / "hangs.py",
+        steps=12,
+        warmup=1,
+        profile_steps=10,
+        timeout_s=15,
+    )
+    assert res.status == "timeout"
+    assert len(res.steps) == 5 and [s.window for s in res.steps] == ["warmup", "timing"] + ["profile"] * 3
+    assert res.harness["status"] == "interrupted"  # SIGINT reached the script's sleep
+    assert len(res.trace_files) == 1
+    assert markers(res.trace_files[0])["train"] == [2, 3, 4]
+    assert "waiting for the next shard" in run.file("stdout.log").read_text()
