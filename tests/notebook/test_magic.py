@@ -1,0 +1,260 @@
+"""``%load_ext tfdoctor`` in a real IPython InteractiveShell: training cells profiled in the kernel
+(real TensorFlow, tiny models), the report displayed inline, the user's state left as it was."""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from nb_cells import CUSTOM_LOOP, CUSTOM_SETUP, EAGER_LOOP, FIT, RAISES_AT_5, SETUP
+
+from tfdoctor.store import RunStore
+
+pytestmark = pytest.mark.notebook
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def srcdoc(fragment: str) -> str:
+    """The report page inside the displayed iframe."""
+    m = re.search(r'srcdoc="([^"]*)"', fragment)
+    assert m, fragment[:300]
+    return html.unescape(m.group(1))
+
+
+def only_run(home: Path, kind: str = "notebook") -> dict:
+    runs = [r for r in RunStore(home).list() if r["kind"] == kind]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def no_patches_left() -> None:
+    import keras
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    from tfdoctor.capture import hooks
+
+    assert hooks._PATCHES == []
+    assert not getattr(keras.Model.fit, "__tfdoctor__", False)
+    assert not getattr(polymorphic_function.Function.__call__, "__tfdoctor__", False)
+    assert not any(isinstance(f, hooks.PostImportHooks) for f in sys.meta_path)
+
+
+def test_fit_cell_is_profiled_in_the_kernel_and_shown_inline(shell):
+    assert shell.run(SETUP).success
+    shell.run("w0 = [w.copy() for w in model.get_weights()]; model_id = id(model)")
+    res = shell.run(f"%%tfdoctor --steps 12\n{FIT}")
+    assert res.success, res.error_in_exec
+
+    row = only_run(shell.home)
+    assert row["status"] == "complete"
+    report = RunStore(shell.home).get(row["id"]).report()
+    assert report is not None
+    assert len(report.steps) == 12  # stopped after 12 of 20 epochs x 32 batches
+    assert [s.window for s in report.steps].count("profile") == Windows_profile(12)
+    assert report.facts.loop_kind == "keras_fit" and report.facts.batch_size == 16
+    assert report.breakdown is not None and report.breakdown.steps
+    assert report.trace_files
+
+    (frag,) = shell.html()
+    page = srcdoc(frag)
+    assert f'data-run-id="{report.run_id}"' in frag
+    assert 'id="sec-breakdown"' in page and 'id="sec-findings"' in page
+    assert '"breakdown"' in page  # the plotly figure's data
+    for f in report.findings:
+        assert f.rule_id in page
+    assert "Plotly" in page  # inlined: works offline
+    (text,) = shell.plain()
+    assert "Step-time breakdown" in text and "Run directory:" in text
+    assert "restored to their values before the cell" in text
+
+    # the user's objects: weights as before the cell, same model, Keras/TF unpatched
+    assert shell.run(
+        "import numpy as np\n"
+        "assert id(model) == model_id\n"
+        "assert all(np.array_equal(a, b) for a, b in zip(w0, model.get_weights()))"
+    ).success
+    no_patches_left()
+
+
+def Windows_profile(steps: int) -> int:
+    from tfdoctor.capture.clock import Windows
+
+    return Windows.split(steps).profile
+
+
+def test_custom_tf_function_loop_cell(shell):
+    assert shell.run(CUSTOM_SETUP).success
+    res = shell.run(f"%%tfdoctor --steps 12 --warmup 3\n{CUSTOM_LOOP}")
+    assert res.success, res.error_in_exec
+    report = RunStore(shell.home).get(only_run(shell.home)["id"]).report()
+    assert report.status == "complete"
+    assert len(report.steps) == 12
+    assert report.facts.loop_kind == "custom" and report.facts.step_kind == "tf.function"
+    assert report.facts.input_kind == "tf.data"
+    assert all(s.loss is not None for s in report.steps)
+    assert report.breakdown is not None and report.breakdown.steps
+    # the cell was stopped by the magic: its loop saw 12 steps, not 500
+    assert shell.ip.user_ns["step"] == 11
+    no_patches_left()
+
+
+def test_help(shell, capsys):
+    shell.ip.run_line_magic("tfdoctor", "-h")
+    out = capsys.readouterr().out
+    assert (
+        "%%tfdoctor [--steps N]" in out and "%tfdoctor profile SCRIPT" in out and "%tfdoctor show RUN" in out
+    )
+    shell.ip.run_cell_magic("tfdoctor", "-h", "raise AssertionError('a help request must not run the cell')")
+    out = capsys.readouterr().out
+    assert "--fix" in out and "--steps" in out
+    assert RunStore(shell.home).list() == []
+
+
+@pytest.mark.parametrize(
+    ("line", "cell", "says"),
+    [
+        ("--bogus", "pass", "unrecognized arguments: --bogus"),
+        ("--steps many", "pass", "invalid int value"),
+        ("--steps 4", "pass", "leaves no timing window"),
+        ("--fixes xla-jit", "pass", "--fixes needs --fix"),
+        ("--fix --fixes warp-drive", "pass", "unknown fix id(s) warp-drive"),
+        ("frobnicate", None, "unknown subcommand 'frobnicate'"),
+        ("profile", None, "no script given"),
+        ("profile does/not/exist.py", None, "no such file"),
+        ("show", None, "the following arguments are required: run"),
+        ("show no-such-run", None, "no run 'no-such-run'"),
+        ('profile "unterminated', None, "cannot parse the options"),
+    ],
+)
+def test_bad_options_raise_usage_error_with_help(shell, line, cell, says):
+    with pytest.raises(UsageError) as e:
+        if cell is None:
+            shell.ip.run_line_magic("tfdoctor", line)
+        else:
+            shell.ip.run_cell_magic("tfdoctor", line, cell)
+    msg = str(e.value)
+    assert says in msg
+    if "no run" not in says and "no such file" not in says:
+        assert "usage:" in msg or "%%tfdoctor" in msg  # the help text comes with it
+    assert RunStore(shell.home).list() == []
+
+
+def test_usage_error_through_run_cell_keeps_the_kernel(shell):
+    res = shell.run("%%tfdoctor --steps\npass")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert shell.run("1 + 1").result == 2
+
+
+def test_cell_that_raises_shows_traceback_and_partial_profile(shell, capsys):
+    assert shell.run(CUSTOM_SETUP).success
+    res = shell.run(f"%%tfdoctor --steps 12 --warmup 3\n{RAISES_AT_5}")
+    assert isinstance(res.error_in_exec, ValueError)
+    err = capsys.readouterr()
+    shown = err.out + err.err
+    assert "bad batch at step 5" in shown and "ValueError" in shown
+    assert "raise ValueError" in shown  # the user's line, from the cell's own traceback
+    row = only_run(shell.home)
+    assert row["status"] == "failed"
+    report = RunStore(shell.home).get(row["id"]).report()
+    assert len(report.steps) == 5 and report.error and "bad batch at step 5" in report.error
+    (frag,) = shell.html()
+    page = srcdoc(frag)
+    assert "The run ended with an error" in page and "bad batch at step 5" in page
+    (text,) = shell.plain()
+    assert "the cell raised after 5 steps: ValueError: bad batch at step 5" in text
+    no_patches_left()
+    # the kernel lives on, and a later profile works
+    assert shell.run("x.shape").result == (512, 8)
+    shell.clear()
+    assert shell.run(f"%%tfdoctor --steps 12 --warmup 3\n{CUSTOM_LOOP}").success
+
+
+def test_fix_restores_switches_objects_and_bindings(shell):
+    import keras
+    import tensorflow as tf
+
+    assert shell.run(CUSTOM_SETUP).success
+    assert shell.run(f"%%tfdoctor --steps 12\n{FIT}").success  # builds model.train_function
+    shell.clear()
+    ns = shell.ip.user_ns
+    model, step = ns["model"], ns["train_step"]
+    before = (model.jit_compile, model.steps_per_execution, model.train_function, model.run_eagerly)
+    jit_before, policy_before = tf.config.optimizer.get_jit(), keras.mixed_precision.global_policy().name
+    res = shell.run(
+        "%%tfdoctor --steps 12 --fix --fixes xla-jit,steps-per-execution,mixed-precision,tfdata-prefetch\n"
+        + FIT
+    )
+    assert res.success, res.error_in_exec
+    assert ns["model"] is model and ns["train_step"] is step
+    assert (model.jit_compile, model.steps_per_execution, model.train_function, model.run_eagerly) == before
+    assert tf.config.optimizer.get_jit() == jit_before
+    assert keras.mixed_precision.global_policy().name == policy_before
+    no_patches_left()
+
+    store = RunStore(shell.home)
+    (base,) = [r for r in store.list() if r["kind"] == "notebook"]
+    report = store.get(base["id"]).report()
+    trials = {t.fix_id: t for t in report.fix.trials}
+    assert trials["xla-jit"].status in ("kept", "rejected") and trials["xla-jit"].run_id
+    assert "jit_compile = True" in trials["xla-jit"].runtime_switch["kernel"]
+    assert trials["steps-per-execution"].status in ("kept", "rejected")
+    assert "steps_per_execution = 8" in trials["steps-per-execution"].runtime_switch["kernel"]
+    # the model was built before the policy: measured, and said not to apply in the kernel
+    assert trials["mixed-precision"].status == "skipped"
+    assert trials["tfdata-prefetch"].status == "skipped" and "subprocess" in trials["tfdata-prefetch"].reason
+    trial_runs = [r for r in store.list() if r["kind"] == "notebook-fix"]
+    assert {r["parent"] for r in trial_runs} == {base["id"]}
+    xla = store.get(trials["xla-jit"].run_id).report()
+    assert xla.facts.jit_compile is True  # the trial really compiled with XLA
+    (text,) = shell.plain()
+    assert "measured only in a subprocess" in text and "tfdata-prefetch" in text
+    page = srcdoc(shell.html()[0])
+    assert 'id="sec-fixes"' in page and "xla-jit" in page
+
+
+def test_fix_wraps_an_eager_step_function_on_a_copy(shell):
+    assert shell.run(CUSTOM_SETUP).success
+    ns = shell.ip.user_ns
+    step = ns["eager_step"]
+    res = shell.run(f"%%tfdoctor --steps 12 --fix --fixes tf-function\n{EAGER_LOOP}")
+    assert res.success, res.error_in_exec
+    assert ns["eager_step"] is step  # the name points at the user's function again
+    store = RunStore(shell.home)
+    (base,) = [r for r in store.list() if r["kind"] == "notebook"]
+    report = store.get(base["id"]).report()
+    assert report.facts.step_kind == "eager"
+    (trial,) = report.fix.trials
+    assert trial.fix_id == "tf-function" and trial.status in ("kept", "rejected")
+    assert trial.runtime_switch["kernel"] == "eager_step = tf.function(eager_step)"
+    assert store.get(trial.run_id).report().facts.step_kind == "tf.function"
+    no_patches_left()
+
+
+def test_show_a_stored_run(shell):
+    assert shell.run(SETUP).success
+    assert shell.run(f"%%tfdoctor --steps 12 --run-id nb-show\n{FIT}").success
+    shell.clear()
+    shell.ip.run_line_magic("tfdoctor", "show nb-show")
+    (frag,) = shell.html()
+    assert 'data-run-id="nb-show"' in frag and 'id="sec-findings"' in srcdoc(frag)
+    # an explicit run id that exists is refused without --force
+    with pytest.raises(UsageError, match="already exists"):
+        shell.ip.run_cell_magic("tfdoctor", "--steps 12 --run-id nb-show", FIT)
+
+
+def test_profile_a_script_from_the_notebook(shell):
+    script = ROOT / "tests" / "scripts" / "tiny_train.py"
+    shell.ip.run_line_magic(
+        "tfdoctor", f"profile {script} --steps 12 --run-id nb-script -- --loop function --input tfdata"
+    )
+    report = RunStore(shell.home).get("nb-script").report()
+    assert report.status == "complete" and len(report.steps) == 12
+    assert report.args == ["--loop", "function", "--input", "tfdata"]
+    assert report.facts.step_kind == "tf.function"
+    frags = shell.html()
+    assert frags and 'data-run-id="nb-script"' in frags[-1]
+    assert any("steps" in t for t in shell.plain()[:-1])  # the progress line, updated in place

@@ -1,0 +1,602 @@
+"""The IPython extension: ``%load_ext tfdoctor``, then ``%%tfdoctor`` and ``%tfdoctor``.
+
+* ``%%tfdoctor [--steps N] [--warmup N] [--fix]`` profiles the training cell *in the kernel*: the
+  step hooks are installed for this cell only (:mod:`tfdoctor.capture.inproc`), the cell runs its
+  warm-up, timing and profile windows and is stopped after N steps, the run is stored, and the report
+  is shown inline (``text/html``: the same page as the web report, in an iframe; ``text/plain``: the
+  terminal tables). The variables of the user's models and optimizers are put back to their values
+  from before the cell. ``--fix`` measures the fixes that are reversible in a kernel (XLA, tf.function,
+  steps_per_execution, a dtype policy), each undone after its measurement, and names the fixes that
+  only a subprocess run of the script can measure.
+* ``%tfdoctor profile SCRIPT [options] [-- ARGS]`` runs the CLI flow (the script in a child process).
+* ``%tfdoctor show RUN`` shows a stored run; ``%tfdoctor -h`` the help.
+
+Bad options raise IPython's ``UsageError`` with the help text; tfdoctor's own one-line errors are
+shown the same way (no traceback). Nothing here imports TensorFlow until a cell is profiled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import html
+import io
+import math
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from tfdoctor.errors import TfdoctorError
+
+USAGE = """\
+tfdoctor in a notebook (%load_ext tfdoctor):
+
+  %%tfdoctor [--steps N] [--warmup N] [--profile-steps N] [--fix] [--fixes ID,...]
+             [--run-id ID] [--force] [--home DIR]
+      On a cell that trains (model.fit or a custom loop): profile it in this kernel for N steps
+      (default 30: warm-up, timing window, profile window), then stop it and show the report.
+      The variables of your models and optimizers are restored to their values before the cell.
+      --fix also measures the fixes that are reversible in the kernel (xla-jit, tf-function,
+      steps-per-execution, mixed-precision) and keeps those that help; --fixes picks which.
+
+  %tfdoctor profile SCRIPT [--steps N] [--warmup N] [--fix] [...] [-- SCRIPT_ARGS]
+      Run the script unmodified in a child process under the profiler (as `tfdoctor profile`).
+
+  %tfdoctor show RUN [--home DIR]
+      Show a stored run (run id or run directory).
+
+  %tfdoctor -h
+      This help.
+"""
+
+DEFAULT_CELL_STEPS = 30
+IFRAME_HEIGHT = 900  # before the page says how tall it is
+
+#: what each fix does, for the trial table (the fix ids are the rules' FIX_IDS)
+FIX_TEXT: dict[str, str] = {
+    "xla-jit": "compile the step with XLA (jit_compile=True)",
+    "tf-function": "run the step as a tf.function graph instead of eagerly",
+    "steps-per-execution": "run several steps per call into the graph (steps_per_execution)",
+    "mixed-precision": "compute in 16 bit (a mixed dtype policy)",
+    "tfdata-parallel-map": "parallel tf.data map (num_parallel_calls=AUTOTUNE)",
+    "tfdata-prefetch": "prefetch the input pipeline (prefetch(AUTOTUNE))",
+    "tfdata-cache": "cache the deterministic part of the input pipeline",
+    "generator-prefetch": "feed the Python generator through tf.data with prefetch",
+    "batch-scale": "a larger batch (learning rate scaled with it)",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing and exiting (a kernel must not exit)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(f"{message}\n\n{self.format_help()}")
+
+
+class _HelpShown(Exception):
+    pass
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; ``-h`` prints the help and raises _HelpShown; SystemExit never escapes."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return parser.parse_args(argv)
+    except SystemExit as e:
+        if e.code in (0, None):
+            raise _HelpShown() from None
+        raise UsageError(f"{err.getvalue().strip()}\n\n{parser.format_help()}") from None
+
+
+def cell_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="%%tfdoctor", description="Profile this training cell in the kernel.", add_help=True)
+    p.add_argument("--steps", type=int, default=DEFAULT_CELL_STEPS, help="training steps to run (default 30)")
+    p.add_argument(
+        "--warmup", type=int, default=None, help="warm-up steps, not measured (default ~15 %%, min 3)"
+    )
+    p.add_argument(
+        "--profile-steps", type=int, default=None, help="steps in the profile window (default ≤ 10)"
+    )
+    p.add_argument("--fix", action="store_true", help="measure the fixes that are reversible in the kernel")
+    p.add_argument("--fixes", default=None, metavar="ID,...", help="with --fix: only these fix ids")
+    p.add_argument("--run-id", default=None, help="name of the run (default: time stamp + cell)")
+    p.add_argument("--force", action="store_true", help="replace an existing run with the same id")
+    p.add_argument("--home", default=None, help="run store (default: $TFDOCTOR_HOME or ~/.tfdoctor)")
+    return p
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as e:
+        raise UsageError(f"cannot parse the options ({e})\n\n{USAGE}") from None
+
+
+@contextlib.contextmanager
+def _user_errors(help_text: str = "") -> Iterator[None]:
+    """tfdoctor's one-line errors become IPython UsageErrors (one line, no traceback)."""
+    try:
+        yield
+    except TfdoctorError as e:
+        from tfdoctor.errors import UsageError as TfdUsage
+
+        msg = str(e) + (f"\n{e.hint}" if e.hint else "")
+        if isinstance(e, TfdUsage) and help_text:
+            msg += f"\n\n{help_text}"
+        raise UsageError(msg) from None
+
+
+# -- showing a report ----------------------------------------------------------------------------
+def _load_report(store: Any, rid: str) -> Any:
+    try:
+        return store.get(rid).report()
+    except TfdoctorError:
+        return None
+
+
+def report_bundle(report: Any, run: Any, store: Any, notes: list[str] | None = None) -> dict[str, str]:
+    """The display bundle of a report: ``text/html`` (the web report's page in an iframe, plotly
+    inlined so it works offline) and ``text/plain`` (the terminal tables)."""
+    from rich.console import Console
+
+    from tfdoctor.report.html import report_html
+    from tfdoctor.report.terminal import render
+    from tfdoctor.report.timeline import timeline_for_run
+
+    timeline = None
+    with contextlib.suppress(TfdoctorError):
+        timeline = timeline_for_run(run)
+    page = report_html(
+        report, run_path=run.path, load_report=lambda rid: _load_report(store, rid), timeline=timeline
+    )
+    note_html = "".join(
+        f'<div class="tfdoctor-note" style="margin:2px 0;color:#555">{html.escape(n)}</div>'
+        for n in notes or []
+    )
+    frame = (
+        f'<iframe class="tfdoctor-report" data-run-id="{html.escape(report.run_id)}" '
+        f'title="tfdoctor report {html.escape(report.run_id)}" '
+        f'style="width:100%;height:{IFRAME_HEIGHT}px;border:1px solid #d0d7de;border-radius:6px" '
+        'onload="try{var d=this.contentDocument.documentElement;'
+        "this.style.height=Math.max(420,d.scrollHeight+4)+'px'}catch(e){}\" "
+        f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
+    )
+    out = io.StringIO()
+    render(report, Console(file=out, width=110, color_system=None, highlight=False), run_dir=str(run.path))
+    text = out.getvalue() + "".join(f"note: {n}\n" for n in notes or [])
+    return {"text/html": f'<div class="tfdoctor">{note_html}{frame}</div>', "text/plain": text}
+
+
+def display_report(report: Any, run: Any, store: Any, notes: list[str] | None = None) -> None:
+    from IPython.display import display
+
+    display(report_bundle(report, run, store, notes), raw=True)
+
+
+# -- the magics ----------------------------------------------------------------------------------
+@magics_class
+class TfdoctorMagics(Magics):
+    @line_cell_magic
+    def tfdoctor(self, line: str, cell: str | None = None) -> None:
+        """Profile a training cell (%%tfdoctor), a script (%tfdoctor profile) or show a run.
+
+        See ``%tfdoctor -h``.
+        """
+        __tracebackhide__ = True
+        if cell is not None:
+            self.profile_cell(line, cell)
+        else:
+            self.line(line)
+
+    # -- %tfdoctor ---------------------------------------------------------------------------------
+    def line(self, line: str) -> None:
+        argv = _split(line)
+        if not argv or argv[0] in ("-h", "--help", "help"):
+            print(USAGE)
+            return
+        verb, rest = argv[0], argv[1:]
+        if verb == "profile":
+            self.profile_script(rest)
+        elif verb == "show":
+            self.show(rest)
+        else:
+            raise UsageError(f"unknown subcommand {verb!r} (a cell to profile needs %%tfdoctor)\n\n{USAGE}")
+
+    def show(self, argv: list[str]) -> None:
+        p = _Parser(prog="%tfdoctor show", description="Show a stored run.")
+        p.add_argument("run", help="run id or run directory")
+        p.add_argument("--home", default=None, help="run store (default: $TFDOCTOR_HOME or ~/.tfdoctor)")
+        try:
+            args = _parse(p, argv)
+        except _HelpShown:
+            print(p.format_help())
+            return
+        from tfdoctor.store import RunStore
+
+        with _user_errors():
+            store = RunStore(args.home)
+            run = store.get(args.run)
+            report = run.report()
+            if report is None:
+                from tfdoctor.pipeline import build_report
+
+                report = build_report(run)
+            display_report(report, run, store)
+
+    def profile_script(self, argv: list[str]) -> None:
+        from tfdoctor.commands.profile import ProfileCommand
+
+        cmd = ProfileCommand()
+        parser = _Parser(prog="%tfdoctor profile", description=(ProfileCommand.__doc__ or "").split("\n")[0])
+        cmd.prepare_parser(parser)
+        ours = argv[: argv.index("--")] if "--" in argv else argv
+        fix = "--fix" in ours
+        if fix and "--fix" not in parser._option_string_actions:
+            raise UsageError(
+                "--fix for a script needs the fix loop of `tfdoctor profile --fix`, which this tfdoctor "
+                "does not have yet; %%tfdoctor --fix measures the fixes that run in the kernel"
+            )
+        try:
+            args = _parse(parser, argv)
+            with _user_errors(parser.format_help()):
+                cfg = cmd.config(args)
+        except (_HelpShown, SystemExit):
+            return  # -h: the help was printed
+        from tfdoctor.capture.runner import finish_run, run_capture
+        from tfdoctor.store import RunStore
+
+        with _user_errors():
+            store = RunStore(args.home)
+            if fix:
+                run = self._profile_script_cli(store, argv, args)
+                result = None
+            else:
+                run = store.new_run(str(cfg.script), cfg.args, run_id=args.run_id, force=args.force)
+                with _progress(Path(str(cfg.script)).name) as progress:
+                    result = run_capture(cfg, run, progress=progress)
+                finish_run(store, run, result)
+            report = run.report()
+            if report is None:
+                from tfdoctor.pipeline import build_report
+
+                report = build_report(run)
+        notes = []
+        if result is not None and result.message:
+            notes.append(result.message)
+        if result is not None and result.status != "complete":
+            tail = result.error if result.error and "Traceback" in result.error else result.stdout_tail
+            if tail:
+                print(tail.rstrip(), file=sys.stderr)
+        display_report(report, run, store, notes)
+
+    def _profile_script_cli(self, store: Any, argv: list[str], args: argparse.Namespace) -> Any:
+        """``tfdoctor profile ... --fix`` as a subprocess (the fix loop is the CLI's); the stored run."""
+        import secrets
+
+        rid = args.run_id or f"nb-{secrets.token_hex(4)}"
+        cmd = [sys.executable, "-m", "tfdoctor", "profile", *argv]
+        if not args.run_id:
+            split = argv.index("--") if "--" in argv else len(argv)
+            cmd = [sys.executable, "-m", "tfdoctor", "profile", *argv[:split], "--run-id", rid, *argv[split:]]
+        env = None
+        if args.home:
+            import os
+
+            env = {**os.environ, "TFDOCTOR_HOME": str(store.home)}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.stderr.strip():
+            print(proc.stderr.rstrip(), file=sys.stderr)
+        return store.get(rid)
+
+    # -- %%tfdoctor --------------------------------------------------------------------------------
+    def profile_cell(self, line: str, cell: str) -> None:
+        __tracebackhide__ = True
+        parser = cell_parser()
+        try:
+            args = _parse(parser, _split(line))
+        except _HelpShown:
+            print(parser.format_help())
+            return
+        from tfdoctor.capture.clock import Windows
+
+        try:
+            windows = Windows.split(args.steps, args.warmup, args.profile_steps)
+        except ValueError as e:
+            raise UsageError(f"{e}\n\n{parser.format_help()}") from None
+        requested = [f.strip() for f in (args.fixes or "").split(",") if f.strip()]
+        if requested and not args.fix:
+            raise UsageError(f"--fixes needs --fix\n\n{parser.format_help()}")
+        if requested:
+            from tfdoctor.rules import FIX_IDS
+
+            unknown = [f for f in requested if f not in FIX_IDS]
+            if unknown:
+                raise UsageError(
+                    f"unknown fix id(s) {', '.join(unknown)}; known: {', '.join(sorted(FIX_IDS))}\n\n"
+                    f"{parser.format_help()}"
+                )
+        shell = self.shell
+        assert shell is not None
+        execute = self._compile_cell(cell)  # a SyntaxError is the user's, raised before anything runs
+        label = f"cell In[{shell.execution_count}]"
+        from tfdoctor.capture.inproc import StateSnapshot, capture_in_process
+        from tfdoctor.capture.runner import finish_run
+        from tfdoctor.store import RunStore
+
+        with _user_errors():
+            store = RunStore(args.home)
+            from tfdoctor.capture.runner import check_tensorflow
+
+            check_tensorflow()
+            snapshot = StateSnapshot(shell.user_ns)
+            run = store.new_run(label, [], kind="notebook", run_id=args.run_id, force=args.force)
+        run.file("cell.py").write_text(cell, encoding="utf-8")
+        notes: list[str] = []
+        try:
+            with _user_errors():
+                res = capture_in_process(execute, run, windows, label=label)
+            report = finish_run(store, run, res.capture)
+            if res.capture.message:
+                notes.append(res.capture.message)
+            if args.fix and res.exception is None and res.capture.status == "complete":
+                report = self._fix_in_kernel(
+                    store, run, report, res, execute, windows, snapshot, requested, label, notes
+                )
+        finally:
+            restored = snapshot.restore()
+        if restored:
+            notes.append(
+                f"{restored} variable{'s' if restored != 1 else ''} (model weights, optimizer state) "
+                "restored to their values before the cell"
+            )
+        display_report(report, run, store, notes)
+        if res.exception is not None:
+            exc = res.exception
+            tb = exc.__traceback__
+            if tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next  # the first frame is our call of the cell's code
+            raise exc.with_traceback(tb)
+
+    def _compile_cell(self, cell: str) -> Callable[[], None]:
+        shell = self.shell
+        assert shell is not None
+        code = shell.transform_cell(cell)
+        name = shell.compile.cache(code, shell.execution_count, raw_code=cell)
+        compiled = shell.compile(code, name, "exec")
+        ns = shell.user_ns
+
+        def execute() -> None:
+            __tracebackhide__ = True
+            exec(compiled, ns)
+
+        return execute
+
+    def _fix_in_kernel(
+        self,
+        store: Any,
+        base_run: Any,
+        base: Any,
+        base_res: Any,
+        execute: Callable[[], None],
+        windows: Any,
+        snapshot: Any,
+        requested: list[str],
+        label: str,
+        notes: list[str],
+    ) -> Any:
+        """Measure each candidate fix as a reversible change; keep those beyond the noise band."""
+        from tfdoctor.capture.inproc import KERNEL_FIXES, NotInKernel, capture_in_process, kernel_fix
+        from tfdoctor.capture.runner import finish_run
+        from tfdoctor.model import FixSummary, FixTrial
+        from tfdoctor.rules import FIX_IDS
+
+        ns = self.shell.user_ns  # type: ignore[union-attr]
+        if requested:
+            candidates = list(dict.fromkeys(requested))
+        else:
+            ranked = sorted(base.findings, key=lambda f: -f.est_saving)
+            candidates = list(dict.fromkeys(fid for f in ranked for fid in f.fix_ids if fid in FIX_IDS))
+        baseline = base.throughput
+        band = max(0.05, baseline.spread if baseline else 0.0)
+        trials: list[FixTrial] = []
+        subprocess_only: list[str] = []
+        kept: list[tuple[str, Any]] = []
+
+        def measure(fix_ids: list[str], what: str) -> tuple[Any, Any, list[str], str | None]:
+            snapshot.restore()
+            with contextlib.ExitStack() as stack:
+                applied = [
+                    stack.enter_context(
+                        kernel_fix(
+                            fid, ns, step_fn=base_res.step_fn, models=base_res.models, facts=base.facts
+                        )
+                    )
+                    for fid in fix_ids
+                ]
+                run = store.new_run(f"{label} + {what}", [], kind="notebook-fix", parent=base_run.id)
+                res = capture_in_process(execute, run, windows, label=f"{label} + {what}")
+                why_not = None
+                for kf in applied:
+                    if kf.check is not None:
+                        why_not = why_not or kf.check([*res.models, *_keras_models(ns)])
+            report = finish_run(store, run, res.capture)
+            changes = [c for kf in applied for c in kf.changes]
+            return run, (res, report), changes, why_not
+
+        for fid in candidates:
+            desc = FIX_TEXT.get(fid, fid)
+            if fid not in KERNEL_FIXES:
+                subprocess_only.append(fid)
+                trials.append(
+                    FixTrial(
+                        fix_id=fid,
+                        description=desc,
+                        status="skipped",
+                        reason="rewrites the script's source: only a subprocess run can measure it "
+                        "(tfdoctor profile script.py --fix)",
+                    )
+                )
+                continue
+            try:
+                run, (res, rep), changes, why_not = measure([fid], fid)
+            except NotInKernel as e:
+                trials.append(
+                    FixTrial(fix_id=fid, description=desc, status="skipped", reason=f"not in the kernel: {e}")
+                )
+                subprocess_only.append(fid)
+                continue
+            trial = _judge(fid, desc, baseline, band, res, rep, why_not, changes, run.id)
+            trials.append(trial)
+            if trial.status == "kept":
+                kept.append((fid, rep))
+        combined = combined_speedup = combined_run_id = None
+        if len(kept) == 1:
+            rep = kept[0][1]
+            combined, combined_speedup, combined_run_id = (
+                rep.throughput,
+                _speedup(baseline, rep.throughput),
+                rep.run_id,
+            )
+        elif len(kept) > 1:
+            ids = [k for k, _ in kept]
+            run, (res, rep), changes, _ = measure(ids, "+".join(ids))
+            combined, combined_speedup, combined_run_id = (
+                rep.throughput,
+                _speedup(baseline, rep.throughput),
+                run.id,
+            )
+            trials.append(
+                FixTrial(
+                    fix_id="combined",
+                    description="every kept fix together",
+                    status="kept" if res.capture.status == "complete" else "failed",
+                    reason="; ".join(changes),
+                    throughput=rep.throughput,
+                    speedup=combined_speedup,
+                    run_id=run.id,
+                )
+            )
+        if subprocess_only:
+            notes.append(
+                "measured only in a subprocess (they change the script or how the model is built): "
+                f"{', '.join(subprocess_only)} — run `tfdoctor profile script.py --fix`"
+            )
+        if not candidates:
+            notes.append("no finding proposed a fix to try (pick some with --fixes)")
+        summary = FixSummary(
+            baseline=baseline,
+            trials=trials,
+            combined=combined,
+            combined_speedup=combined_speedup,
+            kept=[k for k, _ in kept],
+            combined_run_id=combined_run_id,
+        )
+        report = base.model_copy(update={"fix": summary})
+        base_run.write_report(report)
+        store.update(base_run, speedup=combined_speedup)
+        return report
+
+
+def _keras_models(ns: Any) -> list[Any]:
+    keras = sys.modules.get("keras")
+    if keras is None:
+        return []
+    return [v for k, v in list(ns.items()) if not k.startswith("_") and isinstance(v, keras.Model)]
+
+
+def _rate(t: Any) -> float | None:
+    if t is None:
+        return None
+    return t.examples_per_s or t.steps_per_s
+
+
+def _speedup(base: Any, new: Any) -> float | None:
+    a, b = _rate(base), _rate(new)
+    if not a or not b:
+        return None
+    if (base.examples_per_s is None) != (new.examples_per_s is None):
+        a, b = base.steps_per_s, new.steps_per_s
+    return b / a if a else None
+
+
+def _judge(
+    fid: str,
+    desc: str,
+    baseline: Any,
+    band: float,
+    res: Any,
+    rep: Any,
+    why_not: str | None,
+    changes: list[str],
+    run_id: str,
+) -> Any:
+    from tfdoctor.model import FixTrial
+
+    how = "; ".join(changes)
+    common = {
+        "fix_id": fid,
+        "description": desc,
+        "run_id": run_id,
+        "runtime_switch": {"kernel": how} if how else {},
+    }
+    if res.capture.status != "complete":
+        return FixTrial(
+            **common,
+            status="failed",
+            reason=res.capture.message or res.capture.status,
+            error=res.capture.error,
+        )
+    if why_not:
+        return FixTrial(**common, status="skipped", reason=why_not, throughput=rep.throughput)
+    losses = [s.loss for s in rep.steps if s.loss is not None]
+    if any(not math.isfinite(v) for v in losses):
+        return FixTrial(
+            **common, status="rejected", reason="the loss became non-finite", throughput=rep.throughput
+        )
+    sp = _speedup(baseline, rep.throughput)
+    if sp is None:
+        return FixTrial(
+            **common, status="rejected", reason="no throughput measured", throughput=rep.throughput
+        )
+    if sp > 1 + band:
+        reason = f"×{sp:.2f} beyond the noise band (±{band * 100:.0f} %)"
+        status = "kept"
+    else:
+        reason = f"×{sp:.2f} is within the noise band (±{band * 100:.0f} %) or slower"
+        status = "rejected"
+    return FixTrial(**common, status=status, reason=reason, throughput=rep.throughput, speedup=sp)
+
+
+@contextlib.contextmanager
+def _progress(name: str) -> Iterator[Callable[[Any], None]]:
+    """A one-line progress display for a script run, updated in place."""
+    from IPython.display import display
+
+    handle = display({"text/plain": f"tfdoctor: starting {name}…"}, raw=True, display_id=True)
+
+    def update(p: Any) -> None:
+        rate = f" · {p.steps_per_s:.1f} steps/s" if p.steps_per_s else ""
+        window = f" · {p.window} window" if p.window and p.steps_done else ""
+        text = f"tfdoctor: {name} · {p.phase} · {p.steps_done}/{p.total} steps{window}{rate} · {p.elapsed_s:.0f} s"
+        if handle is not None:
+            handle.update({"text/plain": text}, raw=True)
+
+    yield update
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext tfdoctor``: registers ``%tfdoctor`` and ``%%tfdoctor``."""
+    ipython.register_magics(TfdoctorMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    magics = ipython.magics_manager.magics
+    for kind in ("line", "cell"):
+        magics[kind].pop("tfdoctor", None)
