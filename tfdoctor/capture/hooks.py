@@ -171,6 +171,7 @@ class Tracker:
         self.clock = clock
         self.switches = dict(switches or {})
         self.main_ident = threading.get_ident()
+        self.pid = os.getpid()
         self.mode: str | None = None  # keras_callback | apply_gradients | tf.function | gradient_tape
         self.in_fit = 0
         self.fn_stack: list[Any] = []  # outermost-first Function calls on the main thread
@@ -197,7 +198,8 @@ class Tracker:
 
     # -- helpers -------------------------------------------------------------------------------
     def on_main(self) -> bool:
-        return threading.get_ident() == self.main_ident
+        # the script's main thread, in the harness process (not a forked worker: same thread id)
+        return threading.get_ident() == self.main_ident and os.getpid() == self.pid
 
     def _active(self) -> bool:
         return not self.in_fit and not self.clock.stopped and self.on_main()
