@@ -1,0 +1,214 @@
+"""What every fix shares: :class:`Fix` (one per module), the :class:`FixContext` it is applied in, the
+:class:`FixOutcome` it returns, and :class:`FixCodemod`, the LibCST codemod base class.
+
+A fix is a LibCST codemod (the edit the user gets as a patch) run through
+:func:`libcst.codemod.transform_module`, so applying one never raises: parse errors, "pattern not found"
+(``SkipFile("reason")``) and bugs all come back as an outcome with a reason. Some fixes also set a
+run-time switch of the harness (``{"jit": "1"}``) when the edit is not in the script itself.
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import libcst as cst
+from libcst.codemod import (
+    CodemodContext,
+    TransformExit,
+    TransformFailure,
+    TransformSkip,
+    TransformSuccess,
+    VisitorBasedCodemodCommand,
+    transform_module,
+)
+
+from tfdoctor.model import Facts, Finding
+
+#: prefix of codemod warnings that describe Python side effects the fix changes (tf-function)
+SIDE_EFFECT = "side effect: "
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the fixes need to know about the machine the script trains on."""
+
+    gpu_models: tuple[str, ...] = ()
+    gpu_compute_capability: tuple[float, ...] = ()
+    cpu_bf16: bool = False  # AVX512_BF16 or AMX-BF16: bfloat16 matmuls/convolutions in hardware
+
+    @property
+    def tensor_core_gpu(self) -> bool:
+        """Every GPU has tensor cores (compute capability 7.0 or newer)."""
+        return bool(self.gpu_compute_capability) and min(self.gpu_compute_capability) >= 7.0
+
+    @classmethod
+    def detect(cls, facts: Facts | None, cpuinfo: str | Path = "/proc/cpuinfo") -> Hardware:
+        """From the run's facts (GPUs) and this machine's CPU flags (the child ran here)."""
+        gpus = facts.gpus if facts is not None else []
+        ccs = []
+        for g in gpus:
+            try:
+                ccs.append(float(g.compute_capability or ""))
+            except ValueError:
+                continue
+        return cls(
+            gpu_models=tuple(g.model or g.name for g in gpus),
+            gpu_compute_capability=tuple(ccs),
+            cpu_bf16=cpu_has_bf16(cpuinfo),
+        )
+
+
+def cpu_has_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[-1].split())
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+@dataclass(frozen=True)
+class FixContext:
+    """What a fix may read besides the source: the baseline run's facts and findings, the script's
+    command-line arguments, the hardware, and per-variant parameters (``{"factor": "2"}``)."""
+
+    facts: Facts = field(default_factory=Facts)
+    findings: tuple[Finding, ...] = ()
+    script_args: tuple[str, ...] = ()
+    hardware: Hardware = field(default_factory=Hardware)
+    params: Mapping[str, str] = field(default_factory=dict)
+    filename: str = "train.py"
+
+
+Status = Literal["changed", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class FixOutcome:
+    """The result of applying one fix to one source: the new code (unchanged unless ``changed``)."""
+
+    fix_id: str
+    status: Status
+    code: str
+    reason: str
+    warnings: tuple[str, ...] = ()
+    switches: Mapping[str, str] = field(default_factory=dict)
+    examples_factor: float = 1.0  # expected examples per step relative to before (batch scaling)
+    params: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.status == "changed"
+
+    @property
+    def side_effects(self) -> tuple[str, ...]:
+        return tuple(w[len(SIDE_EFFECT) :] for w in self.warnings if w.startswith(SIDE_EFFECT))
+
+
+class FixCodemod(VisitorBasedCodemodCommand):
+    """A codemod that knows its :class:`FixContext`. ``self.summary`` is the one-line "what changed"."""
+
+    DESCRIPTION = "a tfdoctor fix"
+
+    def __init__(self, context: CodemodContext, fix: FixContext):
+        super().__init__(context)
+        self.fix = fix
+        self.summary = ""
+        self.switches: dict[str, str] = {}
+        self.examples_factor = 1.0
+
+    def line(self, node: cst.CSTNode) -> int:
+        """Line number of an original node (needs PositionProvider in METADATA_DEPENDENCIES)."""
+        from libcst.metadata import PositionProvider
+
+        try:
+            return self.get_metadata(PositionProvider, node).start.line
+        except KeyError:
+            return 0
+
+
+class Fix:
+    """Base class of a fix: subclasses set ID, DESCRIPTION, CODEMOD and the class docstring (the
+    documentation: What it changes / When it applies / How it is measured / Rolled back when)."""
+
+    ID: ClassVar[str] = ""
+    DESCRIPTION: ClassVar[str] = ""
+    CODEMOD: ClassVar[type[FixCodemod] | None] = None
+    #: fixes that must be tried before this one when both are candidates (xla-jit needs a tf.function)
+    AFTER: ClassVar[tuple[str, ...]] = ()
+    #: order among candidates no finding ranks (lower first)
+    PRIORITY: ClassVar[int] = 50
+    #: the fix changes the examples per step on purpose (batch scaling, steps per execution)
+    SCALES_EXAMPLES: ClassVar[bool] = False
+
+    def precheck(self, ctx: FixContext) -> str | None:
+        """A reason not to try this fix at all here (hardware, loop kind), or None."""
+        return None
+
+    def variants(self, ctx: FixContext) -> list[dict[str, str]]:
+        """Parameter sets to try in order; the loop stops at the first that does not help."""
+        return [{}]
+
+    def apply(self, source: str, ctx: FixContext) -> FixOutcome:
+        """Run the codemod on ``source``. Never raises."""
+        why = self.precheck(ctx)
+        if why:
+            return FixOutcome(self.ID, "skipped", source, why, params=dict(ctx.params))
+        if self.CODEMOD is None:  # pragma: no cover - every fix has a codemod
+            return FixOutcome(self.ID, "skipped", source, "no source transform", params=dict(ctx.params))
+        cctx = CodemodContext(filename=ctx.filename, full_module_name=Path(ctx.filename).stem)
+        codemod = self.CODEMOD(cctx, ctx)
+        result = transform_module(codemod, source)
+        warnings = tuple(getattr(result, "warning_messages", ()) or ())
+        params = dict(ctx.params)
+        if isinstance(result, TransformSuccess):
+            if result.code == source and not codemod.switches:
+                return FixOutcome(
+                    self.ID,
+                    "skipped",
+                    source,
+                    codemod.summary or "nothing to change",
+                    warnings,
+                    params=params,
+                )
+            return FixOutcome(
+                self.ID,
+                "changed",
+                result.code,
+                codemod.summary or self.DESCRIPTION,
+                warnings,
+                switches=dict(codemod.switches),
+                examples_factor=codemod.examples_factor,
+                params=params,
+            )
+        if isinstance(result, TransformSkip):
+            reason = result.skip_description or str(result.skip_reason)
+            return FixOutcome(self.ID, "skipped", source, reason, warnings, params=params)
+        if isinstance(result, TransformFailure):
+            err = result.error
+            if isinstance(err, cst.ParserSyntaxError):
+                msg = _one_line(str(err))
+                return FixOutcome(self.ID, "skipped", source, f"cannot parse the script: {msg}", warnings)
+            return FixOutcome(
+                self.ID,
+                "failed",
+                source,
+                f"the transform crashed: {type(err).__name__}: {err}",
+                warnings,
+                params=params,
+            )
+        assert isinstance(result, TransformExit)  # pragma: no cover
+        return FixOutcome(self.ID, "failed", source, "the transform was interrupted", warnings, params=params)
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return re.sub(r"\s+", " ", lines[0] if lines else text)[:200]

@@ -1,0 +1,299 @@
+"""LibCST helpers the fixes share: dotted names, import aliases, method chains, tf.data pipelines,
+adding keyword arguments without breaking the call's layout."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+#: methods of tf.data.Dataset that return a dataset (a chain of them is a pipeline)
+DATASET_METHODS = frozenset(
+    {
+        "map",
+        "batch",
+        "shuffle",
+        "prefetch",
+        "cache",
+        "repeat",
+        "take",
+        "skip",
+        "filter",
+        "interleave",
+        "flat_map",
+        "unbatch",
+        "padded_batch",
+        "ragged_batch",
+        "concatenate",
+        "apply",
+        "with_options",
+        "rebatch",
+        "shard",
+        "enumerate",
+        "window",
+        "prefetch_to_device",
+        "ignore_errors",
+        "take_while",
+        "scan",
+        "bucket_by_sequence_length",
+        "rejection_resample",
+        "sample_from_datasets",
+        "snapshot",
+    }
+)
+#: constructors whose data is already in memory (a cache of the decoded data is bounded by it)
+IN_MEMORY_SOURCES = frozenset({"from_tensor_slices", "from_tensors", "range", "from_generator"})
+
+
+def dotted(expr: cst.BaseExpression) -> str | None:
+    """``tf.data.Dataset.range`` for the Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if isinstance(expr, cst.Name):
+        parts.append(expr.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def call_name(call: cst.Call) -> str | None:
+    return dotted(call.func)
+
+
+def attr_name(call: cst.Call) -> str | None:
+    """The last name of the called thing: ``compile`` for ``model.compile(...)``, ``print`` for ``print()``."""
+    f = call.func
+    if isinstance(f, cst.Attribute):
+        return f.attr.value
+    if isinstance(f, cst.Name):
+        return f.value
+    return None
+
+
+def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a
+    return None
+
+
+@dataclass(frozen=True)
+class Aliases:
+    """How the script refers to TensorFlow and Keras."""
+
+    tf: str | None = None  # "tf" for ``import tensorflow as tf``
+    keras: str | None = None  # "keras" for ``from tensorflow import keras`` / ``import keras``
+
+
+def aliases(module: cst.Module) -> Aliases:
+    tf = keras = None
+    for node in walk(module):
+        if isinstance(node, cst.Import):
+            for n in node.names:
+                name = dotted(n.name)
+                asname = n.asname.name.value if n.asname and isinstance(n.asname.name, cst.Name) else None
+                if name == "tensorflow":
+                    tf = tf or asname or "tensorflow"
+                elif name == "keras":
+                    keras = keras or asname or "keras"
+        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            mod = dotted(node.module) if node.module is not None else None
+            if mod == "tensorflow":
+                for n in node.names:
+                    if n.name.value == "keras":
+                        keras = keras or (
+                            n.asname.name.value
+                            if n.asname and isinstance(n.asname.name, cst.Name)
+                            else "keras"
+                        )
+    if keras is None and tf is not None:
+        keras = f"{tf}.keras"
+    return Aliases(tf, keras)
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``node`` (pre-order), including ``node``."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def method_chain(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, list[tuple[str, cst.Call]]]:
+    """``a.b(1).c(2)`` → (``a``, [("b", call_b), ("c", call_c)]): the root and the calls, in order."""
+    calls: list[tuple[str, cst.Call]] = []
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        calls.append((expr.func.attr.value, expr))
+        expr = expr.func.value
+    calls.reverse()
+    return expr, calls
+
+
+def is_dataset_source(expr: cst.BaseExpression) -> bool:
+    """A call that creates a tf.data dataset: ``tf.data.Dataset.from_tensor_slices(...)``,
+    ``tf.data.TFRecordDataset(...)``, ``keras.utils.image_dataset_from_directory(...)``."""
+    if not isinstance(expr, cst.Call):
+        return False
+    name = call_name(expr) or ""
+    parts = name.split(".")
+    return (
+        "Dataset" in parts
+        or (len(parts) >= 2 and parts[-2] == "data" and parts[-1].endswith("Dataset"))
+        or parts[-1].endswith("Dataset")
+        or parts[-1].endswith("_dataset_from_directory")
+    )
+
+
+class Pipelines:
+    """The tf.data pipelines of a module: which names hold datasets (flow-insensitive, by name)."""
+
+    def __init__(self, module: cst.Module):
+        self.names: set[str] = set()
+        self.assigns: dict[str, list[cst.Assign]] = {}
+        changed = True
+        assigns = [n for n in walk(module) if isinstance(n, cst.Assign)]
+        while changed:  # a name assigned from another dataset name is a dataset too
+            changed = False
+            for a in assigns:
+                if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
+                    continue
+                name = a.targets[0].target.value
+                if name not in self.names and self.is_dataset(a.value):
+                    self.names.add(name)
+                    changed = True
+        for a in assigns:
+            if len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name):
+                name = a.targets[0].target.value
+                if name in self.names and self.is_dataset(a.value):
+                    self.assigns.setdefault(name, []).append(a)
+
+    def root_of(self, expr: cst.BaseExpression) -> tuple[cst.BaseExpression, list[tuple[str, cst.Call]]]:
+        root, calls = method_chain(expr)
+        # the root itself may be a source call ``tf.data.Dataset.range(8)`` whose func chain is dotted
+        return root, calls
+
+    def is_dataset(self, expr: cst.BaseExpression) -> bool:
+        root, calls = method_chain(expr)
+        if any(name not in DATASET_METHODS for name, _ in calls):
+            # a source call such as tf.data.Dataset.from_tensor_slices(x) parses as a chain whose
+            # first "method" is the constructor: accept it when the dotted prefix names a dataset
+            first = next((i for i, (n, _) in enumerate(calls) if n not in DATASET_METHODS), None)
+            if first is None:
+                return False
+            if any(n not in DATASET_METHODS for n, _ in calls[first + 1 :]):
+                return False
+            return is_dataset_source(calls[first][1])
+        if isinstance(root, cst.Name) and root.value in self.names:
+            return True
+        return is_dataset_source(root) if isinstance(root, cst.Call) else False
+
+    def stages(self, expr: cst.BaseExpression) -> tuple[cst.Call | None, list[tuple[str, cst.Call]]]:
+        """(the source call or None when the chain starts at a name, the dataset method calls)."""
+        _root, calls = method_chain(expr)
+        first = next((i for i, (n, _) in enumerate(calls) if n not in DATASET_METHODS), None)
+        if first is not None:
+            return calls[first][1], calls[first + 1 :]
+        if isinstance(_root, cst.Call) and is_dataset_source(_root):
+            return _root, calls
+        return None, calls
+
+
+def source_kind(call: cst.Call | None) -> str | None:
+    if call is None:
+        return None
+    return (call_name(call) or "").split(".")[-1] or None
+
+
+NO_WS = cst.SimpleWhitespace("")
+
+
+def make_kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(whitespace_before=NO_WS, whitespace_after=NO_WS),
+    )
+
+
+def add_arg(call: cst.Call, arg: cst.Arg) -> cst.Call:
+    """Append ``arg`` keeping the call's layout (a multi-line call with a trailing comma stays one)."""
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[arg])
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):  # trailing comma: the new argument goes on its own line
+        if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+            between = args[-2].comma
+        else:
+            between = cst.Comma(whitespace_after=call.whitespace_before_args)
+        args[-1] = last.with_changes(comma=between)
+        args.append(arg.with_changes(comma=last.comma))
+    else:
+        args.append(arg)
+    return call.with_changes(args=args)
+
+
+def set_kwarg(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
+    """Set keyword ``name`` (replacing its value when present)."""
+    existing = kwarg(call, name)
+    if existing is None:
+        return add_arg(call, make_kwarg(name, value))
+    return call.with_changes(args=[a.with_changes(value=value) if a is existing else a for a in call.args])
+
+
+def chain_append(expr: cst.BaseExpression, method: str, args: list[cst.Arg]) -> cst.Call:
+    """``expr.method(*args)``, placed on its own line when the chain is laid out one call per line."""
+    dot = cst.Dot()
+    inner = expr
+    lpar, rpar = list(getattr(expr, "lpar", ())), list(getattr(expr, "rpar", ()))
+    if lpar and rpar:
+        inner = expr.with_changes(lpar=[], rpar=[])
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute):
+            dot = cst.Dot(whitespace_before=inner.func.dot.whitespace_before)
+    new = cst.Call(func=cst.Attribute(value=inner, attr=cst.Name(method), dot=dot), args=args)
+    if lpar and rpar:
+        new = new.with_changes(lpar=lpar, rpar=rpar)
+    return new
+
+
+def expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def function_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:
+    for n in walk(module):
+        if isinstance(n, cst.FunctionDef):
+            yield n
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every plain name read or written under ``node`` (attribute names and keywords excluded)."""
+    out: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(V())
+    return out
+
+
+def unique_name(module: cst.Module, base: str) -> str:
+    used = names_in(module)
+    if base not in used:
+        return base
+    i = 2
+    while f"{base}_{i}" in used:
+        i += 1
+    return f"{base}_{i}"

@@ -1,0 +1,173 @@
+"""``generator-prefetch``: a Python generator feeding the training loop is run in a background thread,
+so the next batches are produced while the current step trains."""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import SkipFile
+from libcst.metadata import PositionProvider
+
+from tfdoctor.fixes._base import Fix, FixCodemod
+from tfdoctor.fixes._cst import attr_name, call_name, unique_name, walk
+from tfdoctor.fixes.tf_function import _is_step_body
+
+HELPER = '''
+def {name}(iterable, depth=4):
+    """Added by tfdoctor (generator-prefetch): produce the next items of ``iterable`` in a
+    background thread while the training step runs; same items, same order."""
+    import queue
+    import threading
+
+    items = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce():
+        try:
+            for item in iterable:
+                while not stop.is_set():
+                    try:
+                        items.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put((end, None))
+        except BaseException as e:  # handed to the training loop, raised there
+            items.put((end, e))
+
+    threading.Thread(target=produce, name="tfdoctor-prefetch", daemon=True).start()
+    try:
+        while True:
+            item = items.get()
+            if type(item) is tuple and len(item) == 2 and item[0] is end:
+                if item[1] is not None:
+                    raise item[1]
+                return
+            yield item
+    finally:
+        stop.set()
+'''
+
+ADVICE = (
+    "advice: {fn}() still does its per-example work in Python under the GIL; moving it into tf.data ops "
+    "(tf.data.Dataset.from_tensor_slices(...).map(<the same steps as tf ops>, num_parallel_calls=tf.data.AUTOTUNE)"
+    ".batch(...).prefetch(tf.data.AUTOTUNE)) runs it in parallel threads outside Python: see docs/fixes.md "
+    "(generator-prefetch) for the patch pattern"
+)
+
+
+def _generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
+    out = {}
+    for fn in tree.body:
+        if isinstance(fn, cst.FunctionDef):
+            own = [n for n in walk(fn.body) if not isinstance(n, cst.FunctionDef)]
+            if any(isinstance(n, cst.Yield) for n in own):
+                out[fn.name.value] = fn
+    return out
+
+
+class GeneratorPrefetchCodemod(FixCodemod):
+    DESCRIPTION = "run the batch generator in a background thread"
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        gens = _generators(tree)
+        if not gens:
+            raise SkipFile("no Python generator function in the script")
+        self.helper = unique_name(tree, "tfdoctor_prefetch")
+        if any(
+            isinstance(n, cst.FunctionDef) and n.name.value.startswith("tfdoctor_prefetch") for n in tree.body
+        ):
+            raise SkipFile("the script already uses tfdoctor's background prefetcher")
+        self.targets: set[int] = set()
+        used: list[str] = []
+        for loop in (n for n in walk(tree) if isinstance(n, cst.For)):
+            if not (
+                _is_step_body(loop.body)
+                or any(
+                    isinstance(c, cst.Call) and attr_name(c) in ("train_step", "step")
+                    for c in walk(loop.body)
+                )
+            ):
+                continue
+            it = loop.iter
+            if isinstance(it, cst.Call) and call_name(it) in ("enumerate", "zip") and it.args:
+                it = it.args[0].value
+            if isinstance(it, cst.Call) and call_name(it) in gens:
+                self.targets.add(id(it))
+                used.append(f"{call_name(it)}() at line {self.line(it)}")
+        for c in walk(tree):
+            if isinstance(c, cst.Call) and attr_name(c) == "fit" and c.args:
+                v = c.args[0].value
+                if isinstance(v, cst.Call) and call_name(v) in gens:
+                    self.targets.add(id(v))
+                    used.append(f"{call_name(v)}() at line {self.line(v)}")
+        if not self.targets:
+            raise SkipFile("no Python generator feeds the training loop")
+        self.summary = f"{', '.join(used)} runs in a background thread ({self.helper}, 4 batches ahead)"
+        for u in used:
+            self.warn(ADVICE.format(fn=u.split("()")[0]))
+        new = super().transform_module_impl(tree)
+        helper = cst.parse_module(HELPER.format(name=self.helper)).body[0]
+        body = list(new.body)
+        at = 0  # after the docstring, __future__ and the imports
+        for i, stmt in enumerate(body):
+            if (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and all(
+                    isinstance(s, (cst.Import, cst.ImportFrom))
+                    or (isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
+                    for s in stmt.body
+                )
+            ) or (
+                isinstance(stmt, (cst.If, cst.Try))
+                and all(
+                    isinstance(n, (cst.Import, cst.ImportFrom))
+                    for n in walk(stmt)
+                    if isinstance(n, cst.BaseSmallStatement)
+                )
+            ):
+                at = i + 1
+            else:
+                break
+        helper = helper.with_changes(leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)])
+        rest = body[at:]
+        if rest:
+            blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+            rest[0] = rest[0].with_changes(
+                leading_lines=[*blank, *[ln for ln in rest[0].leading_lines if ln.comment]]
+            )
+        return new.with_changes(body=[*body[:at], helper, *rest])
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if id(original_node) in self.targets:
+            return cst.Call(func=cst.Name(self.helper), args=[cst.Arg(updated_node)])
+        return updated_node
+
+
+class GeneratorPrefetch(Fix):
+    """Produce the next batches while the current step trains: the Python generator runs in a thread.
+
+    What it changes: a module-level generator function that feeds the training loop
+    (``for ... in batches(...)``, ``enumerate(batches(...))``, ``model.fit(batches(...))``) is wrapped in
+    ``tfdoctor_prefetch(...)``, a small helper added to the script that runs the generator in a
+    background thread, up to 4 batches ahead (same items, same order, exceptions re-raised in the loop;
+    stops when the loop stops). It overlaps input with the step where the step releases the GIL
+    (TensorFlow ops do), so it pays most once the step is a tf.function.
+
+    Advice (not applied): per-example Python work stays under the GIL; the lasting fix is to express it
+    as tf.data ops with a parallel ``map`` (see the patch pattern in docs/fixes.md).
+
+    Rolled back when: not faster beyond the noise band, or not sane (same examples per step, losses).
+    """
+
+    ID = "generator-prefetch"
+    DESCRIPTION = "Python generator produced in a background thread"
+    CODEMOD = GeneratorPrefetchCodemod
+    AFTER = ("tf-function",)
+    PRIORITY = 30
+
+
+FIX = GeneratorPrefetch

@@ -1,0 +1,443 @@
+"""``tf-function``: compile the training step (the code holding GradientTape / apply_gradients) with
+``@tf.function``; an inline loop body is extracted into a step function first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import libcst as cst
+from libcst.codemod import SkipFile
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider
+
+from tfdoctor.fixes._base import SIDE_EFFECT, Fix, FixCodemod
+from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, names_in, unique_name, walk
+
+MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "add",
+        "update",
+        "pop",
+        "remove",
+        "clear",
+        "setdefault",
+        "write",
+        "discard",
+    }
+)
+VALUE_READS = frozenset({"float", "int", "bool"})
+FROZEN_PREFIXES = ("time.", "random.", "np.random.", "numpy.random.", "datetime.")
+
+
+def _own_nodes(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    """Nodes under ``node`` that run in its own frame (nested defs, lambdas and classes excluded)."""
+    stack = list(reversed(node.children))
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(reversed(n.children))
+
+
+def _is_tape(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.With) and any(
+        isinstance(it.item, cst.Call) and (call_name(it.item) or "").endswith("GradientTape")
+        for it in node.items
+    )
+
+
+def _calls(node: cst.CSTNode, method: str) -> bool:
+    return any(isinstance(n, cst.Call) and attr_name(n) == method for n in _own_nodes(node))
+
+
+def _has_tape(node: cst.CSTNode) -> bool:
+    return any(_is_tape(n) for n in _own_nodes(node))
+
+
+def _is_step_body(node: cst.CSTNode) -> bool:
+    return _has_tape(node) or _calls(node, "apply_gradients")
+
+
+def _stores(node: cst.CSTNode) -> set[str]:
+    """Names bound under ``node`` (assignment targets, for targets, with ... as, augmented, walrus)."""
+    out: set[str] = set()
+
+    def target(t: cst.BaseExpression) -> None:
+        if isinstance(t, cst.Name):
+            out.add(t.value)
+        elif isinstance(t, (cst.Tuple, cst.List)):
+            for el in t.elements:
+                target(el.value)
+        elif isinstance(t, cst.StarredElement):
+            target(t.value)
+
+    for n in [node, *_own_nodes(node)]:
+        if isinstance(n, cst.Assign):
+            for t in n.targets:
+                target(t.target)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)) or isinstance(n, (cst.For, cst.CompFor)):
+            target(n.target)
+        elif isinstance(n, cst.WithItem) and n.asname is not None:
+            target(n.asname.name)
+        elif isinstance(n, cst.NamedExpr):
+            target(n.target)
+        elif isinstance(n, cst.FunctionDef | cst.ClassDef):
+            out.add(n.name.value)
+    return out
+
+
+def _exposed_reads(stmts: Sequence[cst.BaseStatement]) -> list[str]:
+    """Names the statements read before binding them (in order of first read)."""
+    bound: set[str] = set()
+    order: list[str] = []
+
+    def read(names: Iterable[str]) -> None:
+        for n in names:
+            if n not in bound and n not in order:
+                order.append(n)
+
+    def stmt(s: cst.CSTNode) -> None:
+        if isinstance(s, cst.SimpleStatementLine):
+            for small in s.body:
+                if isinstance(small, cst.Assign):
+                    read(sorted(names_in(small.value)))
+                    for t in small.targets:
+                        if not isinstance(t.target, cst.Name):
+                            read(sorted(names_in(t.target)))
+                    bound.update(_stores(small))
+                elif isinstance(small, cst.AugAssign):
+                    read(sorted(names_in(small.target) | names_in(small.value)))
+                    bound.update(_stores(small))
+                else:
+                    read(sorted(names_in(small)))
+                    bound.update(_stores(small))
+        elif isinstance(s, cst.With):
+            for it in s.items:
+                read(sorted(names_in(it.item)))
+                if it.asname is not None:
+                    bound.update(names_in(it.asname.name))
+            for b in s.body.body:
+                stmt(b)
+        else:
+            read(sorted(names_in(s)))
+            bound.update(_stores(s))
+
+    for s in stmts:
+        stmt(s)
+    return order
+
+
+class TfFunctionCodemod(FixCodemod):
+    DESCRIPTION = "@tf.function on the training step"
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        al = aliases(tree)
+        self.tf = al.tf or "tf"
+        tf_function = {f"{al.tf}.function"} if al.tf else set()
+        wrapped: set[str] = set()
+        for n in walk(tree):
+            if isinstance(n, cst.Call) and call_name(n) in tf_function and n.args:
+                v = n.args[0].value
+                if isinstance(v, cst.Name):
+                    wrapped.add(v.value)
+        in_class = {
+            id(f)
+            for c in walk(tree)
+            if isinstance(c, cst.ClassDef)
+            for f in walk(c)
+            if isinstance(f, cst.FunctionDef)
+        }
+        self.decorate: set[int] = set()
+        self.extract: tuple[cst.For | cst.While, int, int] | None = None
+        self.anchor: cst.BaseStatement | None = None
+        self.step_name = ""
+        compiled: list[str] = []
+        for fn in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):
+            if not _is_step_body(fn.body):
+                continue
+            loops = [n for n in _own_nodes(fn.body) if isinstance(n, (cst.For, cst.While))]
+            if any(_is_step_body(lp.body) for lp in loops):
+                continue  # the function holds the training loop itself: handled as an inline body
+            is_compiled = fn.name.value in wrapped or any(
+                (
+                    dotted(d.decorator) or call_name(d.decorator)
+                    if isinstance(d.decorator, cst.Call)
+                    else dotted(d.decorator)
+                )
+                in tf_function
+                for d in fn.decorators
+            )
+            if is_compiled:
+                compiled.append(fn.name.value)
+            elif id(fn) in in_class:
+                self.warn(
+                    f"line {self.line(fn)}: {fn.name.value}() is a method; Keras compiles train_step itself"
+                )
+            else:
+                self.decorate.add(id(fn))
+                self.step_name = fn.name.value
+                self.effects(fn.body, fn)
+                self.summary = f"@{self.tf}.function on {fn.name.value}() (line {self.line(fn)})"
+                break
+        if not self.decorate:
+            if compiled:
+                raise SkipFile(f"the training step is already a tf.function ({', '.join(compiled)})")
+            self.find_inline(tree)
+        new = super().transform_module_impl(tree)
+        if al.tf is None:
+            AddImportsVisitor.add_needed_import(self.context, "tensorflow", asname="tf")
+            new = AddImportsVisitor(self.context).transform_module(new)
+        return new
+
+    # -- side effects ----------------------------------------------------------------------------
+    def effects(self, body: cst.CSTNode, fn: cst.FunctionDef | None, params: Iterable[str] = ()) -> None:
+        """Warn about Python side effects: under tf.function they run once, at trace time."""
+        local = _stores(body) | set(params)
+        if fn is not None:
+            local |= {p.name.value for p in fn.params.params} | {
+                p.name.value for p in fn.params.kwonly_params
+            }
+        seen: set[str] = set()
+
+        def warn(msg: str) -> None:
+            if msg not in seen:
+                seen.add(msg)
+                self.warn(SIDE_EFFECT + msg)
+
+        for n in _own_nodes(body):
+            line = self.line(n)
+            if isinstance(n, (cst.Global, cst.Nonlocal)):
+                names = ", ".join(x.name.value for x in n.names)
+                warn(
+                    f"line {line}: rebinds {names} outside the step (global/nonlocal): done once, at trace time"
+                )
+            elif isinstance(n, cst.Call):
+                name = call_name(n) or ""
+                method = attr_name(n)
+                if name == "print":
+                    warn(
+                        f"line {line}: print() runs once, when tf.function traces the step (tf.print runs every step)"
+                    )
+                elif (
+                    isinstance(n.func, cst.Attribute)
+                    and method in MUTATORS
+                    and isinstance(n.func.value, cst.Name)
+                    and n.func.value.value not in local
+                ):
+                    warn(
+                        f"line {line}: {n.func.value.value}.{method}(...) changes a Python object outside the step: "
+                        "under tf.function it happens once, at trace time"
+                    )
+                elif name in VALUE_READS and n.args and names_in(n.args[0].value) & local:
+                    warn(
+                        f"line {line}: {name}(...) reads a tensor's value in Python, which a traced step cannot do"
+                    )
+                elif method in ("numpy", "item") and isinstance(n.func, cst.Attribute):
+                    warn(
+                        f"line {line}: .{method}() reads a tensor's value in Python, which a traced step cannot do"
+                    )
+                elif name.startswith(FROZEN_PREFIXES):
+                    warn(f"line {line}: {name}() is evaluated once, at trace time, and frozen into the graph")
+            elif isinstance(n, cst.AssignTarget) and isinstance(n.target, (cst.Subscript, cst.Attribute)):
+                base = n.target.value
+                while isinstance(base, (cst.Subscript, cst.Attribute)):
+                    base = base.value
+                if isinstance(base, cst.Name) and base.value not in local and base.value != "self":
+                    warn(
+                        f"line {line}: assigns into {base.value}, a Python object outside the step: done once, at trace time"
+                    )
+
+    # -- an inline loop body -------------------------------------------------------------------
+    def find_inline(self, tree: cst.Module) -> None:
+        scopes: list[cst.Module | cst.FunctionDef] = [
+            tree,
+            *(n for n in walk(tree) if isinstance(n, cst.FunctionDef)),
+        ]
+        for scope in scopes:
+            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
+            for top in body:
+                if isinstance(top, (cst.FunctionDef, cst.ClassDef)):
+                    continue
+                for loop in (n for n in [top, *_own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
+                    stmts = list(loop.body.body)
+                    first = next((i for i, s in enumerate(stmts) if _is_tape(s)), None)
+                    if first is None:
+                        continue
+                    last = max(
+                        (i for i in range(first, len(stmts)) if _calls(stmts[i], "apply_gradients")),
+                        default=first,
+                    )
+                    block = stmts[first : last + 1]
+                    for s in block:
+                        for n in [s, *_own_nodes(s)]:
+                            if isinstance(n, (cst.Break, cst.Continue, cst.Return, cst.Yield)):
+                                raise SkipFile(
+                                    f"the training step at line {self.line(stmts[first])} uses "
+                                    f"{type(n).__name__.lower()}: cannot extract it into a function"
+                                )
+                    self.plan_extract(tree, scope, top, loop, first, last)
+                    return
+        raise SkipFile("no training step found (no function or loop with GradientTape / apply_gradients)")
+
+    def plan_extract(
+        self,
+        tree: cst.Module,
+        scope: cst.Module | cst.FunctionDef,
+        top: cst.BaseStatement,
+        loop: cst.For | cst.While,
+        first: int,
+        last: int,
+    ) -> None:
+        stmts = list(loop.body.body)
+        block = stmts[first : last + 1]
+        block_ids = {id(n) for s in block for n in [s, *_own_nodes(s)]}
+        # names the loop nest binds outside the block change every iteration: they become parameters
+        varying = set()
+        for n in [top, *_own_nodes(top)]:
+            if id(n) in block_ids:
+                continue
+            if isinstance(
+                n,
+                (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.WithItem, cst.NamedExpr),
+            ):
+                varying |= (
+                    _stores(n)
+                    if not isinstance(n, (cst.For,))
+                    else _stores(cst.Assign(targets=[cst.AssignTarget(n.target)], value=cst.Name("_")))
+                )
+        augs = {
+            n.target.value
+            for s in block
+            for n in [s, *_own_nodes(s)]
+            if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
+        }
+        params = [n for n in _exposed_reads(block) if n in varying or n in augs]
+        stored = [n for s in block for n in sorted(_stores(s))]
+        used_outside: set[str] = set()
+        for n in walk(scope):
+            if id(n) not in block_ids and isinstance(n, cst.Name):
+                used_outside.add(n.value)
+        returns = []
+        for n in stored:
+            if n in used_outside and n not in returns:
+                returns.append(n)
+        self.step_name = unique_name(tree, "train_step")
+        self.extract = (loop, first, last)
+        self.anchor = top
+        self.params = params
+        self.returns = returns
+        self.effects(cst.IndentedBlock(body=block), None, params)
+        line = self.line(stmts[first])
+        self.summary = (
+            f"extracted the training step (line {line}) into @{self.tf}.function {self.step_name}"
+            f"({', '.join(params)})"
+        )
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        if id(original_node) in self.decorate:
+            deco = cst.Decorator(decorator=expr(f"{self.tf}.function"))
+            return updated_node.with_changes(decorators=[deco, *updated_node.decorators])
+        return updated_node
+
+    def _replace_block(self, loop: cst.For | cst.While) -> cst.For | cst.While:
+        assert self.extract is not None
+        _, first, last = self.extract
+        stmts = list(loop.body.body)
+        call = cst.Call(func=cst.Name(self.step_name), args=[cst.Arg(cst.Name(p)) for p in self.params])
+        small: cst.BaseSmallStatement
+        if not self.returns:
+            small = cst.Expr(call)
+        else:
+            target: cst.BaseAssignTargetExpression = (
+                cst.Name(self.returns[0])
+                if len(self.returns) == 1
+                else cst.Tuple([cst.Element(cst.Name(r)) for r in self.returns], lpar=[], rpar=[])
+            )
+            small = cst.Assign(targets=[cst.AssignTarget(target)], value=call)
+        line = cst.SimpleStatementLine(body=[small], leading_lines=stmts[first].leading_lines)
+        self.block = [stmts[first].with_changes(leading_lines=[]), *stmts[first + 1 : last + 1]]
+        return loop.with_changes(body=loop.body.with_changes(body=[*stmts[:first], line, *stmts[last + 1 :]]))
+
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
+        if self.extract is not None and original_node is self.extract[0]:
+            return self._replace_block(updated_node)  # type: ignore[return-value]
+        return updated_node
+
+    def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
+        if self.extract is not None and original_node is self.extract[0]:
+            return self._replace_block(updated_node)  # type: ignore[return-value]
+        return updated_node
+
+    def _step_def(self) -> cst.FunctionDef:
+        body: list[cst.BaseStatement] = list(self.block)
+        if self.returns:
+            value = (
+                cst.Name(self.returns[0])
+                if len(self.returns) == 1
+                else cst.Tuple([cst.Element(cst.Name(r)) for r in self.returns], lpar=[], rpar=[])
+            )
+            body.append(cst.SimpleStatementLine([cst.Return(value)]))
+        return cst.FunctionDef(
+            name=cst.Name(self.step_name),
+            params=cst.Parameters([cst.Param(cst.Name(p)) for p in self.params]),
+            body=cst.IndentedBlock(body),
+            decorators=[cst.Decorator(decorator=expr(f"{self.tf}.function"))],
+        )
+
+    def _insert(
+        self, body: Sequence[cst.BaseStatement], originals: Sequence[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        for new, old in zip(body, originals, strict=True):
+            if old is self.anchor:
+                step = self._step_def().with_changes(leading_lines=new.leading_lines)
+                out.append(step)
+                out.append(new.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+            else:
+                out.append(new)
+        return out
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        if self.anchor is not None and any(s is self.anchor for s in original_node.body):
+            return updated_node.with_changes(body=self._insert(updated_node.body, original_node.body))
+        return updated_node
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if self.anchor is not None and any(s is self.anchor for s in original_node.body):
+            return updated_node.with_changes(body=self._insert(updated_node.body, original_node.body))
+        return updated_node
+
+
+class TfFunction(Fix):
+    """Compile the training step with ``@tf.function`` instead of dispatching every op eagerly.
+
+    What it changes: the function holding ``GradientTape`` / ``apply_gradients`` gets ``@tf.function``.
+    When the step is written inline in the training loop, those statements (from the ``with
+    tf.GradientTape()`` block to ``apply_gradients``) are extracted into ``train_step(...)``, defined
+    just before the loop: values the loop changes every iteration become its parameters, values used
+    after it are returned.
+
+    Python side effects in the step (``print``, appending to an outer list, ``float(tensor)``,
+    ``time``/``random`` calls, ``global``) run only once under tf.function, when it traces: the codemod
+    reports each one, and the loop rejects the fix (after measuring it) when there are any, or when the
+    script's output changes.
+
+    Rolled back when: side effects, changed output, not faster beyond the noise band, or not sane.
+    """
+
+    ID = "tf-function"
+    DESCRIPTION = "@tf.function on the training step"
+    CODEMOD = TfFunctionCodemod
+    PRIORITY = 10
+
+
+FIX = TfFunction

@@ -1,0 +1,104 @@
+"""``tfdata-prefetch``: ``.prefetch(tf.data.AUTOTUNE)`` at the end of the pipeline that feeds training."""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import SkipFile
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider
+
+from tfdoctor.fixes._base import Fix, FixCodemod
+from tfdoctor.fixes._cst import Pipelines, aliases, attr_name, chain_append, expr, method_chain, walk
+
+
+def _consumers(tree: cst.Module, pipes: Pipelines) -> set[str]:
+    """Dataset names the script iterates or hands to ``fit``: the pipelines that feed training."""
+    used: set[str] = set()
+
+    def root_name(e: cst.BaseExpression) -> str | None:
+        root, _ = method_chain(e)
+        return root.value if isinstance(root, cst.Name) and root.value in pipes.names else None
+
+    for node in walk(tree):
+        if isinstance(node, (cst.For, cst.CompFor)):
+            n = root_name(node.iter)
+            if n is None and isinstance(node.iter, cst.Call) and node.iter.args:  # enumerate(ds), zip(ds, ..)
+                for a in node.iter.args:
+                    n = n or root_name(a.value)
+            if n:
+                used.add(n)
+        elif isinstance(node, cst.Call) and attr_name(node) in (
+            "iter",
+            "fit",
+            "evaluate_generator",
+            "fit_generator",
+        ):
+            for a in (
+                node.args[:1]
+                if attr_name(node) != "fit"
+                else [*node.args[:1], *[x for x in node.args if x.keyword and x.keyword.value == "x"]]
+            ):
+                n = root_name(a.value)
+                if n:
+                    used.add(n)
+    return used
+
+
+class PrefetchCodemod(FixCodemod):
+    DESCRIPTION = ".prefetch(tf.data.AUTOTUNE) at the end of the training pipeline"
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        pipes = Pipelines(tree)
+        if not pipes.names:
+            raise SkipFile("no tf.data pipeline assigned to a name in the script")
+        al = aliases(tree)
+        self.tf = al.tf or "tf"
+        feeding = _consumers(tree, pipes) or set(pipes.names)
+        self.targets: set[int] = set()  # id() of the Assign whose value gets the prefetch
+        done: list[str] = []
+        for name in sorted(feeding):
+            assigns = pipes.assigns.get(name, [])
+            if not assigns:
+                continue
+            if any(n == "prefetch" for a in assigns for n, _ in method_chain(a.value)[1]):
+                done.append(name)
+                continue
+            self.targets.add(id(assigns[-1]))
+        if not self.targets:
+            raise SkipFile(
+                f"the pipeline feeding training already prefetches ({', '.join(done) or 'none found'})"
+            )
+        self.lines: list[int] = []
+        new = super().transform_module_impl(tree)
+        if al.tf is None:
+            AddImportsVisitor.add_needed_import(self.context, "tensorflow", asname="tf")
+            new = AddImportsVisitor(self.context).transform_module(new)
+        self.summary = f".prefetch({self.tf}.data.AUTOTUNE) at the end of the pipeline (line {', '.join(map(str, self.lines))})"
+        return new
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        if id(original_node) not in self.targets:
+            return updated_node
+        self.lines.append(self.line(original_node))
+        value = chain_append(updated_node.value, "prefetch", [cst.Arg(expr(f"{self.tf}.data.AUTOTUNE"))])
+        return updated_node.with_changes(value=value)
+
+
+class Prefetch(Fix):
+    """Overlap input production with training: ``.prefetch(tf.data.AUTOTUNE)`` at the end of the pipeline.
+
+    What it changes: the last assignment of each tf.data pipeline the script iterates (``for ... in ds``,
+    ``iter(ds)``, ``model.fit(ds)``) gets ``.prefetch(tf.data.AUTOTUNE)`` appended, unless any assignment
+    of that pipeline already prefetches. Elements and their order are unchanged.
+
+    Rolled back when: throughput does not rise beyond the noise band, or the run is not sane.
+    """
+
+    ID = "tfdata-prefetch"
+    DESCRIPTION = "prefetch(AUTOTUNE) at the end of the tf.data pipeline"
+    CODEMOD = PrefetchCodemod
+    PRIORITY = 25
+
+
+FIX = Prefetch

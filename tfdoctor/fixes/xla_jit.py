@@ -1,0 +1,119 @@
+"""``xla-jit``: compile the step with XLA (``jit_compile=True`` on the step's tf.function or on
+``model.compile``); the harness's run-time switch when the step is compiled outside the script."""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import SkipFile
+from libcst.metadata import PositionProvider
+
+from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
+from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, kwarg, set_kwarg, walk
+from tfdoctor.fixes.tf_function import _is_step_body
+
+
+class XlaCodemod(FixCodemod):
+    DESCRIPTION = "jit_compile=True on the training step"
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        al = aliases(tree)
+        tf_function = f"{al.tf}.function" if al.tf else None
+        self.targets: set[int] = set()
+        self.bare: set[int] = set()  # @tf.function without a call
+        where: list[str] = []
+        already: list[str] = []
+        step_names = {
+            f.name.value for f in walk(tree) if isinstance(f, cst.FunctionDef) and _is_step_body(f.body)
+        }
+        for n in walk(tree):
+            if isinstance(n, cst.FunctionDef) and n.name.value in step_names:
+                for d in n.decorators:
+                    if tf_function and dotted(d.decorator) == tf_function:
+                        self.bare.add(id(d))
+                        where.append(f"@{tf_function} on {n.name.value}() (line {self.line(n)})")
+                    elif (
+                        isinstance(d.decorator, cst.Call)
+                        and tf_function
+                        and call_name(d.decorator) == tf_function
+                    ):
+                        self._consider(
+                            d.decorator, f"@{tf_function}(...) on {n.name.value}()", where, already
+                        )
+            elif isinstance(n, cst.Call) and tf_function and call_name(n) == tf_function and n.args:
+                v = n.args[0].value
+                if isinstance(v, cst.Name) and v.value in step_names:
+                    self._consider(n, f"{tf_function}({v.value})", where, already)
+            elif (
+                isinstance(n, cst.Call)
+                and attr_name(n) == "compile"
+                and isinstance(n.func, cst.Attribute)
+                and (
+                    any(a.keyword and a.keyword.value in ("optimizer", "loss") for a in n.args)
+                    or len(n.args) >= 2
+                )
+            ):
+                self._consider(n, f"{dotted(n.func) or 'model.compile'}()", where, already)
+        if not self.targets and not self.bare:
+            if already:
+                raise SkipFile(f"the script already sets jit_compile ({'; '.join(already)})")
+            if self.fix.facts.step_kind == "tf.function":
+                # the step is a tf.function compiled outside this file: the harness sets it at run time
+                self.switches = {"jit": "1"}
+                self.summary = (
+                    "jit_compile=True by run-time switch (the step's tf.function is not in the script)"
+                )
+                return tree
+            raise SkipFile(
+                "no tf.function training step or model.compile() in the script to compile with XLA"
+            )
+        self.summary = "jit_compile=True on " + "; ".join(where)
+        return super().transform_module_impl(tree)
+
+    def _consider(self, call: cst.Call, label: str, where: list[str], already: list[str]) -> None:
+        existing = kwarg(call, "jit_compile")
+        if existing is not None:
+            already.append(f"{label}: jit_compile={cst.Module([]).code_for_node(existing.value)}")
+            return
+        self.targets.add(id(call))
+        where.append(f"{label} (line {self.line(call)})")
+
+    def leave_Decorator(self, original_node: cst.Decorator, updated_node: cst.Decorator) -> cst.Decorator:
+        if id(original_node) in self.bare:
+            call = cst.Call(func=updated_node.decorator, args=[])
+            return updated_node.with_changes(decorator=set_kwarg(call, "jit_compile", expr("True")))
+        return updated_node
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if id(original_node) in self.targets:
+            return set_kwarg(updated_node, "jit_compile", expr("True"))
+        return updated_node
+
+
+class XlaJit(Fix):
+    """Compile the training step with XLA: ``jit_compile=True``.
+
+    What it changes: ``@tf.function`` on the training step becomes ``@tf.function(jit_compile=True)``
+    (also ``tf.function(step)`` calls), and ``model.compile(...)`` gets ``jit_compile=True``. A
+    ``jit_compile`` the script sets itself is left alone. When the step is a tf.function defined outside
+    the script, the harness's run-time switch compiles it and the patch is empty (say so to the user).
+
+    When it applies: after ``tf-function`` (an eager step cannot be XLA-compiled). XLA often *slows*
+    CPU training (its CPU convolutions lose to oneDNN), so the measurement decides.
+
+    Rolled back when: not faster beyond the noise band (typical on CPU), compile failures, not sane.
+    """
+
+    ID = "xla-jit"
+    DESCRIPTION = "XLA: jit_compile=True on the step"
+    CODEMOD = XlaCodemod
+    AFTER = ("tf-function", "steps-per-execution")
+    PRIORITY = 40
+
+    def precheck(self, ctx: FixContext) -> str | None:
+        if ctx.facts.jit_compile or ctx.facts.auto_jit:
+            return "the step is already XLA-compiled"
+        return None
+
+
+FIX = XlaJit
