@@ -591,6 +591,21 @@ def _progress(name: str) -> Iterator[Callable[[Any], None]]:
     yield update
 
 
+def ensure_kernelspec(name: str = "python3") -> str:
+    """The Jupyter kernelspec ``name``, installed for this Python (into ``sys.prefix``) if missing.
+
+    Returns the kernelspec's directory. Needs ipykernel (the ``notebook`` extra).
+    """
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        return str(KernelSpecManager().get_kernel_spec(name).resource_dir)
+    except NoSuchKernel:
+        from ipykernel.kernelspec import install
+
+        return str(install(kernel_name=name, prefix=sys.prefix))
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tfdoctor``: registers ``%tfdoctor`` and ``%%tfdoctor``."""
     ipython.register_magics(TfdoctorMagics)
