@@ -48,6 +48,9 @@ ADVICE_IDS: frozenset[str] = frozenset(
         "static-shapes",
         "mirrored-strategy",
         "distribute-dataset",
+        "global-batch-loss",
+        "overlap-allreduce",
+        "balance-workers",
     }
 )
 

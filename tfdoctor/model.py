@@ -218,6 +218,39 @@ class FixSummary(_Frozen):
     wall_s: float = 0.0  # the whole --fix run
 
 
+class ReplicaTiming(_Frozen):
+    """One replica (a GPU, a logical CPU device) or one worker (a host) of a distributed run."""
+
+    name: str  # "/device:GPU:4", "replica 1", "worker-1"
+    kind: Literal["device", "replica", "worker"]
+    host: str = ""
+    active: bool = True  # False: no kernels / ops at all in the profiled steps
+    steps: int = 0
+    step_ms: float = 0.0  # median step time (its own steps where it has them)
+    busy_ms: float = 0.0  # compute per step (kernels; ops on a CPU replica; op work on a worker)
+    input_wait_ms: float = 0.0  # per step (workers)
+    collective_ms: float = 0.0  # all-reduce and other collectives per step
+    collective_overlap: float = 0.0  # share of collective time overlapped with compute
+    busy_share: float = 0.0  # busy_ms / step_ms
+
+
+class DistributedSummary(_Frozen):
+    """Replica and worker balance of a multi-device or multi-host run (tfdoctor.analysis.distributed)."""
+
+    strategy: str | None = None
+    num_replicas: int = 1
+    hosts: list[str] = Field(default_factory=list)
+    replicas: list[ReplicaTiming] = Field(default_factory=list)  # devices, or logical CPU replicas
+    workers: list[ReplicaTiming] = Field(default_factory=list)  # one per host / worker process
+    idle_devices: list[str] = Field(default_factory=list)  # accelerator planes with no kernel in the steps
+    straggler: str | None = None  # the replica or worker whose own work is longest
+    straggler_ratio: float = 1.0  # its own work / the fastest one's (1.0: balanced)
+    collective_share: float = 0.0  # collective time / step time
+    collective_overlap: float = 0.0  # share of collective time overlapped with compute
+    input_imbalance: float = 0.0  # (max - min) input wait over workers / mean step time
+    notes: list[str] = Field(default_factory=list)
+
+
 class Report(_Frozen):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -235,3 +268,4 @@ class Report(_Frozen):
     fix: FixSummary | None = None
     trace_files: list[str] = Field(default_factory=list)  # relative to the run directory
     logdir: str | None = None  # the TensorBoard logdir, relative to the run directory
+    distributed: DistributedSummary | None = None  # several replicas / workers: their balance

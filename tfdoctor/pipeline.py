@@ -44,6 +44,18 @@ def _evaluate(analysis: Analysis | None, facts: Facts):
     return evaluate(analysis, facts)
 
 
+def _distributed(analysis: Analysis | None, facts: Facts, run: RunDir | None = None):
+    """The replica / worker balance (tfdoctor.analysis.distributed), None for one device of one host."""
+    from tfdoctor.analysis.distributed import summary_for
+
+    workers = None
+    if run is not None and (run.path / "workers").is_dir():
+        from tfdoctor.capture.multiworker import worker_steps_by_host
+
+        workers = worker_steps_by_host(run)
+    return summary_for(analysis, facts, workers)
+
+
 def analyze_path(
     path: str | Path, harness_steps: list[StepTiming] | None = None
 ) -> tuple[Analysis | None, list[str]]:
@@ -71,6 +83,7 @@ def build_report(run: RunDir) -> Report:
         breakdown = Breakdown(source="none", notes=notes)
     findings, verdict = _evaluate(analysis, facts)
     return Report(
+        distributed=_distributed(analysis, facts, run),
         run_id=run.id,
         script=meta.get("script", ""),
         args=meta.get("args", []),
@@ -101,6 +114,7 @@ def report_from_trace(path: str | Path) -> Report:
     )
     findings, verdict = _evaluate(analysis, facts)
     return Report(
+        distributed=_distributed(analysis, facts),
         run_id=Path(path).name,
         script=str(path),
         created=now_iso(),

@@ -40,12 +40,21 @@ def analyze(trace: Trace, harness_steps: list[StepTiming] | None = None) -> Anal
             "function in the trace" + ("" if harness_steps else ", and no harness step clock")
         )
         return Analysis(trace=trace, steps=None, breakdown=None, details=Details(), why_no_steps=why)
-    res = compute_breakdown(trace, steps)
+    # a merged multi-host trace: the breakdown is the stepping host's (its input wait, its devices);
+    # every host's own figures are in tfdoctor.analysis.distributed
+    scope, notes = trace, []
+    hosts = {p.host for p in trace.planes if p.is_host and p.host}
+    if len(hosts) > 1 and steps.host_plane is not None and steps.host_plane.host:
+        from tfdoctor.analysis.distributed import host_trace
+
+        scope = host_trace(trace, steps.host_plane.host)
+        notes.append(f"{len(hosts)} hosts in the trace: breakdown of {steps.host_plane.host}")
+    res = compute_breakdown(scope, steps, notes)
     return Analysis(
         trace=trace,
         steps=steps,
         breakdown=res.breakdown,
-        details=compute_details(trace, steps),
+        details=compute_details(scope, steps),
         per_device=res.per_device,
         result=res,
     )

@@ -84,6 +84,11 @@ def first_dim(value: Any) -> int | None:
         if isinstance(v, (list, tuple)):
             stack.extend(v)
             continue
+        if type(v).__name__ == "PerReplica":  # tf.distribute: this worker's batch is all replicas' parts
+            dims = [first_dim(part) for part in getattr(v, "values", ())]
+            if dims and all(d is not None for d in dims):
+                return sum(d for d in dims if d is not None)
+            continue
         shape = getattr(v, "shape", None)
         if shape is None:
             continue
@@ -689,6 +694,11 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     jit = tracker.switches.get("jit")
     if jit in ("1", "0"):
         tf.config.optimizer.set_jit(jit == "1")
+    replicas = tracker.switches.get("logical_devices")  # tfdoctor scale --replicas: before any device use
+    if replicas:
+        from tfdoctor.capture.multiworker import configure_logical_devices
+
+        tracker.switches["logical_devices_done"] = configure_logical_devices(tf, int(replicas))
 
     def make_fn_call(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __call__(self: Any, *args: Any, **kwds: Any) -> Any:

@@ -169,6 +169,14 @@ class ProfileCommand:
     def capture(
         self, store: RunStore, cfg: CaptureConfig, args: argparse.Namespace, err: Console
     ) -> tuple[RunDir, CaptureResult, Report]:
+        from tfdoctor.capture.multiworker import capture_worker, from_tf_config
+
+        ident = from_tf_config()
+        if ident is not None:  # one worker of a multi-worker job (TF_CONFIG): its part of one shared run
+            with ProgressDisplay(err, f"{Path(str(cfg.script)).name} [{ident.name}]") as display:
+                return capture_worker(
+                    store, cfg, ident, run_id=args.run_id, force=args.force, progress=display
+                )
         run = store.new_run(str(cfg.script), cfg.args, run_id=args.run_id, force=args.force)
         with ProgressDisplay(err, Path(str(cfg.script)).name) as display:
             result = run_capture(cfg, run, progress=display)

@@ -105,14 +105,19 @@ def merge(traces: list[Trace]) -> Trace:
     with_clock = [t for t in traces if t.origin_ns]
     origin = min(t.origin_ns for t in with_clock) if with_clock else 0
     planes: list[Plane] = []
-    for t in traces:
+    # several processes of one machine (workers on localhost) share a hostname: their files' names tell
+    # them apart (as TensorBoard's host list does)
+    names = [t.hostnames[0] if t.hostnames else "" for t in traces]
+    shared = {n for n in names if names.count(n) > 1}
+    for t, name in zip(traces, names, strict=True):
         shift = (t.origin_ns - origin) * 1000 if t.origin_ns else 0
+        stem = Path(t.source).name.removesuffix(".xplane.pb").split(".")[0]
         for pl in t.planes:
             if shift:
                 for ln in pl.lines:
                     ln.start_ps = ln.start_ps + shift
-            if not pl.host:
-                pl.host = t.hostnames[0] if t.hostnames else Path(t.source).name.split(".")[0]
+            if not pl.host or name in shared:
+                pl.host = name if name and name not in shared else stem
             planes.append(pl)
     return Trace(
         planes=planes,

@@ -1,0 +1,371 @@
+"""Beyond one process: multi-worker capture into one run, on-demand gRPC capture, logical devices.
+
+**One run for a multi-worker job.** ``tfdoctor profile train.py --run-id JOB`` started on every worker
+of a ``MultiWorkerMirroredStrategy`` job (``TF_CONFIG`` set, as the job needs anyway) captures each
+worker under the harness into ``runs/JOB/workers/<task>/`` (a full run directory of its own: steps,
+facts, its own logdir, the script's output) and publishes the worker's trace into the run's one
+TensorBoard session::
+
+    runs/JOB/
+      meta.json, report.json, facts.json, steps.jsonl    (the chief's; the report is the merged one)
+      logdir/plugins/profile/workers/worker-0.xplane.pb  (one file per worker: a multi-host session
+      logdir/plugins/profile/workers/worker-1.xplane.pb   that TensorBoard and ``tfdoctor analyze`` read)
+      workers/worker-0/ ... workers/worker-1/             (each worker's own capture)
+
+The chief (task ``chief``, or ``worker`` 0 when the cluster has no chief) waits, bounded, for the other
+workers to publish, then writes the merged report. Workers on other machines publish into their own
+store: with a shared ``--home`` (NFS) the run is complete as is; otherwise copy ``workers/<task>/`` and
+``logdir/plugins/profile/workers/<task>.xplane.pb`` into the chief's run and ``tfdoctor analyze JOB``.
+
+**On demand.** ``capture_grpc`` asks running profiler servers (``tf.profiler.experimental.server
+.start(port)`` in the job) for a trace of ``duration_ms`` with ``tf.profiler.experimental.client
+.trace`` and stores it as one run.
+
+TensorFlow is imported lazily (only ``capture_grpc`` and the harness side need it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfdoctor.capture.runner import (
+    CaptureConfig,
+    CaptureProgress,
+    CaptureResult,
+    check_tensorflow,
+    device_label,
+    finish_run,
+    run_capture,
+)
+from tfdoctor.errors import RunExists, TensorFlowMissing, TfdoctorError, UsageError
+from tfdoctor.model import Report, StepTiming
+from tfdoctor.store import RunDir, RunStore, atomic_write_json, now_iso, valid_run_id
+
+SESSION = "workers"  # the profile session directory every worker publishes its trace into
+WORKER_ROLES = ("chief", "worker")
+DONE = "worker.json"  # written into workers/<task>/ when the worker has published (or failed)
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    """This process's task in a multi-worker cluster, from ``TF_CONFIG``."""
+
+    task_type: str
+    task_index: int
+    cluster: dict[str, list[str]]
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_type}-{self.task_index}"
+
+    @property
+    def n_workers(self) -> int:
+        return sum(len(self.cluster.get(r, [])) for r in WORKER_ROLES)
+
+    @property
+    def is_chief(self) -> bool:
+        if self.cluster.get("chief"):
+            return self.task_type == "chief"
+        return self.task_type == "worker" and self.task_index == 0
+
+    def all_names(self) -> list[str]:
+        return [f"{r}-{i}" for r in WORKER_ROLES for i in range(len(self.cluster.get(r, [])))]
+
+
+def from_tf_config(env: Mapping[str, str] | None = None) -> WorkerIdentity | None:
+    """The worker identity when ``TF_CONFIG`` describes a cluster of two or more training tasks.
+
+    None without ``TF_CONFIG`` or for a one-task cluster; UsageError for a ``TF_CONFIG`` that is not
+    valid JSON or names no task of the cluster.
+    """
+    env = os.environ if env is None else env
+    raw = env.get("TF_CONFIG", "").strip()
+    if not raw:
+        return None
+    try:
+        cfg = json.loads(raw)
+        cluster = {str(k): [str(a) for a in v] for k, v in (cfg.get("cluster") or {}).items()}
+        task = cfg.get("task") or {}
+        ident = WorkerIdentity(str(task.get("type", "")), int(task.get("index", 0)), cluster)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise UsageError(f"TF_CONFIG is not a valid cluster description ({e})") from None
+    if ident.n_workers < 2:
+        return None
+    if ident.task_type not in WORKER_ROLES or ident.task_index >= len(cluster.get(ident.task_type, [])):
+        raise UsageError(
+            f"TF_CONFIG task {ident.name} is not a training task of its cluster "
+            f"({', '.join(ident.all_names())}); tfdoctor profiles chief and worker tasks"
+        )
+    return ident
+
+
+# -- one run, several workers ----------------------------------------------------------------------
+
+
+def worker_dir(run: RunDir, name: str) -> RunDir:
+    return RunDir(run.path / "workers" / name)
+
+
+def published_trace(run: RunDir, name: str) -> Path:
+    return run.logdir / "plugins" / "profile" / SESSION / f"{name}.xplane.pb"
+
+
+def _claim(store: RunStore, run_id: str, script: str, args: list[str], ident: WorkerIdentity, force: bool):
+    """Make (or join) the shared run directory; refuse to overwrite this worker's own earlier part."""
+    if not valid_run_id(run_id):
+        raise UsageError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-'")
+    run = RunDir(store.runs_dir / run_id)
+    mine = worker_dir(run, ident.name)
+    theirs_done = mine.file(DONE).exists() or mine.file("capture.json").exists()
+    chief_done = ident.is_chief and run.file("report.json").exists()
+    if (theirs_done or chief_done) and not force:
+        raise RunExists(
+            f"run {run_id} already holds {ident.name}'s capture at {mine.path}; "
+            "pass --force (on every worker) to replace it"
+        )
+    if mine.path.exists():
+        shutil.rmtree(mine.path)
+    published_trace(run, ident.name).unlink(missing_ok=True)
+    if ident.is_chief:
+        for name in ("report.json", "facts.json", "steps.jsonl"):
+            run.file(name).unlink(missing_ok=True)
+    mine.path.mkdir(parents=True)
+    if ident.is_chief or not run.file("meta.json").exists():
+        fields: dict[str, Any] = {
+            "id": run_id,
+            "script": script,
+            "args": list(args),
+            "kind": "multiworker",
+            "status": "running",
+            "workers": ident.all_names(),
+        }
+        if ident.is_chief or not run.meta.get("created"):
+            fields["created"] = now_iso()
+        store.update(run, **fields)
+    return run, mine
+
+
+def publish(run: RunDir, mine: RunDir, name: str, result: CaptureResult) -> Path | None:
+    """Copy the worker's newest trace into the run's shared session as ``<name>.xplane.pb``."""
+    target = None
+    if result.trace_files:
+        src = max(result.trace_files, key=lambda p: (p.parent.name, p.stat().st_mtime))
+        target = published_trace(run, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, target)
+    atomic_write_json(
+        mine.file(DONE),
+        {
+            "name": name,
+            "status": result.status,
+            "message": result.message,
+            "steps": len(result.steps),
+            "trace": str(target.relative_to(run.path)) if target else None,
+            "finished": now_iso(),
+        },
+    )
+    return target
+
+
+def wait_for_workers(run: RunDir, names: list[str], timeout_s: float, poll_s: float = 0.5) -> list[str]:
+    """Wait until every named worker has published (or failed); returns the ones still missing."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        missing = [n for n in names if not worker_dir(run, n).file(DONE).exists()]
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(poll_s)
+
+
+def worker_steps(run: RunDir) -> dict[str, list[StepTiming]]:
+    """Each worker's harness step clock (``workers/<task>/steps.jsonl``), keyed by worker name."""
+    from tfdoctor.pipeline import load_steps
+
+    root = run.path / "workers"
+    if not root.is_dir():
+        return {}
+    return {d.name: load_steps(RunDir(d)) for d in sorted(root.iterdir()) if d.is_dir()}
+
+
+def capture_worker(
+    store: RunStore,
+    cfg: CaptureConfig,
+    ident: WorkerIdentity,
+    *,
+    run_id: str | None,
+    force: bool = False,
+    wait_s: float = 120.0,
+    progress: Callable[[CaptureProgress], None] | None = None,
+) -> tuple[RunDir, CaptureResult, Report]:
+    """Capture this worker of a multi-worker job into the shared run ``run_id``.
+
+    Returns (the shared run, this worker's capture, the report shown: the merged one on the chief,
+    this worker's own elsewhere).
+    """
+    if not run_id:
+        raise UsageError(
+            f"this is {ident.name} of a {ident.n_workers}-worker job (TF_CONFIG): pass the same --run-id "
+            "on every worker so that their traces land in one run",
+            hint="e.g. tfdoctor profile train.py --run-id job1 -- ARGS  (on each worker)",
+        )
+    run, mine = _claim(store, run_id, str(cfg.script), cfg.args, ident, force)
+    result = run_capture(cfg, mine, progress=progress)
+    publish(run, mine, ident.name, result)
+    own = _worker_report(mine, result)
+    if not ident.is_chief:
+        return run, result, own
+    others = [n for n in ident.all_names() if n != ident.name]
+    missing = wait_for_workers(run, others, wait_s)
+    for name in ("facts.json", "steps.jsonl"):
+        if mine.file(name).exists():
+            shutil.copyfile(mine.file(name), run.file(name))
+    report = finish_run(store, run, result)
+    if missing:
+        note = f"no trace from {', '.join(missing)} within {wait_s:g} s; run tfdoctor analyze {run.id} later"
+        store.update(run, note=note)
+        if report.breakdown is not None:
+            report = report.model_copy(
+                update={
+                    "breakdown": report.breakdown.model_copy(
+                        update={"notes": [*report.breakdown.notes, note]}
+                    )
+                }
+            )
+            run.write_report(report)
+    return run, result, report
+
+
+def _worker_report(mine: RunDir, result: CaptureResult) -> Report:
+    from tfdoctor.pipeline import build_report
+
+    mine.update_meta(status=result.status, error=result.message if result.status != "complete" else None)
+    report = build_report(mine)
+    mine.write_report(report)
+    return report
+
+
+# -- on-demand capture from profiler servers --------------------------------------------------------
+
+
+def parse_addresses(text: str) -> list[str]:
+    """``grpc://h1:6009,grpc://h2:6009`` (or without the scheme) -> ``["grpc://h1:6009", ...]``."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        bare = part.removeprefix("grpc://")
+        host, sep, port = bare.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"{part!r} is not a profiler address: use grpc://HOST:PORT")
+        out.append(f"grpc://{bare}")
+    if not out:
+        raise UsageError("no profiler address given: use grpc://HOST:PORT[,grpc://HOST2:PORT]")
+    return out
+
+
+def capture_grpc(
+    store: RunStore,
+    addresses: list[str],
+    duration_ms: int,
+    *,
+    run_id: str | None = None,
+    force: bool = False,
+    attempts: int = 3,
+    host_tracer_level: int = 2,
+) -> tuple[RunDir, Report]:
+    """Trace the profiler servers at ``addresses`` for ``duration_ms`` into one new run."""
+    if duration_ms <= 0:
+        raise UsageError(f"--duration-ms must be positive (got {duration_ms})")
+    check_tensorflow()
+    try:
+        from tensorflow.python.framework import errors as tf_errors
+        from tensorflow.python.profiler import profiler_client, profiler_v2
+    except ImportError as e:
+        raise TensorFlowMissing(str(e)) from None
+    label = ",".join(addresses)
+    run = store.new_run(label, [], kind="capture", run_id=run_id, force=force)
+    run.logdir.mkdir(parents=True, exist_ok=True)
+    opts = profiler_v2.ProfilerOptions(host_tracer_level=host_tracer_level, python_tracer_level=0)
+    t0 = time.time_ns()
+    try:
+        profiler_client.trace(
+            label, str(run.logdir), duration_ms, num_tracing_attempts=attempts, options=opts
+        )
+    except (tf_errors.UnavailableError, tf_errors.DeadlineExceededError) as e:
+        msg = f"no trace from {label}: {_first_line(e)}"
+        store.update(run, status="failed", error=msg)
+        raise TfdoctorError(
+            msg, hint="is tf.profiler.experimental.server.start(PORT) running there, and training?"
+        ) from None
+    except tf_errors.OpError as e:
+        msg = f"profiler capture from {label} failed: {_first_line(e)}"
+        store.update(run, status="failed", error=msg)
+        raise TfdoctorError(msg) from None
+    atomic_write_json(
+        run.file("capture.json"),
+        {"addresses": addresses, "duration_ms": duration_ms, "started_ns": t0, "ended_ns": time.time_ns()},
+    )
+    hosts = {p.name.removesuffix(".xplane.pb") for p in run.trace_files()}
+    atomic_write_json(
+        run.file("facts.json"), {"extra": {"captured_from": label, "hosts": ",".join(sorted(hosts))}}
+    )
+    store.update(run, status="complete" if run.trace_files() else "no_steps")
+    from tfdoctor.pipeline import build_report
+
+    report = build_report(run)
+    run.write_report(report)
+    store.update(run, device=device_label(report.facts), note=f"{len(hosts)} host(s) from {label}")
+    return run, report
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(getattr(e, "message", "") or e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# -- logical devices (the harness's ``logical_devices`` switch) -----------------------------------
+
+
+def configure_logical_devices(tf: Any, n: int) -> str:
+    """Before the script touches a device: make ``n`` replicas' worth of devices visible.
+
+    With GPUs, the first ``n`` physical GPUs stay visible (the rest are hidden); without GPUs, the CPU
+    is split into ``n`` logical devices, so that ``MirroredStrategy`` can run ``n`` replicas on it.
+    Returns what was done, for the run's facts.
+    """
+    if n < 1:
+        raise ValueError(f"logical devices: need at least 1 (got {n})")
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        if n > len(gpus):
+            return f"{n} replicas asked, {len(gpus)} GPUs present: all kept"
+        tf.config.set_visible_devices(gpus[:n], "GPU")
+        return f"{n} of {len(gpus)} GPUs visible"
+    cpus = tf.config.list_physical_devices("CPU")
+    if n > 1:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
+        )
+    return f"CPU split into {n} logical device(s)"
+
+
+def worker_steps_by_host(run: RunDir) -> dict[str, list[StepTiming]]:
+    """:func:`worker_steps` keyed by every name the merged trace may give the worker's host: the
+    worker's name (its published file) and the hostname its harness recorded."""
+    out: dict[str, list[StepTiming]] = {}
+    for name, steps in worker_steps(run).items():
+        out[name] = steps
+        facts = worker_dir(run, name).read_json("facts.json", {}) or {}
+        host = facts.get("hostname")
+        if host and host not in out:
+            out[host] = steps
+    return out
