@@ -72,6 +72,17 @@ FIX_TEXT: dict[str, str] = {
 }
 
 
+def fix_description(fix_id: str) -> str:
+    """The fix's own DESCRIPTION from the fix registry, else the short text above."""
+    try:
+        from tfdoctor.fixes import get_fix
+
+        desc = get_fix(fix_id).DESCRIPTION
+    except (ImportError, KeyError, AttributeError):
+        desc = ""
+    return desc or FIX_TEXT.get(fix_id, fix_id)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing and exiting (a kernel must not exit)."""
 
@@ -326,9 +337,13 @@ class TfdoctorMagics(Magics):
         assert shell is not None
         execute = self._compile_cell(cell)  # a SyntaxError is the user's, raised before anything runs
         label = f"cell In[{shell.execution_count}]"
+        from tfdoctor.capture import inproc
         from tfdoctor.capture.inproc import StateSnapshot, capture_in_process
         from tfdoctor.capture.runner import finish_run
         from tfdoctor.store import RunStore
+
+        if inproc.busy():
+            raise UsageError("a tfdoctor capture is already running in this interpreter (nested %%tfdoctor?)")
 
         with _user_errors():
             store = RunStore(args.home)
@@ -431,7 +446,7 @@ class TfdoctorMagics(Magics):
             return run, (res, report), changes, why_not
 
         for fid in candidates:
-            desc = FIX_TEXT.get(fid, fid)
+            desc = fix_description(fid)
             if fid not in KERNEL_FIXES:
                 subprocess_only.append(fid)
                 trials.append(

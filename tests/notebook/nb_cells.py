@@ -54,3 +54,10 @@ for step, (xb, yb) in enumerate(ds.take(500)):
         raise ValueError("bad batch at step 5")
     train_step(xb, yb)
 """
+
+INTERRUPTED_AT_6 = """
+for step, (xb, yb) in enumerate(ds.take(500)):
+    if step == 6:
+        raise KeyboardInterrupt  # what the kernel's interrupt button raises in the cell
+    train_step(xb, yb)
+"""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
-from nb_cells import CUSTOM_LOOP, CUSTOM_SETUP, EAGER_LOOP, FIT, RAISES_AT_5, SETUP
+from nb_cells import CUSTOM_LOOP, CUSTOM_SETUP, EAGER_LOOP, FIT, INTERRUPTED_AT_6, RAISES_AT_5, SETUP
 
 from tfdoctor.store import RunStore
 
@@ -171,6 +171,29 @@ def test_cell_that_raises_shows_traceback_and_partial_profile(shell, capsys):
     assert shell.run("x.shape").result == (512, 8)
     shell.clear()
     assert shell.run(f"%%tfdoctor --steps 12 --warmup 3\n{CUSTOM_LOOP}").success
+
+
+def test_interrupted_cell_keeps_its_partial_run(shell):
+    assert shell.run(CUSTOM_SETUP).success
+    res = shell.run(f"%%tfdoctor --steps 12 --warmup 3\n{INTERRUPTED_AT_6}")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    row = only_run(shell.home)
+    assert row["status"] == "interrupted"
+    report = RunStore(shell.home).get(row["id"]).report()
+    assert len(report.steps) == 6 and report.error == "interrupted after 6 steps"
+    assert shell.html() and "interrupted after 6 steps" in shell.plain()[0]
+    no_patches_left()
+    assert shell.run("1 + 1").result == 2
+
+
+def test_nested_profile_is_refused(shell):
+    assert shell.run(CUSTOM_SETUP).success
+    res = shell.run(
+        f"%%tfdoctor --steps 12\nget_ipython().run_cell_magic('tfdoctor', '--steps 12', {CUSTOM_LOOP!r})"
+    )
+    assert isinstance(res.error_in_exec, UsageError) and "already running" in str(res.error_in_exec)
+    assert only_run(shell.home)["status"] == "failed"  # the outer run only: the inner one never started
+    no_patches_left()
 
 
 def test_fix_restores_switches_objects_and_bindings(shell):

@@ -46,6 +46,11 @@ class CaptureBusy(TfdoctorError):
     """Another in-process capture is running in this interpreter (a nested ``%%tfdoctor``)."""
 
 
+def busy() -> bool:
+    """True while an in-process capture runs (hooks and the profiler are process-global)."""
+    return _active
+
+
 @dataclass
 class InProcessResult:
     """What :func:`capture_in_process` saw: the capture result plus the code's own exception."""
