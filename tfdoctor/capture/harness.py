@@ -272,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
         profile_started_ns=markers.started_ns if markers is not None else None,
         profile_stopped_ns=markers.stopped_ns if markers is not None else None,
     )
-    atomic_write_json(run_dir / "harness.json", harness)
+    try:
+        atomic_write_json(run_dir / "harness.json", harness)
+    except OSError as e:  # a full disk: one line for the parent (it reads stderr), not a traceback
+        print(f"tfdoctor harness: cannot write {run_dir / 'harness.json'}: {e}", file=sys.stderr)
     code = {"complete": 0, "finished": 0, "interrupted": 130}.get(outcome, 1)
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -10,11 +10,13 @@ itself (a script that is not a Python file, TensorFlow missing, impossible step 
 from __future__ import annotations
 
 import ast
+import errno
 import importlib.metadata
 import importlib.util
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tfdoctor.capture.clock import Windows
-from tfdoctor.errors import TensorFlowMissing, UsageError
+from tfdoctor.errors import RunError, TensorFlowMissing, TraceError, UsageError
 from tfdoctor.model import Facts, RunStatus, StepTiming
 from tfdoctor.store import RunDir, atomic_write_json
 
@@ -367,6 +369,8 @@ def _collect(
         except ValueError:
             pass
         message = f"the script's process died ({how}) after {n} steps"
+        if _NO_SPACE in stderr_tail:  # the harness could not write its files: the disk filled up
+            message = f"the disk filled up while the run was being written ({_NO_SPACE}) after {n} steps"
         error = message + ("\n" + stderr_tail if stderr_tail else "")
     if status in ("complete", "failed") and n == 0 and not tf_missing and h_status != "error":
         status = "no_steps"
@@ -406,11 +410,59 @@ def device_label(facts: Facts | None) -> str | None:
     return "CPU"
 
 
+_NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
+
+
+def _is_disk_full(e: BaseException) -> bool:
+    if isinstance(e, OSError):
+        return e.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(e, sqlite3.OperationalError) and "full" in str(e)
+
+
+def _drop_unreadable_traces(run: RunDir) -> list[Path]:
+    """Remove trace files that cannot be read (the profiler's write was cut short by a full disk)."""
+    from tfdoctor.trace import read_xplane
+
+    dropped = []
+    for path in run.trace_files():
+        try:
+            read_xplane(path)
+        except TraceError:
+            path.unlink(missing_ok=True)
+            dropped.append(path)
+    return dropped
+
+
 def finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
     """After a capture: status into the store, the report built and written, throughput indexed.
 
     ``store`` is a :class:`tfdoctor.store.RunStore`; returns the :class:`tfdoctor.model.Report`.
+    A full disk is a result too: the truncated trace (unreadable) is removed to make room, and the
+    run is recorded as failed with that reason; when even that cannot be written, RunError says so.
     """
+    try:
+        return _finish_run(store, run, result)
+    except (OSError, sqlite3.Error) as e:
+        if not _is_disk_full(e):
+            raise
+        first = e
+    dropped = _drop_unreadable_traces(run)
+    msg = f"the disk is full ({_NO_SPACE}) under {run.path.parent}: the run could not be written completely"
+    if dropped:
+        msg += " and its truncated trace was removed"
+    result.status = "failed"
+    result.message = msg
+    result.error = f"{msg}\n{first}"
+    result.trace_files = run.trace_files()
+    try:
+        return _finish_run(store, run, result)
+    except (OSError, sqlite3.Error) as e:
+        if not _is_disk_full(e):
+            raise
+        raise RunError(f"{msg}; not even its status could be saved ({e})", run_dir=str(run.path)) from None
+
+
+def _finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
     from tfdoctor.pipeline import build_report
 
     store.update(run, status=result.status, error=result.message if result.status != "complete" else None)

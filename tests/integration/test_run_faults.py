@@ -1,0 +1,253 @@
+"""Faults during a run, end to end through ``tfdoctor profile``: the script killed by a signal, out of
+memory, hung past the timeout, the disk filling up while the trace is written.
+
+For each fault the same promises are checked (``assert_fault_handled``):
+- the CLI exits non-zero with one clear ``tfdoctor:`` line saying what happened, and no traceback
+  of tfdoctor's own;
+- the run store stays consistent: the run's meta.json status says what happened, report.json says
+  the same (with the error), the SQLite index agrees with meta.json;
+- an earlier run in the same store is untouched (its files hash the same, its index row unchanged);
+- the user's files are untouched (every file in the script's folder hashes the same);
+- no process of the run is left behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.store import RunStore
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "scripts" / "tiny_train.py"
+
+#: A tiny eager custom loop; FAULT(i) runs before step i (the harness counts apply_gradients calls).
+TRAIN = """
+import os, signal, sys
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+optimizer = keras.optimizers.SGD(0.01)
+x = np.ones((16, 8), np.float32)
+for i in range(10_000):
+    FAULT
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model(x) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+"""
+
+
+def script_with(fault: str) -> str:
+    return TRAIN.replace("FAULT", fault.strip().replace("\n", "\n    "))
+
+
+def tree_hashes(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def index_row(home: Path, run_id: str) -> dict:
+    return next(r for r in RunStore(home).list() if r["id"] == run_id)
+
+
+def tfdoctor(home: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TFDOCTOR_HOME": str(home), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run(
+        [sys.executable, "-m", "tfdoctor", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture(scope="module")
+def earlier_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store holding one complete earlier run ("earlier"), recorded once and copied per test."""
+    home = tmp_path_factory.mktemp("earlier") / "home"
+    res = tfdoctor(
+        home, "profile", str(TINY), "--steps", "12", "--run-id", "earlier", "--", "--loop", "eager"
+    )
+    assert res.returncode == 0, res.stderr
+    return home
+
+
+class Scene:
+    """One fault scenario: a store with an earlier run, a user folder with the script, hashes taken."""
+
+    def __init__(self, root: Path, earlier: Path, source: str, home: Path | None = None):
+        self.home = home if home is not None else root / "home"
+        if self.home.exists():
+            shutil.rmtree(self.home)
+        shutil.copytree(earlier, self.home)
+        self.user = root / "user"
+        self.user.mkdir()
+        self.script = self.user / "train.py"
+        self.script.write_text(source)
+        (self.user / "data.csv").write_text("a,b\n1,2\n")  # a file of the user's beside the script
+        self.user_before = tree_hashes(self.user)
+        self.earlier_before = tree_hashes(self.home / "runs" / "earlier")
+        self.earlier_row = index_row(self.home, "earlier")
+
+    def profile(self, *options: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return tfdoctor(
+            self.home, "profile", str(self.script), "--run-id", "faulty", *options, timeout=timeout
+        )
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "runs" / "faulty"
+
+
+def assert_fault_handled(
+    scene: Scene, res: subprocess.CompletedProcess[str], status: str, *needles: str
+) -> str:
+    """The common promises; returns the one ``tfdoctor:`` line."""
+    assert res.returncode != 0, res.stderr
+    own_part = res.stderr.split("── the script's last words")[0]
+    assert "Traceback (most recent call last)" not in own_part, res.stderr
+    assert f'File "{ROOT / "tfdoctor"}' not in res.stderr, res.stderr  # no tfdoctor frames anywhere
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("tfdoctor: ")]
+    assert len(lines) == 1, res.stderr
+    line = lines[0]
+    for needle in needles:
+        assert needle in line, line
+    # the run store says what happened, in every place
+    meta = json.loads((scene.run_dir / "meta.json").read_text())
+    report = json.loads((scene.run_dir / "report.json").read_text())
+    assert meta["status"] == status, meta
+    assert report["status"] == status
+    assert report["error"], report
+    row = index_row(scene.home, "faulty")
+    assert row["status"] == meta["status"]
+    assert row["error"] == meta.get("error")
+    # earlier runs and the user's files untouched
+    assert tree_hashes(scene.home / "runs" / "earlier") == scene.earlier_before
+    assert index_row(scene.home, "earlier") == scene.earlier_row
+    assert tree_hashes(scene.user) == scene.user_before
+    # nothing left running
+    harness = json.loads((scene.run_dir / "harness.json").read_text())
+    assert not _alive(harness["pid"])
+    return line
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
+
+
+# -- the script killed by a signal ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("fault", "signame", "at_step"),
+    [
+        # SIGKILL (what the kernel's OOM killer sends) in the profile window, while the profiler runs
+        ("if i == 14: os.kill(os.getpid(), signal.SIGKILL)", "SIGKILL", 14),
+        # a real segmentation fault in native code, in the timing window
+        ("if i == 6:\n    import ctypes; ctypes.string_at(0)", "SIGSEGV", 6),
+    ],
+    ids=["sigkill-in-profile-window", "sigsegv-in-timing-window"],
+)
+def test_script_killed_by_a_signal(tmp_path, earlier_store, fault, signame, at_step):
+    scene = Scene(tmp_path, earlier_store, script_with(fault))
+    res = scene.profile("--steps", "20", "--warmup", "3", "--profile-steps", "8")
+    assert res.returncode == 5, res.stderr
+    line = assert_fault_handled(scene, res, "failed", f"killed by {signame}", f"after {at_step} steps")
+    assert "the script's process died" in line
+    steps = (scene.run_dir / "steps.jsonl").read_text().splitlines()
+    assert len(steps) == at_step  # every step finished before the signal is kept
+    report = json.loads((scene.run_dir / "report.json").read_text())
+    assert len(report["steps"]) == at_step
+
+
+# -- out of memory ----------------------------------------------------------------------------------
+OOM = """
+if i == 6:
+    import resource
+    # bound the address space a little above what is in use now, then allocate until it runs out
+    vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (vm + (512 << 20), resource.RLIM_INFINITY))
+    hoard = []
+    while True:
+        hoard.append(np.ones(16 << 20, np.uint8))
+"""
+
+
+def test_script_running_out_of_memory(tmp_path, earlier_store):
+    scene = Scene(tmp_path, earlier_store, script_with(OOM))
+    res = scene.profile("--steps", "20", "--warmup", "3", "--profile-steps", "8")
+    assert res.returncode == 5, res.stderr
+    line = assert_fault_handled(scene, res, "failed", "after 6 steps", "MemoryError")
+    assert "failed" in line
+    report = json.loads((scene.run_dir / "report.json").read_text())
+    assert "Unable to allocate" in report["error"]
+    # the script's own traceback is shown as its last words, and kept with the run
+    assert "train.py" in res.stderr.split("── the script's last words")[1]
+    assert "MemoryError" in json.loads((scene.run_dir / "harness.json").read_text())["error"]
+
+
+# -- hang past the timeout --------------------------------------------------------------------------
+def test_script_hanging_past_the_timeout(tmp_path, earlier_store):
+    scene = Scene(tmp_path, earlier_store, script_with("if i == 5:\n    import time; time.sleep(3600)"))
+    res = scene.profile("--steps", "20", "--timeout", "25")
+    assert res.returncode == 124, res.stderr
+    assert_fault_handled(scene, res, "timeout", "did not finish its 20 steps within --timeout 25 s")
+    assert len((scene.run_dir / "steps.jsonl").read_text().splitlines()) == 5
+
+
+# -- disk full while the trace is written -----------------------------------------------------------
+#: Many small eager ops per step: the profile window's trace (~300 KB) cannot fit in what is left.
+BIG_TRACE = "y = tf.ones((4, 4))\nfor _ in range(100):\n    y = y * 1.0001"
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path):
+    """A 1 MiB tmpfs (root can mount one; elsewhere the test is skipped)."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(mnt: Path, leave: int) -> None:
+    avail = shutil.disk_usage(mnt).free
+    with open(mnt / "filler", "wb") as f:
+        f.write(b"\0" * max(0, avail - leave))
+
+
+def test_disk_full_while_writing_the_trace(tmp_path, earlier_store, tiny_fs):
+    scene = Scene(tmp_path, earlier_store, script_with(BIG_TRACE), home=tiny_fs / "home")
+    _fill(tiny_fs, leave=160 * 1024)  # room for the run's small files, not for its trace
+    res = scene.profile("--steps", "20", "--warmup", "3", "--profile-steps", "10")
+    assert res.returncode == 5, res.stderr
+    line = assert_fault_handled(scene, res, "failed", "disk is full")
+    assert "No space left on device" in line
+    report = json.loads((scene.run_dir / "report.json").read_text())
+    assert len(report["steps"]) >= 10  # the steps measured before the disk filled up are kept
+    assert report["trace_files"] == []  # the truncated trace was not kept as if it were one
