@@ -116,6 +116,37 @@ def fix_table(report: Report) -> Table | None:
     return table
 
 
+def distributed_table(report: Report) -> Table | None:
+    """Per-worker and per-replica timing of a distributed run (tfdoctor.analysis.distributed)."""
+    d = report.distributed
+    if d is None or not (d.workers or d.replicas):
+        return None
+    bits = [
+        f"collectives {100 * d.collective_share:.0f} % of step, {100 * d.collective_overlap:.0f} % overlapped"
+    ]
+    if d.straggler:
+        bits.append(f"straggler {d.straggler} ({d.straggler_ratio:.1f}x)")
+    if d.idle_devices:
+        bits.append(f"{len(d.idle_devices)} idle device(s)")
+    table = Table(title="Replicas and workers", title_justify="left", caption=" · ".join(bits), expand=False)
+    for col in ("", "step ms", "compute ms", "input ms", "collective ms", "overlap", "busy"):
+        table.add_column(col, justify="left" if not col else "right")
+    for r in [*d.workers, *d.replicas]:
+        name = f"{r.host} {r.name}" if r.kind == "device" and len(d.hosts) > 1 else r.name
+        style = "bold red" if r.name == d.straggler else ("dim" if not r.active else None)
+        table.add_row(
+            escape(name),
+            f"{r.step_ms:.2f}",
+            f"{r.busy_ms:.2f}",
+            f"{r.input_wait_ms:.2f}" if r.kind == "worker" else "",
+            f"{r.collective_ms:.2f}" if r.kind != "replica" else "",
+            f"{100 * r.collective_overlap:.0f} %" if r.collective_ms else "",
+            f"{100 * r.busy_share:.0f} %",
+            style=style,
+        )
+    return table
+
+
 def render(report: Report, console: Console | None = None, *, run_dir: str | None = None) -> None:
     console = console or Console()
     head = Text()
@@ -148,7 +179,12 @@ def render(report: Report, console: Console | None = None, *, run_dir: str | Non
     if report.error:
         lines.append(Text(report.error.strip().splitlines()[-1] if report.error.strip() else "", style="red"))
     console.print(Panel(Group(*lines), title="tfdoctor", title_align="left", expand=False))
-    for table in (breakdown_table(report), findings_table(report), fix_table(report)):
+    for table in (
+        breakdown_table(report),
+        distributed_table(report),
+        findings_table(report),
+        fix_table(report),
+    ):
         if table is not None:
             console.print(table)
     if report.breakdown is not None:

@@ -111,7 +111,8 @@ def merge(traces: list[Trace]) -> Trace:
     shared = {n for n in names if names.count(n) > 1}
     for t, name in zip(traces, names, strict=True):
         shift = (t.origin_ns - origin) * 1000 if t.origin_ns else 0
-        stem = Path(t.source).name.removesuffix(".xplane.pb").split(".")[0]
+        fname = Path(t.source).name
+        stem = fname.removesuffix(".xplane.pb") if fname.endswith(".xplane.pb") else fname.split(".")[0]
         for pl in t.planes:
             if shift:
                 for ln in pl.lines:
