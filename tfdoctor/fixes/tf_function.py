@@ -79,7 +79,7 @@ def _stores(node: cst.CSTNode) -> set[str]:
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 target(t.target)
-        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)) or isinstance(n, (cst.For, cst.CompFor)):
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
             target(n.target)
         elif isinstance(n, cst.WithItem) and n.asname is not None:
             target(n.asname.name)

@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tfdoctor.capture.runner import CaptureProgress, check_tensorflow, load_capture_config
+from tfdoctor.errors import TfdoctorError, UsageError
+from tfdoctor.fixes import all_fixes
+from tfdoctor.fixes.loop import Event, FixLoop, LoopConfig
+from tfdoctor.fixes.workspace import backup_path
+from tfdoctor.model import Report
+from tfdoctor.store import RunDir, RunStore
+
+
+class FixProgress:
+    """rich progress on stderr: which fix is being measured, and the run's steps."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("fixes", total=None, rate="")
+        self.label = "baseline"
+
+    def __enter__(self) -> FixProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def event(self, e: Event) -> None:
+        if e.kind == "trial":
+            self.label = e.message.split(":")[0]
+            self.progress.update(self.task, description=f"[{e.index}/{e.total}] {self.label}", completed=0)
+        elif e.kind == "final":
+            self.label = "combined"
+            self.progress.update(self.task, description="final run (kept fixes combined)", completed=0)
+        if e.kind in ("result", "candidates"):
+            self.console.print(f"[dim]{escape(e.message)}[/]", soft_wrap=True)
+
+    def capture(self, p: CaptureProgress) -> None:
+        rate = f"{p.steps_per_s:.1f} steps/s" if p.steps_per_s else p.phase
+        self.progress.update(self.task, completed=p.steps_done, total=p.total, rate=rate)
+
+
+def add_fix_options(parser: argparse.ArgumentParser, defaults: bool = True) -> None:
+    """Options shared by ``tfdoctor fix`` and ``tfdoctor profile --fix``."""
+
+    def d(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    ids = ", ".join(f.ID for f in all_fixes())
+    parser.add_argument(
+        "--apply",
+        action="store_true",
+        default=d(False),
+        help="write the kept fixes into the script (a backup SCRIPT.tfdoctor-bak is kept)",
+    )
+    parser.add_argument("--only", default=d(None), metavar="ID,...", help=f"try only these fixes ({ids})")
+    parser.add_argument("--skip", default=d(None), metavar="ID,...", help="never try these fixes")
+    parser.add_argument(
+        "--fix-timeout",
+        type=float,
+        default=d(None),
+        help="seconds before one fix run is stopped and rolled back (default: from the baseline's duration)",
+    )
+
+
+def _ids(text: str | None) -> list[str]:
+    ids = [x.strip() for x in (text or "").split(",") if x.strip()]
+    known = {f.ID for f in all_fixes()}
+    unknown = [x for x in ids if x not in known]
+    if unknown:
+        raise UsageError(f"unknown fix id(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return ids
+
+
+def apply_patch(script: Path, original: str, final_source: str) -> Path:
+    """Write the fixed source over ``script`` after saving a backup; returns the backup's path."""
+    current = script.read_text(encoding="utf-8")
+    if current != original:
+        raise TfdoctorError(
+            f"{script} changed while the fixes were measured; not applied (the patch is in fix.patch)"
+        )
+    bak = backup_path(script)
+    shutil.copy2(script, bak)
+    script.write_text(final_source, encoding="utf-8")
+    return bak
+
+
+def run_loop(
+    store: RunStore,
+    run: RunDir,
+    report: Report,
+    cfg: LoopConfig,
+    args: argparse.Namespace,
+    err: Console,
+    out: Console,
+) -> int:
+    """The loop with progress, then the table, the patch and --apply. Used by ``fix`` and ``profile --fix``."""
+    script = cfg.script
+    original = script.read_text(encoding="utf-8")
+    digest = hashlib.sha256(original.encode()).hexdigest()
+    with FixProgress(err) as progress:
+        loop = FixLoop(store, run, report, cfg, on_event=progress.event, on_capture=progress.capture)
+        summary = loop.run()
+    report = run.report() or report.model_copy(update={"fix": summary})
+    if getattr(args, "json", False):
+        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+    else:
+        from tfdoctor.report.terminal import fix_table
+
+        table = fix_table(report)
+        if table is not None:
+            out.print(table)
+        if summary.combined_speedup:
+            out.print(
+                f"Combined: [bold]{summary.combined_speedup:.2f}x[/] with {', '.join(summary.kept)} "
+                f"(whole --fix run {summary.wall_s:.0f} s)"
+            )
+        else:
+            out.print(f"No fix kept (whole --fix run {summary.wall_s:.0f} s).")
+        if summary.patch:
+            out.print(
+                f"Patch: {escape(str(run.file('fix.patch')))}  (apply with: git apply or patch -p1 in {escape(str(script.parent))})"
+            )
+    if getattr(args, "apply", False) and summary.patch:
+        if hashlib.sha256(script.read_bytes()).hexdigest() != digest:
+            raise TfdoctorError(
+                f"{script} changed while the fixes were measured; not applied (see fix.patch)"
+            )
+        bak = apply_patch(script, original, loop.final_source or original)
+        out.print(f"Applied to {escape(str(script))} (backup: {escape(str(bak))})")
+    return 0
+
+
+class FixCommand:
+    """Apply the fixes to a profiled run's script, measure each, keep what measurably helps.
+
+    TARGET is a run id or run directory from `tfdoctor profile`. Each candidate fix (best estimated
+    gain first) is applied to a copy of the script's folder on top of the fixes kept so far and run
+    for the same steps; it is kept only if throughput rises beyond the measured noise band and the run
+    stays sane (no error, finite losses near the baseline's, same examples per step unless the fix
+    scales the batch, unchanged output). Then a final run with every kept fix. The combined patch is
+    written to RUN/fix.patch; your files are not touched unless you pass --apply.
+
+    Examples:
+      tfdoctor fix 20261121-101500-naive_loop-ab12
+      tfdoctor fix ~/.tfdoctor/runs/20261121-101500-naive_loop-ab12 --only tf-function,xla-jit
+      tfdoctor fix RUN --apply
+    """
+
+    name = "fix"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("target", help="run id or run directory (a profile run)")
+        add_fix_options(parser)
+        parser.add_argument("--home", help="run store directory (default: $TFDOCTOR_HOME or ~/.tfdoctor)")
+        parser.add_argument("--json", action="store_true", help="print the fix summary as JSON")
+
+    def run(self, args: argparse.Namespace) -> int:
+        store = RunStore(args.home)
+        run = store.get(args.target)
+        report = run.report()
+        if report is None:
+            raise UsageError(f"{args.target}: no report.json (not a finished profile run)")
+        if run.meta.get("kind") == "fix":
+            raise UsageError(f"{run.id} is itself a fix run; pass its baseline {run.meta.get('parent')}")
+        try:
+            cap = load_capture_config(run)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"{run.id}: no capture.json, so the script cannot be re-run ({e})") from None
+        script = Path(cap["script"])
+        if not script.is_file():
+            raise UsageError(f"{script}: the profiled script is gone")
+        check_tensorflow()
+        w = cap.get("windows", {})
+        cfg = LoopConfig(
+            script=script,
+            args=list(cap.get("args", [])),
+            cwd=Path(cap["cwd"]) if cap.get("cwd") else None,
+            steps=int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10)),
+            warmup=int(w["warmup"]) if "warmup" in w else None,
+            timeout_s=args.fix_timeout,
+            only=_ids(args.only) or None,
+            skip=_ids(args.skip),
+            env=dict(cap.get("env") or {}),
+        )
+        err = Console(stderr=True, highlight=False)
+        out = Console(highlight=False)
+        return run_loop(store, run, report, cfg, args, err, out)
+
+
+COMMAND = FixCommand

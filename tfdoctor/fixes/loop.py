@@ -1,0 +1,463 @@
+"""The measure / keep / roll-back loop behind ``tfdoctor profile --fix`` and ``tfdoctor fix``.
+
+Baseline (an existing run) → candidate fixes, best estimated gain first (the findings' ``est_saving``;
+without findings, every fix whose transform finds its pattern, in default order) → each fix applied to a
+*copy* of the script's folder on top of the fixes kept so far, and run with :func:`run_capture` (a
+timing-only run, its own run directory: kind "fix", parent = the baseline) → kept only when throughput
+rises beyond the noise band and the run is sane → a final profiled run of all kept fixes → a
+:class:`~tfdoctor.model.FixSummary` in the baseline's report and ``<baseline>/fix.patch``.
+The user's files are never written here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, finish_run, run_capture
+from tfdoctor.errors import RunError
+from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
+from tfdoctor.fixes.workspace import make_workspace, unified_diff
+from tfdoctor.model import Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
+from tfdoctor.store import RunDir, RunStore
+
+#: a kept fix must gain at least this much even when the noise band is narrower
+MIN_GAIN = 0.02
+#: losses must stay within this relative distance (plus LOSS_ABS) of the reference's over the same steps
+LOSS_REL = 0.3
+LOSS_ABS = 0.1
+
+
+@dataclass
+class LoopConfig:
+    """What to run (the baseline's script, arguments and working directory) and how to measure it."""
+
+    script: Path
+    args: list[str] = field(default_factory=list)
+    cwd: Path | None = None
+    steps: int = 40
+    warmup: int | None = None
+    timeout_s: float | None = None  # per fix run; default from the baseline's duration
+    only: list[str] | None = None
+    skip: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    final_profile: bool = True  # the combined run is profiled (a breakdown for the "after" view)
+
+
+@dataclass
+class Event:
+    """Progress of the loop: ``kind`` is candidates | trial | result | final | done."""
+
+    kind: str
+    message: str
+    fix_id: str | None = None
+    index: int = 0
+    total: int = 0
+
+
+@dataclass
+class _State:
+    source: str
+    switches: dict[str, str]
+    throughput: Throughput
+    examples: int | None
+    steps: list[StepTiming]
+    stdout: str
+    facts: Facts
+
+
+# -- ordering --------------------------------------------------------------------------------------
+def order_candidates(fixes: list[Fix], report: Report) -> list[tuple[Fix, float]]:
+    """Fixes by estimated gain (the best finding naming them), then default order; AFTER respected."""
+    est: dict[str, float] = {}
+    for f in report.findings:
+        if not f.decided:
+            continue
+        for fid in f.fix_ids:
+            est[fid] = max(est.get(fid, 0.0), f.est_saving)
+    ranked = sorted(fixes, key=lambda f: (-est.get(f.ID, 0.0), f.PRIORITY, f.ID))
+    ids = [f.ID for f in ranked]
+    for _ in range(len(ranked) ** 2):  # move each fix after the fixes it must follow
+        moved = False
+        for i, f in enumerate(ranked):
+            deps = [ids.index(d) for d in f.AFTER if d in ids]
+            if deps and max(deps) > i:
+                j = max(deps)
+                ranked.insert(j, ranked.pop(i))
+                ids.insert(j, ids.pop(i))
+                moved = True
+                break
+        if not moved:
+            break
+    return [(f, est.get(f.ID, 0.0)) for f in ranked]
+
+
+# -- judging ---------------------------------------------------------------------------------------
+def rate(tp: Throughput) -> tuple[float, str]:
+    if tp.examples_per_s:
+        return tp.examples_per_s, "examples/s"
+    return tp.steps_per_s, "steps/s"
+
+
+def beats(after: Throughput, before: Throughput, examples_factor: float = 1.0) -> tuple[bool, float, str]:
+    """Does ``after`` beat ``before`` beyond both noise bands? (decision, speedup, why)."""
+    a, unit = rate(after)
+    b, unit_b = rate(before)
+    if unit != unit_b:  # one side without a batch size: compare steps/s, scaled by the examples factor
+        a, b, unit = after.steps_per_s * examples_factor, before.steps_per_s, "steps/s (scaled)"
+    speedup = a / b if b > 0 else math.inf
+    band_a, band_b = after.spread / 2, before.spread / 2
+    lo, hi = a * (1 - band_a), b * (1 + band_b)
+    text = (
+        f"{b:.1f} → {a:.1f} {unit} ({speedup:.2f}x; noise band ±{band_b * 100:.0f} % / ±{band_a * 100:.0f} %)"
+    )
+    return lo > hi and speedup > 1 + MIN_GAIN, speedup, text
+
+
+_NUM = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def normalized_output(stdout: str) -> Counter[str]:
+    """The script's printed lines with every number masked: what it says, not the values."""
+    lines = (ln.strip() for ln in stdout.splitlines())
+    return Counter(
+        _NUM.sub("#", ln) for ln in lines if ln and not ln.startswith(("WARNING", "I0000", "W0000"))
+    )
+
+
+def output_change(before: str, after: str) -> str | None:
+    """Lines the reference printed that the fixed script no longer prints (or new kinds of lines)."""
+    b, a = normalized_output(before), normalized_output(after)
+    missing = b - a
+    extra = a - b
+    if not missing and not extra:
+        return None
+    bits = []
+    if missing:
+        line, n = missing.most_common(1)[0]
+        bits.append(f"{n}× fewer '{line[:60]}'")
+    if extra:
+        line, n = extra.most_common(1)[0]
+        bits.append(f"{n}× new '{line[:60]}'")
+    return "the script's output changed: " + "; ".join(bits)
+
+
+def _losses(steps: list[StepTiming]) -> dict[int, float]:
+    return {s.index: s.loss for s in steps if s.loss is not None and s.window != "warmup"}
+
+
+def loss_problem(ref: list[StepTiming], new: list[StepTiming], scaled: bool) -> str | None:
+    """Losses not finite, or off the reference's trajectory over the same steps."""
+    lt = _losses(new)
+    bad = [i for i, v in sorted(lt.items()) if not math.isfinite(v)]
+    if bad:
+        return f"loss is not finite from step {bad[0]} on ({lt[bad[0]]})"
+    lb = _losses(ref)
+    common = sorted(set(lb) & set(lt))
+    if len(common) < 3:
+        return None  # nothing to compare (no losses recorded)
+    mb = statistics.median(lb[i] for i in common)
+    mt = statistics.median(lt[i] for i in common)
+    tol = LOSS_REL * abs(mb) + LOSS_ABS
+    if mt > mb + tol or (not scaled and mt < mb - tol):
+        return (
+            f"loss off the baseline's trajectory: median {mt:.4g} vs {mb:.4g} over steps "
+            f"{common[0]}-{common[-1]} (tolerance ±{tol:.3g})"
+        )
+    return None
+
+
+def examples_per_step(steps: list[StepTiming], facts: Facts | None) -> int | None:
+    ex = [s.examples for s in steps if s.examples and s.window != "warmup"]
+    if ex:
+        return Counter(ex).most_common(1)[0][0]
+    return facts.batch_size if facts else None
+
+
+# -- the loop --------------------------------------------------------------------------------------
+class FixLoop:
+    def __init__(
+        self,
+        store: RunStore,
+        baseline: RunDir,
+        report: Report,
+        cfg: LoopConfig,
+        *,
+        on_event: Callable[[Event], None] | None = None,
+        on_capture: Callable[[CaptureProgress], None] | None = None,
+    ):
+        self.store, self.baseline, self.report, self.cfg = store, baseline, report, cfg
+        self.on_event = on_event or (lambda e: None)
+        self.on_capture = on_capture
+        self.script = cfg.script.resolve()
+        self.relpath = self.script.name
+        self.final_source: str | None = None  # the script with every kept fix, once run() is done
+
+    def event(self, kind: str, message: str, **kw: object) -> None:
+        self.on_event(Event(kind, message, **kw))  # type: ignore[arg-type]
+
+    def timeout(self) -> float:
+        if self.cfg.timeout_s:
+            return self.cfg.timeout_s
+        steps = self.report.steps
+        span = (max(s.end_ns for s in steps) - min(s.start_ns for s in steps)) / 1e9 if steps else 60.0
+        return max(180.0, 4 * span + 90.0)
+
+    def candidates(self) -> list[tuple[Fix, float]]:
+        fixes = [f for f in all_fixes() if f.ID not in self.cfg.skip]
+        if self.cfg.only:
+            fixes = [f for f in fixes if f.ID in self.cfg.only]
+        return order_candidates(fixes, self.report)
+
+    def run(self) -> FixSummary:
+        t0 = time.monotonic()
+        base_tp = self.report.throughput
+        if base_tp is None:
+            raise RunError(
+                f"run {self.baseline.id} has no throughput measurement (status {self.report.status}): "
+                "nothing to compare fixes against",
+                run_dir=str(self.baseline.path),
+            )
+        source = self.script.read_text(encoding="utf-8")
+        facts = self.report.facts
+        state = _State(
+            source=source,
+            switches={},
+            throughput=base_tp,
+            examples=examples_per_step(self.report.steps, facts),
+            steps=self.report.steps,
+            stdout=_read(self.baseline.file("stdout.log")),
+            facts=facts,
+        )
+        hardware = Hardware.detect(facts)
+        cands = self.candidates()
+        self.event("candidates", ", ".join(f.ID for f, _ in cands), total=len(cands))
+        trials: list[FixTrial] = []
+        kept: list[str] = []
+        for i, (fix, est) in enumerate(cands, 1):
+            before = state  # the state this fix is applied to (variants all start from it)
+            for k, variant in enumerate(fix.variants(FixContext())):
+                ctx = FixContext(
+                    facts=before.facts,
+                    findings=tuple(self.report.findings),
+                    script_args=tuple(self.cfg.args),
+                    hardware=hardware,
+                    params=variant,
+                    filename=self.relpath,
+                )
+                outcome = fix.apply(before.source, ctx)
+                label = fix.ID + (f" ×{variant['factor']}" if "factor" in variant else "")
+                if not outcome.changed:
+                    if k == 0:
+                        status = "skipped" if outcome.status == "skipped" else "failed"
+                        trials.append(
+                            FixTrial(
+                                fix_id=fix.ID,
+                                description=fix.DESCRIPTION,
+                                status=status,
+                                reason=outcome.reason,
+                                error=outcome.reason if status == "failed" else None,
+                            )
+                        )
+                        self.event("result", f"{label}: {status} ({outcome.reason})", fix_id=fix.ID)
+                    break
+                gain = f" (findings estimate {est * 100:.0f} % of step time)" if est else ""
+                self.event(
+                    "trial", f"{label}: {outcome.reason}{gain}", fix_id=fix.ID, index=i, total=len(cands)
+                )
+                expected = before.examples * outcome.examples_factor if before.examples else None
+                trial, new_state = self.trial(fix, outcome, state, before, expected, label)
+                if k > 0 and trial.status == "kept":  # a bigger batch beat the smaller one
+                    trials[-1] = trials[-1].model_copy(
+                        update={"status": "rejected", "reason": f"superseded by {label}; {trials[-1].reason}"}
+                    )
+                trials.append(trial)
+                self.event("result", f"{label}: {trial.status} ({trial.reason})", fix_id=fix.ID)
+                if trial.status != "kept" or new_state is None:
+                    break
+                state = new_state
+                kept[:] = [x for x in kept if x.split(" ×")[0] != fix.ID] + [label]
+        self.final_source = state.source
+        patch = unified_diff(source, state.source, self.relpath)
+        combined = combined_speedup = combined_run_id = None
+        if kept:
+            self.event("final", f"final run with {', '.join(kept)}")
+            run, res, rep = self.measure(
+                "combined: " + ", ".join(kept), state.source, state.switches, profile=self.cfg.final_profile
+            )
+            combined_run_id = run.id
+            if res.ok and rep.throughput is not None:
+                combined = rep.throughput
+                _, combined_speedup, _ = beats(
+                    combined, base_tp, _factor(state.examples, before_examples(self.report))
+                )
+        summary = FixSummary(
+            baseline=base_tp,
+            trials=trials,
+            combined=combined,
+            combined_speedup=combined_speedup,
+            patch=patch,
+            kept=kept,
+            combined_run_id=combined_run_id,
+            wall_s=time.monotonic() - t0,
+        )
+        self.baseline.file("fix.patch").write_text(patch, encoding="utf-8")
+        report = self.report.model_copy(update={"fix": summary})
+        self.baseline.write_report(report)
+        self.store.update(self.baseline, speedup=combined_speedup)
+        self.event(
+            "done", f"{len(kept)} fix(es) kept" + (f", {combined_speedup:.2f}x" if combined_speedup else "")
+        )
+        return summary
+
+    def measure(
+        self, label: str, code: str, switches: dict[str, str], *, profile: bool = False
+    ) -> tuple[RunDir, CaptureResult, Report]:
+        run = self.store.new_run(str(self.script), self.cfg.args, kind="fix", parent=self.baseline.id)
+        self.store.update(run, fix=label)
+        run.file("fix.patch").write_text(
+            unified_diff(self.script.read_text(encoding="utf-8"), code, self.relpath), encoding="utf-8"
+        )
+        work = Path(tempfile.mkdtemp(prefix="tfdoctor-fix-"))
+        try:
+            copy = make_workspace(self.script, work / "src")
+            copy.write_text(code, encoding="utf-8")
+            cwd = Path(self.cfg.cwd).resolve() if self.cfg.cwd else Path.cwd().resolve()
+            folder = self.script.parent
+            if cwd == folder or folder in cwd.parents:  # the script's own folder: use the copy's
+                cwd = copy.parent / cwd.relative_to(folder)
+            ccfg = CaptureConfig(
+                script=copy,
+                args=list(self.cfg.args),
+                steps=self.cfg.steps,
+                warmup=self.cfg.warmup,
+                profile=profile,
+                timeout_s=self.timeout(),
+                env=dict(self.cfg.env),
+                switches=dict(switches),
+                cwd=cwd,
+            )
+            res = run_capture(ccfg, run, progress=self.on_capture)
+            rep = finish_run(self.store, run, res)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return run, res, rep
+
+    def trial(
+        self,
+        fix: Fix,
+        outcome: FixOutcome,
+        ref: _State,
+        before: _State,
+        expected: float | None,
+        label: str,
+    ) -> tuple[FixTrial, _State | None]:
+        """Measure ``outcome`` (applied to ``before``) and judge it against ``ref`` (the state to beat)."""
+        switches = {**before.switches, **outcome.switches}
+        run, res, rep = self.measure(label, outcome.code, switches)
+        base = dict(
+            fix_id=fix.ID,
+            description=f"{fix.DESCRIPTION}: {outcome.reason}",
+            patch=unified_diff(before.source, outcome.code, self.relpath),
+            runtime_switch=dict(outcome.switches),
+            run_id=run.id,
+        )
+        if not res.ok:
+            err = (res.error or res.message or res.status).strip()
+            status_word = "timed out" if res.status == "timeout" else "failed"
+            return FixTrial(
+                **base,
+                status="failed",
+                reason=f"{status_word}, rolled back: {res.message or res.status}",
+                error="\n".join(err.splitlines()[-20:]),
+            ), None
+        tp = rep.throughput
+        if tp is None:
+            return FixTrial(**base, status="failed", reason="no throughput measured, rolled back"), None
+        examples = examples_per_step(res.steps, res.facts)
+        factor = expected / ref.examples if expected and ref.examples else outcome.examples_factor
+        ok, _, text = beats(tp, ref.throughput, factor)
+        _, vs_base, _ = beats(
+            tp, self.report.throughput or before.throughput, _factor(examples, before_examples(self.report))
+        )
+        state = _State(
+            source=outcome.code,
+            switches=switches,
+            throughput=tp,
+            examples=examples,
+            steps=res.steps,
+            stdout=_read(run.file("stdout.log")),
+            facts=res.facts or before.facts,
+        )
+        common = dict(base, throughput=tp, speedup=vs_base)
+        # sanity first: a fast but broken run is rejected whatever its speed
+        if expected is not None and examples is not None and abs(examples - expected) > 0.01 * expected:
+            why = f"examples per step changed ({before.examples} → {examples}, expected {expected:g}); measured {text}"
+            return FixTrial(**common, status="rejected", reason=why), None
+        bad_loss = loss_problem(ref.steps, res.steps, scaled=fix.SCALES_EXAMPLES)
+        if bad_loss:
+            return FixTrial(**common, status="rejected", reason=f"{bad_loss}; {text}"), None
+        if outcome.side_effects:
+            effects = "; ".join(outcome.side_effects)
+            return FixTrial(
+                **common,
+                status="rejected",
+                reason=f"Python side effects in the step would change behaviour under it ({effects}); measured {text}",
+            ), None
+        changed = output_change(ref.stdout, state.stdout)
+        if changed:
+            return FixTrial(**common, status="rejected", reason=f"{changed}; measured {text}"), None
+        if not ok:
+            return FixTrial(
+                **common, status="rejected", reason=f"not faster beyond the noise band: {text}"
+            ), None
+        notes = [w for w in outcome.warnings if not w.startswith("advice:")]
+        advice = [w for w in outcome.warnings if w.startswith("advice:")]
+        reason = (
+            f"faster: {text}"
+            + (f"; note: {'; '.join(notes)}" if notes else "")
+            + (f"; {advice[0]}" if advice else "")
+        )
+        return FixTrial(**common, status="kept", reason=reason), state
+
+
+def _factor(examples: int | None, base_examples: int | None) -> float:
+    if examples and base_examples:
+        return examples / base_examples
+    return 1.0
+
+
+def before_examples(report: Report) -> int | None:
+    return examples_per_step(report.steps, report.facts)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def run_fix_loop(
+    store: RunStore,
+    baseline: RunDir,
+    report: Report,
+    cfg: LoopConfig,
+    *,
+    on_event: Callable[[Event], None] | None = None,
+    on_capture: Callable[[CaptureProgress], None] | None = None,
+) -> FixSummary:
+    """Run the loop on ``baseline`` (its report must have a throughput); writes the summary into the
+    baseline's report and ``fix.patch``; returns the summary."""
+    return FixLoop(store, baseline, report, cfg, on_event=on_event, on_capture=on_capture).run()
+
+
+__all__ = ["Event", "FixLoop", "LoopConfig", "beats", "order_candidates", "output_change", "run_fix_loop"]
