@@ -122,7 +122,8 @@ def run_loop(
         summary = loop.run()
     report = run.report() or report.model_copy(update={"fix": summary})
     if getattr(args, "json", False):
-        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+        if getattr(args, "command", None) == "fix":
+            sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
         from tfdoctor.report.terminal import fix_table
 
@@ -208,3 +209,40 @@ class FixCommand:
 
 
 COMMAND = FixCommand
+
+
+def fix_after_profile(
+    store: RunStore,
+    run: RunDir,
+    report: Report,
+    cfg: Any,
+    args: argparse.Namespace,
+    err: Console,
+    out: Console,
+) -> int:
+    """``tfdoctor profile SCRIPT --fix``: the loop on the run just captured (``cfg`` is its CaptureConfig)."""
+    loop_cfg = LoopConfig(
+        script=Path(cfg.script),
+        args=list(cfg.args),
+        cwd=Path(cfg.cwd) if cfg.cwd else None,
+        steps=cfg.steps,
+        warmup=cfg.warmup,
+        timeout_s=getattr(args, "fix_timeout", None),
+        only=_ids(getattr(args, "only", None)) or None,
+        skip=_ids(getattr(args, "skip", None)),
+        env=dict(cfg.env),
+    )
+    rc = run_loop(
+        store,
+        run,
+        report,
+        loop_cfg,
+        argparse.Namespace(**{**vars(args), "json": False}) if not args.json else args,
+        err,
+        out,
+    )
+    if args.json:
+        final = run.report()
+        if final is not None:
+            sys.stdout.write(final.model_dump_json(indent=2) + "\n")
+    return rc

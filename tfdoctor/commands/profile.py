@@ -124,6 +124,15 @@ class ProfileCommand:
         parser.add_argument(
             "--cwd", default=d(None), help="working directory for the script (default: the current one)"
         )
+        parser.add_argument(
+            "--fix",
+            action="store_true",
+            default=d(False),
+            help="then apply the fixes, measure each and keep what helps (see tfdoctor fix --help)",
+        )
+        from tfdoctor.commands.fix import add_fix_options
+
+        add_fix_options(parser, defaults)
 
     def split_args(self, args: argparse.Namespace) -> list[str]:
         """Set ``args.script``, parse our options given after it, return the script's own arguments."""
@@ -220,9 +229,17 @@ class ProfileCommand:
         cfg = self.config(args)
         store = RunStore(args.home)
         run, result, report = self.capture(store, cfg, args, err)
-        if result.status == "complete" or args.json:
+        fix = getattr(args, "fix", False)
+        if (result.status == "complete" and not (fix and args.json)) or (
+            args.json and result.status != "complete"
+        ):
             self.show(report, run, args, out)
-        return self.outcome(run, result, err)
+        rc = self.outcome(run, result, err)
+        if fix and rc == 0:
+            from tfdoctor.commands.fix import fix_after_profile
+
+            return fix_after_profile(store, run, report, cfg, args, err, out)
+        return rc
 
 
 COMMAND = ProfileCommand
