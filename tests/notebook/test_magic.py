@@ -219,7 +219,9 @@ def test_fix_restores_switches_objects_and_bindings(shell):
     no_patches_left()
 
     store = RunStore(shell.home)
-    (base,) = [r for r in store.list() if r["kind"] == "notebook"]
+    runs = [r for r in store.list() if r["kind"] == "notebook"]
+    assert len(runs) == 2  # the first profile, and the one with --fix
+    (base,) = [r for r in runs if store.get(r["id"]).report().fix is not None]
     report = store.get(base["id"]).report()
     trials = {t.fix_id: t for t in report.fix.trials}
     assert trials["xla-jit"].status in ("kept", "rejected") and trials["xla-jit"].run_id
