@@ -93,9 +93,9 @@ def first_dim(value: Any) -> int | None:
         if shape is None:
             continue
         try:
-            dims = tuple(shape)
-            if dims and dims[0] is not None:
-                return int(dims[0])
+            shape_dims = tuple(shape)
+            if shape_dims and shape_dims[0] is not None:
+                return int(shape_dims[0])
         except (TypeError, ValueError):
             continue
     return None
@@ -873,6 +873,7 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 def _subclasses(cls: type) -> list[type]:
     out, todo = [cls], [cls]
     while todo:
+        sub: type
         for sub in todo.pop().__subclasses__():
             if sub not in out:
                 out.append(sub)

@@ -247,13 +247,13 @@ def run_capture(
     def report(phase: str) -> None:
         if progress is None:
             return
-        last = tail.steps[-1] if tail.steps else None
+        done = len(tail.steps)
         progress(
             CaptureProgress(
                 phase=phase,
-                steps_done=len(tail.steps),
+                steps_done=done,
                 total=windows.total,
-                window=windows.of(len(tail.steps)) if len(tail.steps) < windows.total else last.window,
+                window=windows.of(min(done, windows.total - 1)),
                 steps_per_s=_rate(tail.steps),
                 elapsed_s=time.monotonic() - t0,
             )
