@@ -109,10 +109,11 @@ def rate(tp: Throughput) -> tuple[float, str]:
 
 def beats(after: Throughput, before: Throughput, examples_factor: float = 1.0) -> tuple[bool, float, str]:
     """Does ``after`` beat ``before`` beyond both noise bands? (decision, speedup, why)."""
-    a, unit = rate(after)
-    b, unit_b = rate(before)
-    if unit != unit_b:  # one side without a batch size: compare steps/s, scaled by the examples factor
-        a, b, unit = after.steps_per_s * examples_factor, before.steps_per_s, "steps/s (scaled)"
+    if after.examples_per_s and before.examples_per_s:
+        a, b, unit = after.examples_per_s, before.examples_per_s, "examples/s"
+    else:  # no batch size on one side: steps/s, scaled by the examples per step the fix changed
+        a, b = after.steps_per_s * examples_factor, before.steps_per_s
+        unit = "steps/s" + (" (scaled)" if examples_factor != 1 else "")
     speedup = a / b if b > 0 else math.inf
     band_a, band_b = after.spread / 2, before.spread / 2
     lo, hi = a * (1 - band_a), b * (1 + band_b)

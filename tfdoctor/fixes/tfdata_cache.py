@@ -50,7 +50,8 @@ class _Purity:
         if isinstance(arg, cst.Lambda):
             return self.why_random(arg.body) or ""
         if isinstance(arg, cst.Name) and arg.value in self.defs:
-            return self.why_random(self.defs[arg.value].body) or ""
+            why = self.why_random(self.defs[arg.value].body, frozenset({arg.value}))
+            return f"{arg.value} → {why}" if why else ""
         return None
 
 

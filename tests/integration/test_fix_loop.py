@@ -1,0 +1,167 @@
+"""The fix loop on real TensorFlow runs of the examples (tiny step counts, copies of the scripts).
+
+Speed is asserted only where the margin is large (tf.function on the eager naive loop, typically 3-5x);
+elsewhere the decision logic is asserted: each trial was measured and decided with a reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.cli import main
+from tfdoctor.fixes.loop import LoopConfig, run_fix_loop
+from tfdoctor.store import RunStore
+
+pytestmark = pytest.mark.integration
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / "user"
+    folder.mkdir(exist_ok=True)
+    return Path(shutil.copy(EXAMPLES / name, folder / name))
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()
+    }
+
+
+def _git_apply_check(patch: str, script: Path, tmp_path: Path) -> str:
+    """The patch applies with `git apply` on a fresh copy of the script's folder; returns the result."""
+    work = tmp_path / "apply-check"
+    shutil.copytree(script.parent, work)
+    (work / "fix.patch").write_text(patch)
+    subprocess.run(["git", "init", "-q", "."], cwd=work, check=True)
+    subprocess.run(["git", "apply", "--check", "fix.patch"], cwd=work, check=True)
+    subprocess.run(["git", "apply", "fix.patch"], cwd=work, check=True)
+    return (work / script.name).read_text()
+
+
+def test_profile_fix_on_the_naive_loop_keeps_tf_function_and_leaves_user_files_alone(tfd_home, tmp_path):
+    script = _copy(tmp_path, "naive_loop.py")
+    before = _hashes(script.parent)
+    opts = ["--steps", "16", "--warmup", "4", "--profile-steps", "3", "--run-id", "base"]
+    rc = main(["profile", str(script), *opts, "--fix", "--only", "tf-function,generator-prefetch"])
+    assert rc == 0
+    assert _hashes(script.parent) == before  # no --apply: the user's files are untouched
+    store = RunStore(tfd_home)
+    run = store.get("base")
+    fix = run.report().fix
+    assert fix is not None and fix.baseline is not None
+    by_id = {t.fix_id: t for t in fix.trials}
+    tf_fn = by_id["tf-function"]
+    assert tf_fn.status == "kept", tf_fn.reason
+    assert tf_fn.speedup is not None and tf_fn.speedup > 1.3  # eager → graph: a large margin
+    assert tf_fn.run_id and store.get(tf_fn.run_id).meta["parent"] == "base"
+    assert store.get(tf_fn.run_id).meta["kind"] == "fix"
+    gen = by_id["generator-prefetch"]
+    assert gen.status in ("kept", "rejected") and gen.throughput is not None and gen.reason
+    assert "tf-function" in fix.kept and fix.combined is not None and fix.combined_run_id
+    assert fix.wall_s > 0
+    # the combined patch applies to a copy of the folder and gives a script that still parses
+    patch = run.file("fix.patch").read_text()
+    assert patch == fix.patch and "@tf.function" in patch
+    fixed = _git_apply_check(patch, script, tmp_path)
+    compile(fixed, "fixed.py", "exec")
+
+
+def test_side_effects_tf_function_is_measured_and_rolled_back(tfd_home, tmp_path):
+    script = _copy(tmp_path, "side_effects.py")
+    before = _hashes(script.parent)
+    assert (
+        main(
+            [
+                "profile",
+                str(script),
+                "--steps",
+                "12",
+                "--warmup",
+                "3",
+                "--profile-steps",
+                "2",
+                "--run-id",
+                "se",
+            ]
+        )
+        == 0
+    )
+    store = RunStore(tfd_home)
+    run = store.get("se")
+    cfg = LoopConfig(script=script, steps=12, warmup=3, only=["tf-function"], final_profile=False)
+    summary = run_fix_loop(store, run, run.report(), cfg)
+    (trial,) = summary.trials
+    assert trial.status == "rejected"
+    assert "side effects" in trial.reason and "losses.append" in trial.reason
+    assert trial.throughput is not None  # it was run and measured before being rolled back
+    assert summary.kept == [] and summary.patch == "" and summary.combined is None
+    assert _hashes(script.parent) == before
+
+
+def test_a_fix_run_that_times_out_is_rolled_back_with_the_error(tfd_home, tmp_path):
+    script = _copy(tmp_path, "tfdata_loop.py")
+    assert (
+        main(
+            [
+                "profile",
+                str(script),
+                "--steps",
+                "10",
+                "--warmup",
+                "3",
+                "--profile-steps",
+                "2",
+                "--run-id",
+                "td",
+            ]
+        )
+        == 0
+    )
+    store = RunStore(tfd_home)
+    run = store.get("td")
+    cfg = LoopConfig(script=script, steps=10, warmup=3, only=["tfdata-parallel-map"], timeout_s=2.0)
+    summary = run_fix_loop(store, run, run.report(), cfg)
+    (trial,) = summary.trials
+    assert trial.status == "failed" and "timed out" in trial.reason and trial.error
+    assert summary.kept == [] and summary.combined is None
+    assert store.get(trial.run_id).meta["status"] == "timeout"
+
+
+def test_fix_command_apply_writes_the_script_and_keeps_a_backup(tfd_home, tmp_path, capsys):
+    script = _copy(tmp_path, "tfdata_loop.py")
+    original = script.read_text()
+    assert (
+        main(
+            [
+                "profile",
+                str(script),
+                "--steps",
+                "14",
+                "--warmup",
+                "3",
+                "--profile-steps",
+                "2",
+                "--run-id",
+                "b2",
+            ]
+        )
+        == 0
+    )
+    assert main(["fix", "b2", "--only", "tf-function", "--apply"]) == 0
+    out = capsys.readouterr().out
+    fix = RunStore(tfd_home).get("b2").report().fix
+    (trial,) = fix.trials
+    assert trial.fix_id == "tf-function" and trial.throughput is not None
+    backup = script.with_name("tfdata_loop.py.tfdoctor-bak")
+    if trial.status == "kept":
+        assert "Applied to" in out
+        assert backup.read_text() == original
+        assert "@tf.function" in script.read_text() and script.read_text() != original
+    else:  # nothing kept (a very noisy machine): nothing applied, no backup
+        assert script.read_text() == original and not backup.exists()

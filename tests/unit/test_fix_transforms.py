@@ -1,0 +1,618 @@
+"""Each fix's codemod: before/after on dedented sources, an unchanged case, and code it cannot parse or
+find its pattern in (skipped with a reason). No TensorFlow is imported: these are source transforms."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.fixes import FixContext, Hardware, all_fixes, get_fix
+from tfdoctor.model import Facts
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def d(code: str) -> str:
+    return textwrap.dedent(code).lstrip("\n")
+
+
+def apply(fix_id: str, before: str, **ctx: object) -> tuple[str, str, tuple[str, ...], str]:
+    out = get_fix(fix_id).apply(d(before), FixContext(**ctx))  # type: ignore[arg-type]
+    return out.status, out.code, out.warnings, out.reason
+
+
+def assert_codemod(fix_id: str, before: str, after: str, **ctx: object) -> tuple[str, ...]:
+    status, code, warnings, reason = apply(fix_id, before, **ctx)
+    assert status == "changed", reason
+    assert code == d(after)
+    ast.parse(code)
+    return warnings
+
+
+def assert_skipped(fix_id: str, before: str, why: str, **ctx: object) -> None:
+    status, code, _, reason = apply(fix_id, before, **ctx)
+    assert status == "skipped", reason
+    assert code == d(before)
+    assert why in reason, reason
+
+
+# -- every fix ---------------------------------------------------------------------------------
+def test_the_registry_has_every_fix_id_the_rules_use() -> None:
+    from tfdoctor.rules import FIX_IDS
+
+    ids = [f.ID for f in all_fixes()]
+    assert sorted(ids) == sorted(FIX_IDS)
+    assert len(ids) == len(set(ids))
+    for f in all_fixes():
+        assert f.DESCRIPTION and (f.__doc__ or "").strip(), f.ID
+        assert set(f.AFTER) <= set(ids), f.ID
+
+
+@pytest.mark.parametrize("fix_id", sorted(f.ID for f in all_fixes()))
+def test_unparsable_code_is_skipped_with_the_parser_error(fix_id: str) -> None:
+    ctx = FixContext(hardware=Hardware(cpu_bf16=True))
+    out = get_fix(fix_id).apply("def broken(:\n    pass\n", ctx)
+    assert out.status == "skipped"
+    assert "cannot parse" in out.reason and out.code == "def broken(:\n    pass\n"
+
+
+@pytest.mark.parametrize("fix_id", sorted(f.ID for f in all_fixes()))
+def test_code_without_any_pattern_is_skipped_with_a_reason(fix_id: str) -> None:
+    src = "import numpy as np\n\nprint(np.arange(3).sum())\n"
+    out = get_fix(fix_id).apply(src, FixContext(hardware=Hardware(cpu_bf16=True)))
+    assert out.status == "skipped" and out.code == src
+    assert len(out.reason) > 10
+
+
+# -- tfdata-parallel-map ---------------------------------------------------------------------------
+def test_parallel_map_adds_autotune_to_map_and_interleave_only_on_datasets() -> None:
+    assert_codemod(
+        "tfdata-parallel-map",
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.range(8).map(f).interleave(g, cycle_length=2, deterministic=True)
+        ds = ds.map(h, num_parallel_calls=4)
+        out = pool.map(f, items)
+        """,
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.range(8).map(f, num_parallel_calls=tf.data.AUTOTUNE).interleave(g, cycle_length=2, deterministic=True, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(h, num_parallel_calls=4)
+        out = pool.map(f, items)
+        """,
+    )
+
+
+def test_parallel_map_keeps_a_multiline_call_layout_and_replaces_none() -> None:
+    assert_codemod(
+        "tfdata-parallel-map",
+        """
+        import tensorflow as T
+        ds = T.data.TFRecordDataset(files)
+        ds = ds.map(
+            parse,
+            deterministic=False,
+        )
+        other = ds.map(g, num_parallel_calls=None)
+        """,
+        """
+        import tensorflow as T
+        ds = T.data.TFRecordDataset(files)
+        ds = ds.map(
+            parse,
+            deterministic=False,
+            num_parallel_calls=T.data.AUTOTUNE,
+        )
+        other = ds.map(g, num_parallel_calls=T.data.AUTOTUNE)
+        """,
+    )
+
+
+def test_parallel_map_unchanged_when_every_map_sets_it() -> None:
+    assert_skipped(
+        "tfdata-parallel-map",
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.range(8).map(f, num_parallel_calls=tf.data.AUTOTUNE)
+        """,
+        "already sets num_parallel_calls",
+    )
+
+
+# -- tfdata-prefetch -------------------------------------------------------------------------------
+def test_prefetch_goes_at_the_end_of_the_pipeline_the_loop_iterates() -> None:
+    assert_codemod(
+        "tfdata-prefetch",
+        """
+        import tensorflow as tf
+        train = (
+            tf.data.Dataset.from_tensor_slices((x, y))
+            .shuffle(100)
+            .batch(32)
+        )
+        for xb, yb in train.take(10):
+            step(xb, yb)
+        """,
+        """
+        import tensorflow as tf
+        train = (
+            tf.data.Dataset.from_tensor_slices((x, y))
+            .shuffle(100)
+            .batch(32)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+        for xb, yb in train.take(10):
+            step(xb, yb)
+        """,
+    )
+
+
+def test_prefetch_uses_the_last_assignment_and_the_fit_input() -> None:
+    assert_codemod(
+        "tfdata-prefetch",
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.from_tensor_slices(x)
+        ds = ds.batch(8)
+        model.fit(ds, epochs=1)
+        """,
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.from_tensor_slices(x)
+        ds = ds.batch(8).prefetch(tf.data.AUTOTUNE)
+        model.fit(ds, epochs=1)
+        """,
+    )
+
+
+def test_prefetch_unchanged_when_the_pipeline_prefetches_before_repeat() -> None:
+    assert_skipped(
+        "tfdata-prefetch",
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.range(10).batch(2).prefetch(1).repeat()
+        model.fit(ds)
+        """,
+        "already prefetches",
+    )
+
+
+# -- tfdata-cache ----------------------------------------------------------------------------------
+CACHE_BEFORE = """
+import tensorflow as tf
+
+
+def decode(x):
+    return tf.cast(x, tf.float32) / 255.0
+
+
+def augment(x):
+    return tf.image.random_flip_left_right(x)
+
+
+ds = (
+    tf.data.Dataset.from_tensor_slices(images)
+    .shuffle(1000)
+    .map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    .map(augment)
+    .batch(32)
+)
+"""
+
+
+def test_cache_goes_after_deterministic_maps_and_shuffle_moves_after_it() -> None:
+    warnings = assert_codemod(
+        "tfdata-cache",
+        CACHE_BEFORE,
+        CACHE_BEFORE.replace(
+            "    .shuffle(1000)\n    .map(decode, num_parallel_calls=tf.data.AUTOTUNE)\n",
+            "    .map(decode, num_parallel_calls=tf.data.AUTOTUNE)\n    .cache()\n    .shuffle(1000)\n",
+        ),
+    )
+    assert any("shuffle() moved after cache()" in w for w in warnings)
+    assert any("in memory" in w for w in warnings)
+
+
+def test_cache_skips_random_preprocessing_and_names_the_random_call() -> None:
+    assert_skipped(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        def prep(x):
+            return jitter(x)
+        def jitter(x):
+            return x + tf.random.uniform([])
+        ds = tf.data.Dataset.from_tensor_slices(images).map(prep).batch(4)
+        """,
+        "prep → jitter → tf.random.uniform",
+    )
+
+
+def test_cache_skips_file_sources_it_cannot_size() -> None:
+    assert_skipped(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        ds = tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_tensor(r, tf.float32)).batch(4)
+        """,
+        "cannot tell whether the decoded data fits",
+    )
+
+
+def test_cache_unchanged_on_the_expert_example() -> None:
+    out = get_fix("tfdata-cache").apply((EXAMPLES / "expert.py").read_text(), FixContext())
+    assert out.status == "skipped" and "already caches" in out.reason
+
+
+# -- generator-prefetch ----------------------------------------------------------------------------
+def test_generator_feeding_the_loop_is_wrapped_in_a_background_prefetcher() -> None:
+    status, code, warnings, reason = apply(
+        "generator-prefetch",
+        """
+        import tensorflow as tf
+
+
+        def batches(n):
+            for i in range(n):
+                yield make(i)
+
+
+        for x, y in batches(10):
+            with tf.GradientTape() as tape:
+                loss = f(x, y)
+            opt.apply_gradients(zip(tape.gradient(loss, v), v))
+        """,
+    )
+    assert status == "changed", reason
+    assert "for x, y in tfdoctor_prefetch(batches(10)):" in code
+    assert code.index("def tfdoctor_prefetch(") < code.index("def batches(")
+    assert any(w.startswith("advice:") and "tf.data ops" in w for w in warnings)
+    ast.parse(code)
+
+
+def test_generator_prefetcher_yields_the_same_items_in_order_and_reraises() -> None:
+    """The helper added to the script, executed: same items, same order, errors surface in the loop."""
+    code = get_fix("generator-prefetch").apply((EXAMPLES / "naive_loop.py").read_text(), FixContext()).code
+    tree = ast.parse(code)
+    helper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "tfdoctor_prefetch")
+    ns: dict[str, object] = {}
+    exec(compile(ast.Module([helper], []), "helper", "exec"), ns)
+    prefetch = ns["tfdoctor_prefetch"]
+    assert list(prefetch(iter(range(50)), depth=2)) == list(range(50))  # type: ignore[operator]
+
+    def broken():
+        yield 1
+        raise ValueError("bad batch")
+
+    got = []
+    with pytest.raises(ValueError, match="bad batch"):
+        for item in prefetch(broken()):  # type: ignore[operator]
+            got.append(item)
+    assert got == [1]
+
+
+def test_generator_prefetch_unchanged_when_no_generator_feeds_training() -> None:
+    assert_skipped(
+        "generator-prefetch",
+        """
+        def numbers():
+            yield 1
+        print(sum(numbers()))
+        """,
+        "no Python generator feeds the training loop",
+    )
+
+
+# -- tf-function -----------------------------------------------------------------------------------
+def test_tf_function_decorates_the_step_function() -> None:
+    warnings = assert_codemod(
+        "tf-function",
+        """
+        import tensorflow as tf
+
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        """,
+    )
+    assert warnings == ()
+
+
+def test_tf_function_extracts_an_inline_loop_body() -> None:
+    assert_codemod(
+        "tf-function",
+        """
+        import tensorflow as tf
+
+
+        def main():
+            total = 0.0
+            for epoch in range(2):
+                for x, y in data():
+                    x = x / 255.0
+                    with tf.GradientTape() as tape:
+                        logits = model(x, training=True)
+                        loss = loss_fn(y, logits)
+                    grads = tape.gradient(loss, model.trainable_variables)
+                    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                    total += float(loss)
+            print(total)
+        """,
+        """
+        import tensorflow as tf
+
+
+        def main():
+            total = 0.0
+            @tf.function
+            def train_step(x, y):
+                with tf.GradientTape() as tape:
+                    logits = model(x, training=True)
+                    loss = loss_fn(y, logits)
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                return loss
+
+            for epoch in range(2):
+                for x, y in data():
+                    x = x / 255.0
+                    loss = train_step(x, y)
+                    total += float(loss)
+            print(total)
+        """,
+    )
+
+
+def test_tf_function_reports_python_side_effects_in_the_step() -> None:
+    out = get_fix("tf-function").apply((EXAMPLES / "side_effects.py").read_text(), FixContext())
+    assert out.status == "changed"  # warned, not refused: the loop measures and then rejects it
+    effects = " | ".join(out.side_effects)
+    assert "losses.append(...)" in effects
+    assert "print()" in effects
+    assert "float(...)" in effects
+
+
+def test_tf_function_unchanged_when_the_step_is_compiled_and_refuses_break_in_the_step() -> None:
+    assert_skipped(
+        "tf-function",
+        """
+        import tensorflow as tf
+        def step(x):
+            with tf.GradientTape() as t:
+                l = f(x)
+            opt.apply_gradients(zip(t.gradient(l, v), v))
+        step = tf.function(step)
+        """,
+        "already a tf.function",
+    )
+    assert_skipped(
+        "tf-function",
+        """
+        import tensorflow as tf
+        for x in data:
+            with tf.GradientTape() as t:
+                l = f(x)
+                if l < 0:
+                    break
+            opt.apply_gradients(zip(t.gradient(l, v), v))
+        """,
+        "uses break",
+    )
+
+
+# -- steps-per-execution ---------------------------------------------------------------------------
+def test_steps_per_execution_in_compile() -> None:
+    assert_codemod(
+        "steps-per-execution",
+        """
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(x, y)
+        """,
+        """
+        model.compile(optimizer="sgd", loss="mse", steps_per_execution=8)
+        model.fit(x, y)
+        """,
+    )
+
+
+def test_steps_per_execution_skipped_for_custom_loops_and_when_set() -> None:
+    assert_skipped(
+        "steps-per-execution",
+        'model.compile(optimizer="sgd", loss="mse", steps_per_execution=4)\n',
+        "already sets steps_per_execution",
+    )
+    assert_skipped(
+        "steps-per-execution",
+        'model.compile(optimizer="sgd", loss="mse")\n',
+        "custom training loop",
+        facts=Facts(loop_kind="custom"),
+    )
+
+
+# -- xla-jit ---------------------------------------------------------------------------------------
+def test_xla_on_the_step_decorator_and_on_compile() -> None:
+    assert_codemod(
+        "xla-jit",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as t:
+                l = f(x)
+            opt.apply_gradients(zip(t.gradient(l, v), v))
+
+        @tf.function
+        def predict(x):
+            return model(x)
+
+        model.compile(optimizer="adam", loss="mse")
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function(jit_compile=True)
+        def step(x):
+            with tf.GradientTape() as t:
+                l = f(x)
+            opt.apply_gradients(zip(t.gradient(l, v), v))
+
+        @tf.function
+        def predict(x):
+            return model(x)
+
+        model.compile(optimizer="adam", loss="mse", jit_compile=True)
+        """,
+    )
+
+
+def test_xla_unchanged_when_the_script_decides_and_a_switch_when_the_step_is_elsewhere() -> None:
+    assert_skipped("xla-jit", (EXAMPLES / "expert.py").read_text(), "already sets jit_compile")
+    out = get_fix("xla-jit").apply(
+        "import mylib\nmylib.train()\n", FixContext(facts=Facts(step_kind="tf.function"))
+    )
+    assert (
+        out.status == "changed"
+        and out.switches == {"jit": "1"}
+        and out.code == "import mylib\nmylib.train()\n"
+    )
+
+
+# -- batch-scale -----------------------------------------------------------------------------------
+def test_batch_scale_doubles_the_batch_and_scales_sgd_linearly() -> None:
+    status, code, _, reason = apply(
+        "batch-scale", (EXAMPLES / "naive_loop.py").read_text(), params={"factor": "2"}
+    )
+    assert status == "changed"
+    assert 'add_argument("--batch-size", type=int, default=64)' in code
+    assert 'add_argument("--lr", type=float, default=0.1)' in code
+    assert "linear scaling for SGD" in reason
+
+
+def test_batch_scale_uses_sqrt_scaling_for_adam() -> None:
+    assert_codemod(
+        "batch-scale",
+        """
+        BATCH_SIZE = 16
+        opt = keras.optimizers.Adam(learning_rate=0.001)
+        """,
+        """
+        BATCH_SIZE = 64
+        opt = keras.optimizers.Adam(learning_rate=0.002)
+        """,
+        params={"factor": "4"},
+    )
+
+
+def test_batch_scale_skipped_when_the_batch_is_on_the_command_line() -> None:
+    assert_skipped(
+        "batch-scale",
+        'p.add_argument("--batch-size", type=int, default=32)\n',
+        "given on the command line",
+        script_args=("--batch-size", "16"),
+    )
+
+
+# -- mixed-precision -------------------------------------------------------------------------------
+MP_BEFORE = """
+import tensorflow as tf
+from tensorflow import keras
+
+model = keras.Sequential([keras.layers.Dense(8), keras.layers.Dense(2)])
+optimizer = keras.optimizers.SGD(0.1)
+with tf.GradientTape() as tape:
+    loss = loss_fn(y, model(x))
+grads = tape.gradient(loss, model.trainable_variables)
+optimizer.apply_gradients(zip(grads, model.trainable_variables))
+"""
+
+
+def test_mixed_bfloat16_on_a_bf16_cpu_keeps_the_output_float32() -> None:
+    assert_codemod(
+        "mixed-precision",
+        MP_BEFORE,
+        MP_BEFORE.replace(
+            "from tensorflow import keras\n",
+            'from tensorflow import keras\n\nkeras.mixed_precision.set_global_policy("mixed_bfloat16")\n',
+        ).replace("keras.layers.Dense(2)", 'keras.layers.Dense(2, dtype="float32")'),
+        hardware=Hardware(cpu_bf16=True),
+    )
+
+
+def test_mixed_float16_on_tensor_cores_adds_loss_scaling_in_a_custom_loop() -> None:
+    status, code, _, reason = apply(
+        "mixed-precision", MP_BEFORE, hardware=Hardware(gpu_compute_capability=(8.0,))
+    )
+    assert status == "changed", reason
+    assert 'set_global_policy("mixed_float16")' in code
+    assert "optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.SGD(0.1))" in code
+    assert "tape.gradient(optimizer.scale_loss(loss), model.trainable_variables)" in code
+
+
+def test_mixed_precision_never_where_it_slows_down() -> None:
+    assert_skipped("mixed-precision", MP_BEFORE, "CPU without bfloat16", hardware=Hardware(cpu_bf16=False))
+    assert_skipped(
+        "mixed-precision",
+        MP_BEFORE,
+        "without tensor cores",
+        hardware=Hardware(gpu_models=("Tesla P100",), gpu_compute_capability=(6.0,)),
+    )
+    assert_skipped(
+        "mixed-precision",
+        MP_BEFORE.replace("model =", 'keras.mixed_precision.set_global_policy("float32")\nmodel ='),
+        "sets a dtype policy itself",
+        hardware=Hardware(cpu_bf16=True),
+    )
+
+
+def test_cpu_bf16_detection_reads_the_flags(tmp_path: Path) -> None:
+    from tfdoctor.fixes._base import cpu_has_bf16
+
+    yes, no = tmp_path / "yes", tmp_path / "no"
+    yes.write_text("processor: 0\nflags\t\t: fpu sse avx512f avx512_bf16 amx_tile\n")
+    no.write_text("processor: 0\nflags\t\t: fpu sse avx2\n")
+    assert cpu_has_bf16(yes) and not cpu_has_bf16(no) and not cpu_has_bf16(tmp_path / "missing")
+
+
+# -- the examples ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("script", "changed"),
+    [
+        ("naive_loop.py", {"tf-function", "generator-prefetch", "batch-scale", "mixed-precision"}),
+        (
+            "tfdata_loop.py",
+            {"tf-function", "tfdata-parallel-map", "tfdata-prefetch", "batch-scale", "mixed-precision"},
+        ),
+        ("function_loop.py", {"xla-jit", "batch-scale", "mixed-precision"}),
+        ("keras_fit.py", {"steps-per-execution", "xla-jit", "batch-scale", "mixed-precision"}),
+        ("expert.py", {"batch-scale", "mixed-precision"}),
+    ],
+)
+def test_which_fixes_find_their_pattern_in_each_example(script: str, changed: set[str]) -> None:
+    src = (EXAMPLES / script).read_text()
+    ctx = FixContext(hardware=Hardware(cpu_bf16=True), filename=script)
+    got = set()
+    for fix in all_fixes():
+        out = fix.apply(src, ctx)
+        assert out.status != "failed", (fix.ID, out.reason)
+        if out.changed:
+            ast.parse(out.code)
+            got.add(fix.ID)
+    assert got == changed
