@@ -219,9 +219,11 @@ def run_capture(
     run: RunDir,
     *,
     progress: Callable[[CaptureProgress], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> CaptureResult:
     """Run ``cfg.script`` under the harness into ``run``; returns what happened (never raises for
-    the script's own failures). ^C while waiting stops the child and returns status "interrupted"."""
+    the script's own failures). ^C while waiting, SIGTERM, or ``cancel.set()`` from another thread
+    (a web UI's stop button) stop the child like ^C: status "interrupted", partial results kept."""
     script = check_script(cfg.script)
     check_tensorflow()
     windows = cfg.windows()
@@ -279,6 +281,9 @@ def run_capture(
                     report("running")
                 if time.monotonic() - t0 > cfg.timeout_s:
                     stopped_for = "timeout"
+                    break
+                if cancel is not None and cancel.is_set():
+                    stopped_for = "interrupted"
                     break
                 time.sleep(0.2)
         except KeyboardInterrupt:
