@@ -64,6 +64,17 @@ def test_a_fix_must_beat_the_baseline_beyond_both_noise_bands() -> None:
     assert not beats(_tp(8.0, 0.0), _tp(10.0, 0.0))[0]
 
 
+def test_one_outlier_window_does_not_swamp_the_noise_band() -> None:
+    from tfdoctor.fixes.loop import noise_band
+
+    calm = Throughput(steps_per_s=10, step_ms_median=100, windows=[9.8, 10.0, 10.1, 10.0, 10.2], spread=0.04)
+    hit = Throughput(steps_per_s=40, step_ms_median=25, windows=[5.0, 39.0, 40.0, 41.0, 40.5], spread=0.9)
+    assert noise_band(calm) == pytest.approx(0.1 / 10.0 / 2)  # inner windows 10.0 .. 10.1
+    assert noise_band(hit) == pytest.approx(2.0 / 40.0 / 2)
+    assert beats(hit, calm)[0]
+    assert noise_band(Throughput(steps_per_s=1, step_ms_median=1, spread=0.5)) == 0.25
+
+
 def test_without_batch_sizes_steps_per_second_are_scaled_by_the_examples_factor() -> None:
     ok, speedup, why = beats(_tp(6.0, 0.0, None), _tp(10.0, 0.0, None), examples_factor=2.0)
     assert ok and speedup == pytest.approx(1.2) and "scaled" in why

@@ -107,6 +107,19 @@ def rate(tp: Throughput) -> tuple[float, str]:
     return tp.steps_per_s, "steps/s"
 
 
+def noise_band(tp: Throughput) -> float:
+    """Half the relative range of the sub-window rates around their median. With 4 or more windows the
+    single highest and lowest are dropped first: one window hit by another process on a shared machine
+    should widen the band, not make it useless. Falls back to ``spread / 2`` without windows."""
+    w = sorted(tp.windows)
+    if not w:
+        return tp.spread / 2
+    if len(w) >= 4:
+        w = w[1:-1]
+    med = statistics.median(tp.windows)
+    return (w[-1] - w[0]) / med / 2 if med > 0 else tp.spread / 2
+
+
 def beats(after: Throughput, before: Throughput, examples_factor: float = 1.0) -> tuple[bool, float, str]:
     """Does ``after`` beat ``before`` beyond both noise bands? (decision, speedup, why)."""
     if after.examples_per_s and before.examples_per_s:
@@ -115,7 +128,7 @@ def beats(after: Throughput, before: Throughput, examples_factor: float = 1.0) -
         a, b = after.steps_per_s * examples_factor, before.steps_per_s
         unit = "steps/s" + (" (scaled)" if examples_factor != 1 else "")
     speedup = a / b if b > 0 else math.inf
-    band_a, band_b = after.spread / 2, before.spread / 2
+    band_a, band_b = noise_band(after), noise_band(before)
     lo, hi = a * (1 - band_a), b * (1 + band_b)
     text = (
         f"{b:.1f} → {a:.1f} {unit} ({speedup:.2f}x; noise band ±{band_b * 100:.0f} % / ±{band_a * 100:.0f} %)"
@@ -348,8 +361,18 @@ class FixLoop:
             )
             res = run_capture(ccfg, run, progress=self.on_capture)
             rep = finish_run(self.store, run, res)
+        except KeyboardInterrupt:  # ^C while the run was set up or collected: still say so in the store
+            self.store.update(run, status="interrupted", error="interrupted")
+            res = None
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        if res is None or res.status == "interrupted":  # ^C stops the whole loop: nothing is kept or applied
+            raise RunError(
+                f"interrupted while measuring {label}: the fix loop stopped and nothing was applied "
+                f"(the runs measured so far are kept in {self.store.runs_dir})",
+                run_dir=str(run.path),
+                exit_code=130,
+            )
         return run, res, rep
 
     def trial(

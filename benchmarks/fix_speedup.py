@@ -1,0 +1,163 @@
+"""Auto-fix speedup on the case study (CPU): what ``tfdoctor profile naive_loop.py --fix`` reaches,
+each fix alone, and the hand-written expert version, measured side by side in one run.
+
+    python benchmarks/fix_speedup.py            # naive_loop.py (the headline), writes docs/benchmarks.md
+    python benchmarks/fix_speedup.py --quick    # fewer steps and rounds: checks that it runs
+    python benchmarks/fix_speedup.py --also tfdata_loop.py keras_fit.py
+
+Prints: the --fix loop's own table (each trial on top of the fixes kept before it), each fix alone vs
+the baseline, the combined script vs expert.py (target: ≥ 0.9), and the whole --fix wall time. The
+side-by-side figures are medians of interleaved rounds (baseline, fixed, expert, repeated), in
+examples/s over each run's unprofiled timing window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, md_table, median, say, update_section, versions
+
+from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+from tfdoctor.fixes import FixContext, Hardware, all_fixes
+from tfdoctor.fixes.loop import FixLoop, LoopConfig
+from tfdoctor.store import RunStore
+
+EXAMPLES = ROOT / "examples"
+
+
+def rate(report) -> float | None:
+    tp = report.throughput
+    return tp.examples_per_s or tp.steps_per_s if tp else None
+
+
+def study(name: str, store: RunStore, work: Path, steps: int, rounds: int) -> dict:
+    script = Path(shutil.copy(EXAMPLES / name, work / name))
+    shutil.copy(EXAMPLES / "expert.py", work / "expert.py")
+    say(f"== {name}: baseline profile ({steps} steps)")
+    t0 = time.monotonic()
+    run = store.new_run(str(script))
+    res = run_capture(CaptureConfig(script=script, steps=steps, cwd=work), run)
+    report = finish_run(store, run, res)
+    if not res.ok:
+        raise SystemExit(f"baseline failed: {res.message}")
+    loop = FixLoop(
+        store,
+        run,
+        report,
+        LoopConfig(script=script, steps=steps, cwd=work),
+        on_event=lambda e: say("  ", e.message),
+    )
+    summary = loop.run()
+    fix_wall = time.monotonic() - t0
+    fixed = loop.final_source or script.read_text()
+
+    # each fix alone on the unmodified script
+    source = script.read_text()
+    ctx = FixContext(facts=report.facts, hardware=Hardware.detect(report.facts), filename=name)
+    alone = []
+    for fix in all_fixes():
+        out = fix.apply(source, dataclasses.replace(ctx, params=fix.variants(ctx)[0]))
+        if not out.changed:
+            continue
+        _, res_f, rep_f = loop.measure(f"alone: {fix.ID}", out.code, dict(out.switches))
+        alone.append((fix.ID, rate(rep_f) if res_f.ok else None, res_f.message))
+        say(f"   alone {fix.ID}: {rate(rep_f) if res_f.ok else res_f.message}")
+
+    # side by side, interleaved: baseline, combined, expert
+    expert = (EXAMPLES / "expert.py").read_text()
+    side: dict[str, list[float]] = {"baseline": [], "combined (--fix)": [], "expert.py": []}
+    for r in range(rounds):
+        for label, code in (("baseline", source), ("combined (--fix)", fixed), ("expert.py", expert)):
+            target = loop if label != "expert.py" else None
+            if target is not None:
+                _, res_s, rep_s = loop.measure(f"side-by-side {label} #{r + 1}", code, {})
+            else:
+                exp_script = work / "expert.py"
+                run_e = store.new_run(str(exp_script), kind="bench")
+                res_s = run_capture(
+                    CaptureConfig(script=exp_script, steps=steps, profile=False, cwd=work), run_e
+                )
+                rep_s = finish_run(store, run_e, res_s)
+            v = rate(rep_s) if res_s.ok else None
+            if v:
+                side[label].append(v)
+            say(f"   round {r + 1} {label}: {v}")
+    return {
+        "name": name,
+        "summary": summary,
+        "fix_wall": fix_wall,
+        "alone": alone,
+        "baseline_rate": rate(report),
+        "side": {k: median(v) if v else float("nan") for k, v in side.items()},
+    }
+
+
+def render(results: list[dict], steps: int, rounds: int) -> str:
+    parts = [
+        "## Auto-fix speedup",
+        "",
+        f"`python benchmarks/fix_speedup.py`: {versions()} {steps} steps per run (warm-up, timing window, "
+        f"profile window for the baseline), side-by-side medians of {rounds} interleaved rounds, examples/s.",
+    ]
+    for r in results:
+        s = r["summary"]
+        side = r["side"]
+        ratio = side["combined (--fix)"] / side["expert.py"] if side["expert.py"] else float("nan")
+        parts += ["", f"### {r['name']}", ""]
+        rows = [
+            [t.fix_id, t.status, f"{t.speedup:.2f}x" if t.speedup else "", t.reason.split(";")[0][:110]]
+            for t in s.trials
+        ]
+        parts.append(
+            "The `--fix` loop (each trial on top of the fixes kept before it; speedup vs the baseline):"
+        )
+        parts += ["", md_table(["fix", "result", "speedup", "why"], rows), ""]
+        base = r["baseline_rate"] or float("nan")
+        rows = [
+            [fid, f"{v:.1f}" if v else msg, f"{v / base:.2f}x" if v else ""] for fid, v, msg in r["alone"]
+        ]
+        parts.append(f"Each fix alone on the unmodified script (baseline {base:.1f} examples/s):")
+        parts += ["", md_table(["fix", "examples/s", "vs baseline"], rows), ""]
+        rows = [[k, f"{v:.1f}", f"{v / side['expert.py']:.2f}"] for k, v in side.items()]
+        parts.append("Side by side:")
+        parts += ["", md_table(["script", "examples/s", "ratio to expert.py"], rows), ""]
+        parts.append(
+            f"**combined / expert = {ratio:.2f}** (target ≥ 0.9); kept: {', '.join(s.kept) or 'none'}; "
+            f"whole `--fix` run (baseline profile + trials + final run): {r['fix_wall']:.0f} s."
+        )
+    return "\n".join(parts)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="few steps, one round, no docs update")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--also", nargs="*", default=[], help="more examples to run the loop on")
+    p.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
+    args = p.parse_args()
+    steps, rounds = (16, 1) if args.quick else (args.steps, args.rounds)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    work = Path(tempfile.mkdtemp(prefix="tfdoctor-bench-fix-"))
+    try:
+        store = RunStore(work / "home")
+        results = [study(n, store, work, steps, rounds) for n in ["naive_loop.py", *args.also]]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = render(results, steps, rounds)
+    say(text)
+    if not args.quick and not args.no_doc:
+        say(f"wrote {update_section('fix-speedup', text)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
