@@ -123,7 +123,7 @@ def test_input_wait_is_large_for_a_slow_generator_and_small_behind_prefetch(tfd_
     slow_wait = statistics.median(s.input_wait_ns / 1e6 for s in slow.steps[3:])
     fast_wait = statistics.median(s.input_wait_ns / 1e6 for s in fast.steps[3:])
     assert slow_wait >= 25  # the generator sleeps 30 ms per batch
-    assert fast_wait < 10
+    assert fast_wait < slow_wait / 3
     slow_share = statistics.median(s.input_wait_ns / s.duration_ns for s in slow.steps[3:])
     assert slow_share > 0.7
 
