@@ -412,7 +412,8 @@ class TfdoctorMagics(Magics):
         from tfdoctor.model import FixSummary, FixTrial
         from tfdoctor.rules import FIX_IDS
 
-        ns = self.shell.user_ns  # type: ignore[union-attr]
+        assert self.shell is not None
+        ns = self.shell.user_ns
         if requested:
             candidates = list(dict.fromkeys(requested))
         else:
@@ -552,41 +553,43 @@ def _judge(
     changes: list[str],
     run_id: str,
 ) -> Any:
+    """The trial's verdict: failed, skipped (did not take effect), rejected or kept."""
     from tfdoctor.model import FixTrial
 
     how = "; ".join(changes)
-    common = {
-        "fix_id": fid,
-        "description": desc,
-        "run_id": run_id,
-        "runtime_switch": {"kernel": how} if how else {},
-    }
-    if res.capture.status != "complete":
-        return FixTrial(
-            **common,
-            status="failed",
-            reason=res.capture.message or res.capture.status,
-            error=res.capture.error,
-        )
-    if why_not:
-        return FixTrial(**common, status="skipped", reason=why_not, throughput=rep.throughput)
+    trial = FixTrial(
+        fix_id=fid,
+        description=desc,
+        run_id=run_id,
+        runtime_switch={"kernel": how} if how else {},
+        status="rejected",
+        reason="",
+        throughput=rep.throughput,
+    )
     losses = [s.loss for s in rep.steps if s.loss is not None]
-    if any(not math.isfinite(v) for v in losses):
-        return FixTrial(
-            **common, status="rejected", reason="the loss became non-finite", throughput=rep.throughput
-        )
     sp = _speedup(baseline, rep.throughput)
-    if sp is None:
-        return FixTrial(
-            **common, status="rejected", reason="no throughput measured", throughput=rep.throughput
-        )
-    if sp > 1 + band:
-        reason = f"×{sp:.2f} beyond the noise band (±{band * 100:.0f} %)"
-        status = "kept"
+    update: dict[str, Any]
+    if res.capture.status != "complete":
+        update = {"status": "failed", "reason": res.capture.message or res.capture.status}
+        update["error"] = res.capture.error
+    elif why_not:
+        update = {"status": "skipped", "reason": why_not}
+    elif any(not math.isfinite(v) for v in losses):
+        update = {"reason": "the loss became non-finite"}
+    elif sp is None:
+        update = {"reason": "no throughput measured"}
+    elif sp > 1 + band:
+        update = {
+            "status": "kept",
+            "speedup": sp,
+            "reason": f"×{sp:.2f} beyond the noise band (±{band * 100:.0f} %)",
+        }
     else:
-        reason = f"×{sp:.2f} is within the noise band (±{band * 100:.0f} %) or slower"
-        status = "rejected"
-    return FixTrial(**common, status=status, reason=reason, throughput=rep.throughput, speedup=sp)
+        update = {
+            "speedup": sp,
+            "reason": f"×{sp:.2f} is within the noise band (±{band * 100:.0f} %) or slower",
+        }
+    return trial.model_copy(update=update)
 
 
 @contextlib.contextmanager
