@@ -17,8 +17,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -251,3 +253,57 @@ def test_disk_full_while_writing_the_trace(tmp_path, earlier_store, tiny_fs):
     report = json.loads((scene.run_dir / "report.json").read_text())
     assert len(report["steps"]) >= 10  # the steps measured before the disk filled up are kept
     assert report["trace_files"] == []  # the truncated trace was not kept as if it were one
+
+
+# -- ^C during a fix run ----------------------------------------------------------------------------
+def _fix_runs(home: Path) -> list[dict]:
+    runs = [json.loads(p.read_text()) for p in sorted((home / "runs").glob("*/meta.json"))]
+    return [m for m in runs if m.get("kind") == "fix"]
+
+
+def test_ctrl_c_during_a_fix_run(tmp_path, earlier_store):
+    # an eager loop fed by a Python generator: the fix loop has candidates (tf.function, prefetch, …)
+    source = (TINY.read_text()).replace("default=1000", "default=100000")
+    scene = Scene(tmp_path, earlier_store, source)
+    env = {**os.environ, "TFDOCTOR_HOME": str(scene.home), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    argv = ["--loop", "eager", "--input", "generator", "--input-sleep", "0.02"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfdoctor", "profile", str(scene.script), "--run-id", "faulty",
+         "--steps", "30", "--fix", "--apply", "--", *argv],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    fix_steps = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        fix = _fix_runs(scene.home)
+        if fix:
+            fix_steps = scene.home / "runs" / fix[0]["id"] / "steps.jsonl"
+            if fix_steps.exists() and len(fix_steps.read_text().splitlines()) >= 3:
+                break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1]
+    assert fix_steps is not None, "no fix run started"
+    proc.send_signal(signal.SIGINT)
+    res = subprocess.CompletedProcess(proc.args, 0, *proc.communicate(timeout=120))
+    res.returncode = proc.returncode
+    assert proc.returncode == 130, res.stderr
+    # the baseline profile run is complete; the fix run that was measuring is recorded as interrupted
+    baseline = json.loads((scene.run_dir / "meta.json").read_text())
+    assert baseline["status"] == "complete"
+    assert index_row(scene.home, "faulty")["status"] == "complete"
+    fix = _fix_runs(scene.home)
+    assert len(fix) == 1, [m["id"] for m in fix]  # the loop stopped: no further fix was started
+    assert fix[0]["status"] == "interrupted"
+    assert index_row(scene.home, fix[0]["id"])["status"] == "interrupted"
+    fix_report = json.loads((scene.home / "runs" / fix[0]["id"] / "report.json").read_text())
+    assert fix_report["status"] == "interrupted"
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("tfdoctor: ")]
+    assert len(lines) == 1 and "interrupted" in lines[0], res.stderr
+    assert "Traceback (most recent call last)" not in res.stderr
+    # nothing applied (--apply was given), nothing of the user's touched, the earlier run intact
+    assert tree_hashes(scene.user) == scene.user_before
+    assert not list(scene.user.glob("*.tfdoctor-bak"))
+    assert tree_hashes(scene.home / "runs" / "earlier") == scene.earlier_before
+    assert index_row(scene.home, "earlier") == scene.earlier_row
+    harness = json.loads((scene.home / "runs" / fix[0]["id"] / "harness.json").read_text())
+    assert not _alive(harness["pid"])
