@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tfdoctor.capture.runner import CaptureProgress, check_tensorflow, load_capture_config
-from tfdoctor.errors import TfdoctorError, UsageError
+from tfdoctor.errors import RunExists, TfdoctorError, UsageError
 from tfdoctor.fixes import all_fixes
 from tfdoctor.fixes.loop import Event, FixLoop, LoopConfig
 from tfdoctor.fixes.workspace import backup_path
@@ -174,13 +174,21 @@ class FixCommand:
         add_fix_options(parser)
         parser.add_argument("--home", help="run store directory (default: $TFDOCTOR_HOME or ~/.tfdoctor)")
         parser.add_argument("--json", action="store_true", help="print the fix summary as JSON")
+        parser.add_argument(
+            "--force", action="store_true", help="measure again when the run already has fix results"
+        )
 
     def run(self, args: argparse.Namespace) -> int:
+        only, skip = _ids(args.only), _ids(args.skip)
         store = RunStore(args.home)
         run = store.get(args.target)
         report = run.report()
         if report is None:
             raise UsageError(f"{args.target}: no report.json (not a finished profile run)")
+        if report.fix is not None and not args.force:
+            raise RunExists(
+                f"run {run.id} already has fix results (fix.patch, report.json); pass --force to measure again"
+            )
         if run.meta.get("kind") == "fix":
             raise UsageError(f"{run.id} is itself a fix run; pass its baseline {run.meta.get('parent')}")
         try:
@@ -199,8 +207,8 @@ class FixCommand:
             steps=int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10)),
             warmup=int(w["warmup"]) if "warmup" in w else None,
             timeout_s=args.fix_timeout,
-            only=_ids(args.only) or None,
-            skip=_ids(args.skip),
+            only=only or None,
+            skip=skip,
             env=dict(cap.get("env") or {}),
         )
         err = Console(stderr=True, highlight=False)
