@@ -1,0 +1,83 @@
+"""A training script that times itself: the reference for the profiler-perturbation benchmark.
+
+It knows nothing about tfdoctor. It appends the wall-clock end time (``time.perf_counter_ns``) of
+every training step to the file named by ``$BENCH_STEP_LOG``, so the same script can be timed with
+and without tfdoctor around it. Two loop kinds, the two ways tfdoctor finds steps:
+
+    python benchmarks/workloads/selftimed.py --loop function --steps 300   # custom tf.function loop
+    python benchmarks/workloads/selftimed.py --loop fit --steps 300        # Keras Model.fit
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--loop", choices=["function", "fit"], default="function")
+parser.add_argument("--steps", type=int, default=300)
+parser.add_argument("--batch-size", type=int, default=64)
+args = parser.parse_args()
+
+log = open(os.environ.get("BENCH_STEP_LOG", os.devnull), "a", buffering=1)  # noqa: SIM115
+keras.utils.set_random_seed(0)
+rng = np.random.default_rng(0)
+N = 4096
+X = rng.normal(size=(N, 16, 16, 3)).astype(np.float32)
+Y = rng.integers(0, 10, size=N).astype(np.int64)
+ds = (
+    tf.data.Dataset.from_tensor_slices((X, Y))
+    .repeat()
+    .batch(args.batch_size, drop_remainder=True)
+    .prefetch(tf.data.AUTOTUNE)
+)
+model = keras.Sequential(
+    [
+        keras.Input((16, 16, 3)),
+        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+        keras.layers.GlobalAveragePooling2D(),
+        keras.layers.Dense(10),
+    ]
+)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+optimizer = keras.optimizers.SGD(0.01)
+
+
+def mark() -> None:
+    log.write(f"{time.perf_counter_ns()}\n")
+
+
+if args.loop == "fit":
+
+    class StepEnds(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            mark()
+
+        def on_train_batch_end(self, batch, logs=None):
+            mark()
+
+    model.compile(optimizer=optimizer, loss=loss_fn)
+    model.fit(ds, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[StepEnds()])
+else:
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    it = iter(ds)
+    mark()
+    for _ in range(args.steps):
+        x, y = next(it)
+        loss = train_step(x, y)
+        float(loss)  # the step is done when its result is on the host
+        mark()

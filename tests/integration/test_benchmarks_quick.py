@@ -1,0 +1,42 @@
+"""CI's check on the benchmarks: ``benchmarks/run_all.sh --quick`` runs every benchmark script once,
+small, and each must execute (timed figures are never asserted here; docs/benchmarks.md untouched)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "benchmarks.md"
+
+
+def _digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def test_every_benchmark_script_runs_in_quick_mode(tmp_path, tfd_home):
+    before = _digest(DOC)
+    env = {**os.environ, "TFDOCTOR_BENCH_CACHE": str(tmp_path / "cache"), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "run_all.sh"), "--quick"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1500,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    for name in ("fix_speedup", "trace_speed", "perturbation", "fix_cost", "gpu"):
+        assert f"=== {name}: ok" in proc.stdout, proc.stdout[-4000:]
+    # each printed its figures (not only "ok"): the ratios each script exists to produce
+    assert "XProf÷tfdoctor" in proc.stdout
+    assert "perturbation" in proc.stdout and "steps/s" in proc.stdout
+    assert "baseline window" in proc.stdout
+    assert _digest(DOC) == before  # quick mode never rewrites the figures
+    assert (tmp_path / "cache" / "results" / "trace_speed.json").is_file()
