@@ -105,6 +105,28 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+#: CPU flags the rules care about (bf16 / AMX support decides the mixed-precision advice on CPUs)
+_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "amx_fp16")
+
+
+def _cpu_extra() -> dict[str, str]:
+    """The usable core count and the relevant CPU flags (Linux /proc/cpuinfo; empty elsewhere)."""
+    out: dict[str, str] = {}
+    try:
+        out["cpu_count"] = str(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        out["cpu_count"] = str(os.cpu_count() or "")
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                out["cpu_flags"] = " ".join(f for f in _CPU_FLAGS if f in have)
+                break
+    except OSError:
+        pass
+    return out
+
+
 def collect_facts(tracker: Tracker) -> Facts:
     """Everything known about the run: the environment, TensorFlow's devices, what the hooks saw."""
     data: dict[str, Any] = {
@@ -151,6 +173,7 @@ def collect_facts(tracker: Tracker) -> Facts:
             learnt.pop(key)
     data.update({k: v for k, v in learnt.items() if v is not None})
     extra = {f"seen_{k}": str(v) for k, v in counts.items()}
+    extra.update(_cpu_extra())
     for k, v in tracker.switches.items():
         extra[f"switch_{k}"] = v
     data["extra"] = extra
