@@ -40,3 +40,22 @@ def test_every_benchmark_script_runs_in_quick_mode(tmp_path, tfd_home):
     assert "baseline window" in proc.stdout
     assert _digest(DOC) == before  # quick mode never rewrites the figures
     assert (tmp_path / "cache" / "results" / "trace_speed.json").is_file()
+
+
+def test_a_script_rewrites_only_its_own_section(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    sys.modules.pop("_common", None)
+    from _common import update_section
+
+    doc = tmp_path / "benchmarks.md"
+    update_section("a", "## A\n\nfirst", doc)
+    update_section("b", "## B\n\nsecond", doc)
+    before_b = doc.read_text().split("<!-- bench:b -->")[1]
+    update_section("a", "## A\n\nnew figures", doc)
+    text = doc.read_text()
+    assert "new figures" in text and "first" not in text
+    assert text.split("<!-- bench:b -->")[1] == before_b  # the other section byte for byte
+    assert text.index("<!-- bench:a -->") < text.index("<!-- bench:b -->")  # order kept
+    assert text.count("<!-- bench:a -->") == 1
