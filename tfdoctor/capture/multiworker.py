@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -296,20 +297,21 @@ def capture_grpc(
     run.logdir.mkdir(parents=True, exist_ok=True)
     opts = profiler_v2.ProfilerOptions(host_tracer_level=host_tracer_level, python_tracer_level=0)
     t0 = time.time_ns()
+    hint = "is tf.profiler.experimental.server.start(PORT) running there, and training?"
+    saved = os.dup(1)
     try:
+        sys.stdout.flush()
+        os.dup2(2, 1)  # the C++ client prints its progress on stdout: keep stdout for --json
         profiler_client.trace(
             label, str(run.logdir), duration_ms, num_tracing_attempts=attempts, options=opts
         )
-    except (tf_errors.UnavailableError, tf_errors.DeadlineExceededError) as e:
+    except (tf_errors.OpError, RuntimeError, ValueError) as e:  # pybind raises plain exceptions too
         msg = f"no trace from {label}: {_first_line(e)}"
         store.update(run, status="failed", error=msg)
-        raise TfdoctorError(
-            msg, hint="is tf.profiler.experimental.server.start(PORT) running there, and training?"
-        ) from None
-    except tf_errors.OpError as e:
-        msg = f"profiler capture from {label} failed: {_first_line(e)}"
-        store.update(run, status="failed", error=msg)
-        raise TfdoctorError(msg) from None
+        raise TfdoctorError(msg, hint=hint) from None
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
     atomic_write_json(
         run.file("capture.json"),
         {"addresses": addresses, "duration_ms": duration_ms, "started_ns": t0, "ended_ns": time.time_ns()},
