@@ -116,6 +116,18 @@ def test_each_loop_kind_is_counted_in_windows_with_markers_and_facts(
     assert harness["status"] == "complete" and harness["hook_errors"] == []
 
 
+def test_fit_on_a_generator_with_steps_per_execution(tfd_home):
+    """Keras runs 2 train steps per execution: a counted step is one execution of 2 batches."""
+    res, _ = capture(
+        tfd_home, TINY, "--loop", "fit", "--input", "generator", "--steps-per-execution", "2", profile=False
+    )
+    assert res.ok, res.error
+    f = res.facts
+    assert (f.loop_kind, f.input_kind, f.steps_per_execution) == ("keras_fit", "python_generator", 2)
+    assert f.batch_size == 32  # 2 x 16: the examples of one counted step
+    assert {s.examples for s in res.steps} == {32}
+
+
 def test_input_wait_is_large_for_a_slow_generator_and_small_behind_prefetch(tfd_home):
     slow, _ = capture(tfd_home, TINY, "--loop", "function", "--input", "generator", "--input-sleep", "0.03")
     fast, _ = capture(tfd_home, TINY, "--loop", "function", "--input", "tfdata_parallel")

@@ -19,6 +19,7 @@ parser.add_argument("--input", default="numpy")
 parser.add_argument("--steps", type=int, default=1000)
 parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--input-sleep", type=float, default=0.0, help="seconds of 'preprocessing' per batch")
+parser.add_argument("--steps-per-execution", type=int, default=1, help="Keras compile(steps_per_execution=)")
 args = parser.parse_args()
 
 keras.utils.set_random_seed(1)
@@ -73,9 +74,11 @@ loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 optimizer = keras.optimizers.SGD(0.1)
 
 if args.loop == "fit":
-    model.compile(optimizer=optimizer, loss=loss_fn)
+    model.compile(optimizer=optimizer, loss=loss_fn, steps_per_execution=args.steps_per_execution)
     if args.input == "numpy":
         model.fit(X, Y, batch_size=B, epochs=args.steps * B // N + 1, verbose=0)
+    elif args.input == "generator":
+        model.fit(generator(), steps_per_epoch=48, epochs=1000, verbose=0)
     else:
         model.fit(dataset(args.input == "tfdata_parallel"), steps_per_epoch=50, epochs=1000, verbose=0)
     raise SystemExit(0)

@@ -869,6 +869,28 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 
     _wrap(Layer, "__call__", make_layer_call)
 
+    # fit(generator): Keras peeks the first batch to learn its structure; that batch gives the size
+    try:
+        from keras.src.trainers.data_adapters.generator_data_adapter import GeneratorDataAdapter
+    except ImportError:  # pragma: no cover - another Keras layout
+        GeneratorDataAdapter = None
+    if GeneratorDataAdapter is not None:
+
+        def make_adapter_init(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+                orig(self, *args, **kwargs)
+                if tracker.in_fit and tracker.facts.get("fit_batch_size") is None:
+                    tracker._guard(
+                        "generator adapter",
+                        lambda: tracker.facts.__setitem__(
+                            "fit_batch_size", first_dim(getattr(self, "_first_batches", None))
+                        ),
+                    )
+
+            return __init__
+
+        _wrap(GeneratorDataAdapter, "__init__", make_adapter_init)
+
 
 def _subclasses(cls: type) -> list[type]:
     out, todo = [cls], [cls]
