@@ -128,6 +128,13 @@ def test_fit_on_a_generator_with_steps_per_execution(tfd_home):
     assert {s.examples for s in res.steps} == {32}
 
 
+def test_a_script_with_its_own_profiler_session_runs_on_without_our_trace(tfd_home, tmp_path):
+    res, _ = capture(tfd_home, ROOT / "tests" / "scripts" / "own_profiler.py", str(tmp_path / "theirs"))
+    assert res.status == "complete" and len(res.steps) == 12
+    assert res.trace_files == []
+    assert "Another profiler is running" in (res.message or "")
+
+
 def test_input_wait_is_large_for_a_slow_generator_and_small_behind_prefetch(tfd_home):
     slow, _ = capture(tfd_home, TINY, "--loop", "function", "--input", "generator", "--input-sleep", "0.03")
     fast, _ = capture(tfd_home, TINY, "--loop", "function", "--input", "tfdata_parallel")

@@ -44,6 +44,7 @@ class ProfilerMarkers:
         self.started_ns: int | None = None
         self.stopped_ns: int | None = None
         self.error: str | None = None
+        self.active = False  # a session we started is running
 
     @staticmethod
     def _tf() -> Any:
@@ -61,12 +62,18 @@ class ProfilerMarkers:
         )
         try:
             tf.profiler.experimental.start(str(self.logdir), options=opts)
-        except Exception as e:  # another profiler session running, unsupported build
+        except Exception as e:
+            # another session is running (the script's own profiler, a TensorBoard callback) or the
+            # build has no profiler: the run goes on without a trace, and harness.json says why
             self.error = f"tf.profiler.experimental.start failed: {e}"
-            raise
+            return
+        self.active = True
         self.started_ns = time.time_ns()
 
     def stop_profiler(self) -> None:
+        if not self.active:
+            return
+        self.active = False
         # A marker still open belongs to a step that never finished (the script failed, hung or was
         # interrupted): keep it alive until the session is stopped, so it is dropped, not recorded.
         unfinished = (self._input, self._step)
@@ -79,9 +86,13 @@ class ProfilerMarkers:
         del unfinished
 
     def open_step(self, index: int) -> None:
+        if not self.active:
+            return
         self._step = self._tf().profiler.experimental.Trace(STEP_MARKER, step_num=index, _r=1)
 
     def open_input(self, index: int) -> None:
+        if not self.active:
+            return
         self._input = self._tf().profiler.experimental.Trace(INPUT_MARKER, step_num=index)
 
     def close_input(self) -> None:

@@ -377,6 +377,8 @@ def _collect(
         if _NO_SPACE in stderr_tail:  # the harness could not write its files: the disk filled up
             message = f"the disk filled up while the run was being written ({_NO_SPACE}) after {n} steps"
         error = message + ("\n" + stderr_tail if stderr_tail else "")
+    if harness.get("profiler_error") and status == "complete" and not message:
+        message = f"no trace: {harness['profiler_error']} (the timing window was measured)"
     if status in ("complete", "failed") and n == 0 and not tf_missing and h_status != "error":
         status = "no_steps"
         message = f"no training steps seen: {why or 'no hook fired'}"
