@@ -5,7 +5,9 @@ variables before ``import tensorflow`` (``TF_CPP_MIN_LOG_LEVEL``, ``CUDA_VISIBLE
 Who counts steps (first one seen wins, never two at once):
 
 * ``keras_callback`` -- ``Model.fit`` gets a callback appended to the user's callbacks; one step per
-  ``on_train_batch_end``. While ``fit`` runs every other hook is off (no double counting).
+  ``on_train_batch_end`` (one *execution* with ``steps_per_execution`` > 1). While ``fit`` runs every
+  other hook is off (no double counting). Like any callback with a batch-end method, ours makes Keras
+  dispatch batch-end callbacks synchronously, so a step's end is the batch's real completion.
 * ``apply_gradients`` -- eager custom loop: each eager ``optimizer.apply`` / ``apply_gradients`` of the
   first optimizer seen ends a step (a GAN's second optimizer does not).
 * ``tf.function`` -- the step is a ``tf.function``: Python only runs while it traces, so the function
