@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -100,9 +101,15 @@ def study(name: str, store: RunStore, work: Path, steps: int, rounds: int) -> di
     }
 
 
+def _why(reason: str) -> str:
+    """The reason's first clause, without the noise-band detail (the table has the figures)."""
+    reason = re.sub(r" \((\d+\.\d+x); noise band [^)]*\)", r" (\1)", reason)
+    return reason.split("; ")[0][:110]
+
+
 def render(results: list[dict], steps: int, rounds: int) -> str:
     parts = [
-        "## Auto-fix speedup",
+        "## 1. Auto-fix speedup",
         "",
         f"`python benchmarks/fix_speedup.py`: {versions()} {steps} steps per run (warm-up, timing window, "
         f"profile window for the baseline), side-by-side medians of {rounds} interleaved rounds, examples/s.",
@@ -113,8 +120,7 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
         ratio = side["combined (--fix)"] / side["expert.py"] if side["expert.py"] else float("nan")
         parts += ["", f"### {r['name']}", ""]
         rows = [
-            [t.fix_id, t.status, f"{t.speedup:.2f}x" if t.speedup else "", t.reason.split(";")[0][:110]]
-            for t in s.trials
+            [t.fix_id, t.status, f"{t.speedup:.2f}x" if t.speedup else "", _why(t.reason)] for t in s.trials
         ]
         parts.append(
             "The `--fix` loop (each trial on top of the fixes kept before it; speedup vs the baseline):"
