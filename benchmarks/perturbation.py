@@ -33,21 +33,23 @@ HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workloads" / "selftimed.py"
 
 
-def window_rate(ends_ns: list[int], first: int, count: int, n_windows: int = 5) -> float:
-    """Median steps/s over steps [first, first+count) split in sub-windows; ends_ns[k] ends step k-1."""
-    size = max(1, count // n_windows)
-    rates = []
-    for w in range(n_windows):
-        a = first + w * size
-        b = first + count if w == n_windows - 1 else a + size
-        if b <= a or b >= len(ends_ns):
-            continue
-        rates.append((b - a) / ((ends_ns[b] - ends_ns[a]) / 1e9))
-    return statistics.median(rates)
+def window_stats(marks: list[tuple[int, int]], first: int, count: int) -> tuple[float, float]:
+    """(steps/s from the median step wall time, CPU ms per step) over steps [first, first+count).
+
+    ``marks[k]`` = (wall ns, process CPU ns) at the end of step k-1. The median step time, not the
+    window's mean rate: on a shared machine a burst of another job hits a few steps, not the median.
+    """
+    wall = [marks[k + 1][0] - marks[k][0] for k in range(first, first + count) if k + 1 < len(marks)]
+    cpu_ms = (marks[first + count][1] - marks[first][1]) / 1e6 / count
+    return 1e9 / statistics.median(wall), cpu_ms
 
 
-def read_ends(path: Path) -> list[int]:
-    return [int(x) for x in path.read_text().split()]
+def read_marks(path: Path) -> list[tuple[int, int]]:
+    out = []
+    for line in path.read_text().splitlines():
+        w, c = line.split()
+        out.append((int(w), int(c)))
+    return out
 
 
 def env_with(log: Path) -> dict[str, str]:
@@ -70,16 +72,16 @@ def run_tfdoctor(loop: str, steps: int, log: Path, home: Path) -> dict:
         "first": timing[0],
         "count": len(timing),
         "reported": report["throughput"]["steps_per_s"],
-        "ends": read_ends(log),
+        "marks": read_marks(log),
     }
 
 
-def run_plain(loop: str, steps: int, log: Path) -> list[int]:
+def run_plain(loop: str, steps: int, log: Path) -> list[tuple[int, int]]:
     cmd = [sys.executable, str(WORKLOAD), "--loop", loop, "--steps", str(steps)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env_with(log), cwd=ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"the plain script failed:\n{proc.stderr[-3000:]}")
-    return read_ends(log)
+    return read_marks(log)
 
 
 def measure(loop: str, steps: int, pairs: int) -> dict:
@@ -89,13 +91,14 @@ def measure(loop: str, steps: int, pairs: int) -> dict:
     rows = []
     for p in range(pairs):
         a = run_tfdoctor(loop, steps, work / "a.log", home)
-        b_ends = run_plain(loop, steps, work / "b.log")
-        a_rate = window_rate(a["ends"], a["first"], a["count"])
-        b_rate = window_rate(b_ends, a["first"], a["count"])
-        rows.append({"a": a_rate, "b": b_rate, "reported": a["reported"]})
+        b_marks = run_plain(loop, steps, work / "b.log")
+        a_rate, a_cpu = window_stats(a["marks"], a["first"], a["count"])
+        b_rate, b_cpu = window_stats(b_marks, a["first"], a["count"])
+        rows.append({"a": a_rate, "b": b_rate, "reported": a["reported"], "a_cpu": a_cpu, "b_cpu": b_cpu})
         say(
-            f"  {loop} pair {p + 1}/{pairs}: with tfdoctor {a_rate:.2f} steps/s (reported {a['reported']:.2f}),"
-            f" plain {b_rate:.2f} steps/s, ratio {a_rate / b_rate:.3f}"
+            f"  {loop} pair {p + 1}/{pairs}: with tfdoctor {a_rate:.2f} steps/s ({a_cpu:.1f} ms CPU/step,"
+            f" reported {a['reported']:.2f}), plain {b_rate:.2f} steps/s ({b_cpu:.1f} ms CPU/step),"
+            f" ratio {a_rate / b_rate:.3f}"
         )
     ratios = [r["a"] / r["b"] for r in rows]
     reported = [r["reported"] / r["b"] for r in rows]
@@ -107,6 +110,7 @@ def measure(loop: str, steps: int, pairs: int) -> dict:
         "a": median([r["a"] for r in rows]),
         "b": median([r["b"] for r in rows]),
         "ratio": median(ratios),
+        "cpu_ratio": median([r["a_cpu"] / r["b_cpu"] for r in rows]),
         "ratio_spread": spread(ratios),
         "reported_ratio": median(reported),
         "b_spread": spread([r["b"] for r in rows]),
@@ -123,6 +127,7 @@ def render(results: list[dict]) -> str:
                 f"{r['b']:.2f}",
                 f"{r['a']:.2f}",
                 f"**{(r['ratio'] - 1) * 100:+.1f} %**",
+                f"{(r['cpu_ratio'] - 1) * 100:+.1f} %",
                 f"{(r['reported_ratio'] - 1) * 100:+.1f} %",
                 f"{r['b_spread'] * 100:.1f} %",
                 str(r["pairs"]),
@@ -134,6 +139,7 @@ def render(results: list[dict]) -> str:
         "plain script steps/s",
         "under tfdoctor steps/s",
         "perturbation (A/B − 1)",
+        "CPU per step (A/B − 1)",
         "tfdoctor-reported vs plain",
         "plain run-to-run spread",
         "A/B pairs",
@@ -170,8 +176,10 @@ def main() -> None:
             " tf.data input), which writes the wall-clock end of every step itself, so both conditions are"
             " timed by the same clock over the same steps. A = `tfdoctor profile` (hooks installed; the"
             " profiler is off in the timing window), B = `python selftimed.py`; runs alternate A/B/A/B."
-            " Steps/s are medians of 5 sub-windows of tfdoctor's timing window; ratios are per A/B pair,"
-            " then the median.",
+            " Steps/s = 1 / the median step wall time over tfdoctor's timing-window steps (robust to another"
+            " job's bursts on this shared machine); CPU per step = process CPU time (all threads) over the"
+            " same steps; ratios are per A/B pair, then the median. tfdoctor's reported figure is its own"
+            " median of 5 sub-windows.",
             render(results),
             f"Target |perturbation| ≤ 3 %: {'met' if worst <= 0.03 else 'NOT met'} (worst {worst * 100:.1f} %)."
             " When the plain run-to-run spread is as large as the perturbation, the difference is noise.",

@@ -1,7 +1,7 @@
 """A training script that times itself: the reference for the profiler-perturbation benchmark.
 
-It knows nothing about tfdoctor. It appends the wall-clock end time (``time.perf_counter_ns``) of
-every training step to the file named by ``$BENCH_STEP_LOG``, so the same script can be timed with
+It knows nothing about tfdoctor. It appends the wall-clock and process CPU time at the end of every
+training step to the file named by ``$BENCH_STEP_LOG``, so the same script can be timed with
 and without tfdoctor around it. Two loop kinds, the two ways tfdoctor finds steps:
 
     python benchmarks/workloads/selftimed.py --loop function --steps 300   # custom tf.function loop
@@ -50,7 +50,7 @@ optimizer = keras.optimizers.SGD(0.01)
 
 
 def mark() -> None:
-    log.write(f"{time.perf_counter_ns()}\n")
+    log.write(f"{time.perf_counter_ns()} {time.process_time_ns()}\n")  # wall, CPU of all threads
 
 
 if args.loop == "fit":

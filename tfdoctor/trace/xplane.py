@@ -70,6 +70,13 @@ def parse_xspace(data: bytes, source: str = "<bytes>", *, all_stats: bool = Fals
     """Decode XSpace bytes. Raises :class:`TraceError` for anything that is not a readable XSpace."""
     if not data:
         raise TraceError(f"{source}: empty file (0 bytes): the profiler wrote no trace")
+    if not all_stats:  # the columnar decoder (3x faster, a fraction of the memory); same Trace
+        from tfdoctor.trace._xplane_columnar import Unsupported, convert_columnar
+
+        try:
+            return convert_columnar(data, source)
+        except (Unsupported, IndexError, OverflowError, ValueError, TypeError):
+            pass  # anything unexpected: the protobuf path below gives the result or the TraceError
     xs = _xspace_class()()
     try:
         xs.ParseFromString(data)

@@ -1,0 +1,422 @@
+"""A columnar decoder for ``*.xplane.pb``: the XSpace → Trace conversion without one Python object
+per event.
+
+The protobuf runtime (upb) parses an XSpace quickly, but getting each event's offset, duration and
+metadata id out of it costs a wrapper object per event, and the parsed tree is ~4× the file in
+memory. Here the wire format is walked directly: the few top-level fields (planes, lines, line
+headers) in Python, each line's events as index arrays, and every event's fields at once with a
+vectorised varint decoder in numpy. upb is still used for what is small or needs the full schema:
+a plane's metadata and stats, and the stats of the step-marker events.
+
+:func:`convert_columnar` returns the same :class:`~tfdoctor.trace.model.Trace` as the upb path in
+:mod:`tfdoctor.trace.xplane` (its ``all_stats=False`` mode), or raises :class:`Unsupported` for
+anything unexpected (malformed bytes, a field encoding it does not handle): the caller then falls
+back to the upb path, which gives the authoritative result or the TraceError.
+"""
+
+from __future__ import annotations
+
+from array import array
+from functools import cache
+from typing import Any
+
+import numpy as np
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
+
+from tfdoctor.trace.model import Line, Plane, Trace
+
+#: Events decoded per vectorised chunk (bounds the temporaries: ~80 bytes per event).
+CHUNK = 1 << 16
+
+
+class Unsupported(Exception):
+    """The bytes are not what the columnar path handles; use the upb path instead."""
+
+
+@cache
+def _classes() -> tuple[Any, Any]:
+    from tfdoctor.trace.xplane import _xspace_class
+
+    pool = _xspace_class().DESCRIPTOR.file.pool
+    get = lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))  # noqa: E731
+    return get("tensorflow.profiler.XPlane"), get("tensorflow.profiler.XEvent")
+
+
+# -- scalar wire-format walking (top levels: few fields) ---------------------------------------------
+def _varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if p >= end or shift > 63:
+            raise Unsupported("truncated varint")
+        b = buf[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, p
+        shift += 7
+
+
+def _fields(buf: bytes, p: int, end: int):
+    """(field number, wire type, value or payload start, payload end, field start) for each field."""
+    while p < end:
+        at = p
+        tag, p = _varint(buf, p, end)
+        fn, wt = tag >> 3, tag & 7
+        if wt == 0:
+            v, p = _varint(buf, p, end)
+            yield fn, wt, v, p, at
+        elif wt == 2:
+            n, p = _varint(buf, p, end)
+            if p + n > end:
+                raise Unsupported("truncated field")
+            yield fn, wt, p, p + n, at
+            p += n
+        elif wt == 1 or wt == 5:
+            p += 8 if wt == 1 else 4
+            if p > end:
+                raise Unsupported("truncated fixed field")
+            yield fn, wt, None, p, at
+        else:
+            raise Unsupported(f"wire type {wt}")
+    if p != end:
+        raise Unsupported("field runs past its message")
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _text(buf: bytes, a: int, b: int) -> str:
+    try:
+        return buf[a:b].decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unsupported("invalid UTF-8") from None
+
+
+# -- vectorised event decoding ------------------------------------------------------------------------
+def _varints_at(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decode one varint at each position (all within ``limit``); returns (uint64 values, next pos).
+
+    Byte by byte over the varints still going: most are 1-3 bytes, so the work shrinks fast."""
+    b = u8[pos]
+    vals = (b & 0x7F).astype(np.uint64)
+    nxt = pos + 1
+    more = np.flatnonzero(b >= 0x80)
+    shift = 7
+    while more.size:
+        if shift > 63:
+            raise Unsupported("varint longer than 10 bytes")
+        q = nxt[more]
+        if int(q.max()) >= len(u8):
+            raise Unsupported("truncated varint")
+        b = u8[q]
+        vals[more] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
+        nxt[more] = q + 1
+        more = more[b >= 0x80]
+        shift += 7
+    if (nxt > limit).any():
+        raise Unsupported("varint runs past its event")
+    return vals, nxt
+
+
+def _decode_events(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...]:
+    """metadata_id, offset_ps, duration_ps of events whose payloads are u8[starts[i]:ends[i]]."""
+    n = len(starts)
+    mid = np.zeros(n, np.int64)
+    off = np.zeros(n, np.int64)
+    dur = np.zeros(n, np.int64)
+    pos = starts.copy()
+    active = np.flatnonzero(pos < ends)
+    while active.size:
+        p, lim = pos[active], ends[active]
+        tag = u8[p]
+        if (tag >= 0x80).any():
+            raise Unsupported("multi-byte tag")
+        wt = tag & 7
+        newp = np.empty_like(p)
+        var = wt == 0
+        if var.any():
+            vals, q = _varints_at(u8, p[var] + 1, lim[var])
+            newp[var] = q
+            sel, t = active[var], tag[var]
+            for field_tag, out in ((0x08, mid), (0x10, off), (0x18, dur)):
+                hit = t == field_tag
+                out[sel[hit]] = vals[hit].view(np.int64)
+        ld = wt == 2
+        if ld.any():
+            lens, q = _varints_at(u8, p[ld] + 1, lim[ld])
+            newp[ld] = q + lens.astype(np.int64)
+        fixed = (wt == 1) | (wt == 5)
+        if fixed.any():
+            newp[fixed] = p[fixed] + np.where(wt[fixed] == 1, 9, 5)
+        if ((wt == 3) | (wt == 4) | (wt > 5)).any():
+            raise Unsupported("group or unknown wire type in an event")
+        if (newp > lim).any():
+            raise Unsupported("field runs past its event")
+        pos[active] = newp
+        active = active[newp < lim]
+    return mid, off, dur
+
+
+def _line_events_slow(buf: bytes, a: int, b: int) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """The line's header fields and each event's payload (start, end), walking every tag in Python."""
+    header: dict[str, Any] = {}
+    starts = array("q")
+    lens = array("q")
+    add_s, add_l = starts.append, lens.append
+    p = a
+    while p < b:
+        if buf[p] == 0x22:  # field 4 (events), length-delimited: the hot path
+            n = buf[p + 1] if p + 1 < b else 0x80
+            if n < 0x80:
+                s = p + 2
+            else:
+                n, s = _varint(buf, p + 1, b)
+            add_s(s)
+            add_l(n)
+            p = s + n
+            continue
+        for fn, wt, v, q, _at in _fields(buf, p, b):  # one header field, then back to the fast loop
+            if wt == 0:
+                header[{1: "id", 10: "display_id", 3: "timestamp_ns", 9: "duration_ps"}.get(fn, "?")] = v
+            elif wt == 2 and fn in (2, 11):
+                header["name" if fn == 2 else "display_name"] = _text(buf, v, q)
+            elif wt == 2 and fn == 4:
+                add_s(v)
+                add_l(q - v)
+            p = q
+            break
+    if p != b:
+        raise Unsupported("event runs past its line")
+    st = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(0, np.int64)
+    ln = np.frombuffer(lens, dtype=np.int64) if len(lens) else np.zeros(0, np.int64)
+    return header, st, st + ln
+
+
+@cache
+def _shadow_line() -> Any:
+    """XLine seen as ``repeated bytes events = 4`` only: upb finds the event boundaries in C."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="tfdoctor_shadow_xline.proto", package="tfdoctor.shadow", syntax="proto3"
+    )
+    msg = fdp.message_type.add(name="XLineEvents")
+    msg.field.add(
+        name="events",
+        number=4,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfdoctor.shadow.XLineEvents"))
+
+
+def _header_field(buf: bytes, p: int, b: int, header: dict[str, Any]) -> int:
+    """Read one non-event field of a line at ``p`` into ``header``; returns the next position."""
+    for fn, wt, v, q, _at in _fields(buf, p, b):
+        if wt == 0:
+            header[{1: "id", 10: "display_id", 3: "timestamp_ns", 9: "duration_ps"}.get(fn, "?")] = v
+        elif wt == 2 and fn in (2, 11):
+            header["name" if fn == 2 else "display_name"] = _text(buf, v, q)
+        elif wt == 2 and fn == 4:
+            raise Unsupported("event field in the header walk")
+        return q
+    return p
+
+
+def _line_events(buf: bytes, u8: np.ndarray, a: int, b: int) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """The line's header fields and each event's payload (start, end).
+
+    Event lengths come from upb (a shadow message); the events are then placed by a cumulative sum
+    from the first one, which holds when they are contiguous (as every writer lays them out) and is
+    checked (each computed tag position must hold the events tag); otherwise the Python walk."""
+    header: dict[str, Any] = {}
+    p = a
+    while p < b and buf[p] != 0x22:
+        p = _header_field(buf, p, b, header)
+    try:
+        events = _shadow_line().FromString(memoryview(buf)[p:b]).events
+    except (DecodeError, RuntimeError, ValueError):
+        raise Unsupported("line does not parse") from None
+    n = len(events)
+    lens = np.fromiter(map(len, events), dtype=np.int64, count=n)
+    del events
+    lenlen = np.ones(n, np.int64)
+    for k in (7, 14, 21, 28):
+        lenlen += lens >= (1 << k)
+    starts = np.cumsum(1 + lenlen + lens)  # end of each record, relative to p
+    q = p + int(starts[-1]) if n else p
+    starts -= lens  # start of each payload
+    starts += p
+    if q > b or (n and not (u8[starts - lenlen - 1] == 0x22).all()):
+        return _line_events_slow(buf, a, b)
+    del lenlen
+    while q < b:
+        if buf[q] == 0x22:  # events interleaved with other fields: not the common layout
+            return _line_events_slow(buf, a, b)
+        q = _header_field(buf, q, b, header)
+    lens += starts
+    return header, starts, lens
+
+
+def _name_index(
+    mids: np.ndarray, meta_index: dict[int, int], names: list[str], display: list[str]
+) -> np.ndarray:
+    """Metadata ids → index into the plane's name table (ids without metadata get "<event ID>")."""
+    if not len(mids):
+        return np.zeros(0, np.int32)
+    lo, hi = int(mids.min()), int(mids.max())
+    if lo >= 0 and hi < 1 << 22:  # the usual small ids: a lookup table, no sort
+        present = np.flatnonzero(np.bincount(mids, minlength=hi + 1)).tolist()
+    else:
+        present = np.unique(mids).tolist()
+    for m in present:
+        if m not in meta_index:  # events whose metadata is absent: keep them, named by id
+            meta_index[m] = len(names)
+            names.append(f"<event {m}>")
+            display.append("")
+    if lo >= 0 and hi < 1 << 22:
+        lut = np.zeros(hi + 1, np.int32)
+        lut[present] = [meta_index[m] for m in present]
+        return lut[mids]
+    uniq, inverse = np.unique(mids, return_inverse=True)
+    lut = np.array([meta_index[m] for m in uniq.tolist()], dtype=np.int32)
+    return lut[inverse.reshape(-1)]
+
+
+# -- XSpace → Trace ----------------------------------------------------------------------------------
+def convert_columnar(data: bytes, source: str) -> Trace:
+    from tfdoctor.trace.xplane import EVENT_STATS, MARKER_EVENTS, META_STATS, _stat_value
+
+    XPlane, XEvent = _classes()
+    end = len(data)
+    u8 = np.frombuffer(data, dtype=np.uint8)
+    plane_spans: list[tuple[int, int]] = []
+    hostnames: list[str] = []
+    errors: list[str] = []
+    warnings: list[str] = []
+    for fn, wt, v, q, _at in _fields(data, 0, end):
+        if wt != 2:
+            raise Unsupported("unexpected XSpace field")
+        if fn == 1:
+            plane_spans.append((v, q))
+        elif fn == 2:
+            errors.append(_text(data, v, q))
+        elif fn == 3:
+            warnings.append(_text(data, v, q))
+        elif fn == 4:
+            hostnames.append(_text(data, v, q))
+    if not plane_spans:
+        raise Unsupported("no planes")
+
+    # per plane: the lines' spans, the rest (metadata, stats, id, name) parsed by upb
+    parsed = []
+    for a, b in plane_spans:
+        lines: list[tuple[dict[str, Any], np.ndarray, np.ndarray]] = []
+        rest = bytearray()
+        for fn, wt, _v, q, at in _fields(data, a, b):
+            if fn == 3 and wt == 2:
+                lines.append(_line_events(data, u8, _v, q))
+            else:
+                rest += data[at:q]
+        try:
+            xp = XPlane.FromString(bytes(rest))
+        except (DecodeError, RuntimeError, ValueError) as e:
+            raise Unsupported(str(e)) from None
+        parsed.append((xp, lines))
+
+    stamps = [h.get("timestamp_ns", 0) for _xp, lines in parsed for h, s, _e in lines if len(s)]
+    origin_ns = _signed(min(stamps)) if stamps else 0
+    planes: list[Plane] = []
+    for xp, raw_lines in parsed:
+        stat_names = {k: v.name for k, v in xp.stat_metadata.items()}
+        wanted = {k for k, n in stat_names.items() if n in EVENT_STATS}
+        meta_index: dict[int, int] = {}
+        names: list[str] = []
+        display: list[str] = []
+        meta_stats: dict[int, dict[str, Any]] = {}
+        for mid, md in xp.event_metadata.items():
+            meta_index[mid] = len(names)
+            names.append(md.name)
+            display.append(md.display_name)
+            if md.stats:
+                kept = {
+                    stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names)
+                    for s in md.stats
+                    if stat_names.get(s.metadata_id) in META_STATS
+                }
+                if kept:
+                    meta_stats[len(names) - 1] = kept
+        plane_stats = {
+            stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in xp.stats
+        }
+        lines: list[Line] = []
+        while raw_lines:  # popped: each line's position arrays are freed once it is decoded
+            header, starts, ends = raw_lines.pop(0)
+            n = len(starts)
+            mids = np.empty(n, np.int64)
+            off = np.empty(n, np.int64)
+            dur = np.empty(n, np.int64)
+            for c in range(0, n, CHUNK):
+                sl = slice(c, c + CHUNK)
+                mids[sl], off[sl], dur[sl] = _decode_events(u8, starts[sl], ends[sl])
+            idx = _name_index(mids, meta_index, names, display)
+            del mids
+            off += (_signed(header.get("timestamp_ns", 0)) - origin_ns) * 1000
+            stats: dict[str, np.ndarray] = {}
+            if wanted and n:
+                marker_ids = [i for i, nm in enumerate(names) if nm in MARKER_EVENTS]
+                which = np.flatnonzero(np.isin(idx, marker_ids)).tolist() if marker_ids else []
+                cols: dict[str, dict[int, Any]] = {}  # sparse: few events carry these stats
+                for i in which:
+                    try:
+                        e = XEvent.FromString(data[int(starts[i]) : int(ends[i])])
+                    except (DecodeError, RuntimeError, ValueError) as err:
+                        raise Unsupported(str(err)) from None
+                    for st in e.stats:
+                        if st.metadata_id in wanted:
+                            cols.setdefault(stat_names[st.metadata_id], {})[i] = _stat_value(st, stat_names)
+                for name, col in cols.items():
+                    at = np.fromiter(col.keys(), dtype=np.int64, count=len(col))
+                    if all(v is None or isinstance(v, (int, float)) for v in col.values()):
+                        arr = np.full(n, np.nan, dtype=np.float64)
+                        arr[at] = [np.nan if v is None else float(v) for v in col.values()]
+                    else:
+                        arr = np.full(n, None, dtype=object)
+                        for k, v in col.items():
+                            arr[k] = v
+                    stats[name] = arr
+            lines.append(
+                Line(
+                    id=_signed(header.get("id", 0)),
+                    name=header.get("name", ""),
+                    display_name=header.get("display_name", ""),
+                    start_ps=off,
+                    dur_ps=dur,
+                    name_idx=idx,
+                    stats=stats,
+                )
+            )
+        planes.append(
+            Plane(
+                id=xp.id,
+                name=xp.name,
+                lines=lines,
+                event_names=names,
+                event_display_names=display,
+                stats=plane_stats,
+                event_meta_stats=meta_stats,
+                host=hostnames[0] if hostnames else "",
+            )
+        )
+    return Trace(
+        planes=planes,
+        origin_ns=origin_ns,
+        source=source,
+        format="xplane",
+        hostnames=hostnames,
+        errors=[*errors, *warnings],
+    )
