@@ -165,3 +165,42 @@ def test_fix_command_apply_writes_the_script_and_keeps_a_backup(tfd_home, tmp_pa
         assert "@tf.function" in script.read_text() and script.read_text() != original
     else:  # nothing kept (a very noisy machine): nothing applied, no backup
         assert script.read_text() == original and not backup.exists()
+
+
+@pytest.mark.parametrize(
+    ("script", "fix_id", "examples_factor"),
+    [
+        ("tfdata_loop.py", "tfdata-parallel-map", 1),
+        ("tfdata_loop.py", "tfdata-prefetch", 1),
+        ("keras_fit.py", "steps-per-execution", 8),  # one counted step = one execution of 8 batches
+        ("function_loop.py", "xla-jit", 1),
+        ("function_loop.py", "batch-scale", 2),
+        ("naive_loop.py", "mixed-precision", 1),
+    ],
+)
+def test_each_fix_is_measured_on_its_example_and_decided(tfd_home, tmp_path, script, fix_id, examples_factor):
+    """Each fix runs on its example and gets a decision with figures; the sanity checks pass where the
+    fix is correct (the examples per step change exactly as the fix intends, losses stay on track)."""
+    path = _copy(tmp_path, script)
+    store = RunStore(tfd_home)
+    run = store.new_run(str(path), run_id="b")
+    from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+
+    res = run_capture(CaptureConfig(script=path, steps=14, warmup=3, profile_steps=2), run)
+    report = finish_run(store, run, res)
+    assert res.ok, res.message
+    summary = run_fix_loop(store, run, report, LoopConfig(script=path, steps=14, warmup=3, only=[fix_id]))
+    trial = summary.trials[0]
+    if fix_id == "mixed-precision" and trial.status == "skipped":
+        assert "without bfloat16" in trial.reason  # a CPU without bf16: never tried
+        return
+    assert trial.status in ("kept", "rejected"), trial.reason
+    assert trial.throughput is not None and trial.speedup is not None and trial.run_id
+    assert "examples per step changed" not in trial.reason and "loss" not in trial.reason.split(":")[0]
+    fix_run = store.get(trial.run_id)
+    fix_report = fix_run.report()
+    base_ex = {s.examples for s in report.steps if s.window != "warmup"}
+    fix_ex = {s.examples for s in fix_report.steps if s.window != "warmup"}
+    assert {e * examples_factor for e in base_ex} == fix_ex
+    if trial.status == "kept":
+        assert summary.kept and summary.patch and summary.combined_run_id
