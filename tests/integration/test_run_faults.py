@@ -307,3 +307,32 @@ def test_ctrl_c_during_a_fix_run(tmp_path, earlier_store):
     assert index_row(scene.home, "earlier") == scene.earlier_row
     harness = json.loads((scene.home / "runs" / fix[0]["id"] / "harness.json").read_text())
     assert not _alive(harness["pid"])
+
+
+def test_file_size_limit_while_writing_the_trace(tmp_path, earlier_store):
+    """Without root (no tmpfs): the child's RLIMIT_FSIZE (ulimit -f) cuts the trace write short.
+
+    Through the API: the interpreter is a wrapper that lowers the limit, then execs Python."""
+    from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+
+    scene = Scene(tmp_path, earlier_store, script_with(BIG_TRACE))
+    wrapper = tmp_path / "python-fsize"
+    wrapper.write_text(f'#!/bin/sh\nulimit -f 128\nexec "{sys.executable}" "$@"\n')  # 128 blocks of 1 KiB
+    wrapper.chmod(0o755)
+    store = RunStore(scene.home)
+    run = store.new_run(str(scene.script), run_id="faulty")
+    cfg = CaptureConfig(script=scene.script, steps=20, warmup=3, profile_steps=10, python=str(wrapper))
+    result = run_capture(cfg, run)
+    report = finish_run(store, run, result)
+    # Python ignores SIGXFSZ: the write fails (EFBIG), the profiler's stop() raises, the harness goes on
+    assert result.status == "complete"  # the timing window was measured before the trace write
+    assert result.message.startswith("no trace: ") and "File too large" in result.message
+    meta = json.loads((scene.run_dir / "meta.json").read_text())
+    assert meta["status"] == report.status == index_row(scene.home, "faulty")["status"] == "complete"
+    assert "File too large" in meta["note"]
+    assert any("File too large" in n for n in report.breakdown.notes)  # the report says what happened
+    assert any("no trace analysed" in n for n in report.breakdown.notes)  # and the cut trace is not used
+    assert report.throughput is not None and len(report.steps) == 20
+    assert tree_hashes(scene.home / "runs" / "earlier") == scene.earlier_before
+    assert index_row(scene.home, "earlier") == scene.earlier_row
+    assert tree_hashes(scene.user) == scene.user_before

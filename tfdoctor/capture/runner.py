@@ -476,6 +476,9 @@ def _finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
     report = build_report(run)
     if report.error is None and result.error and result.status != "complete":
         report = report.model_copy(update={"error": result.error})
+    if result.status == "complete" and result.message and report.breakdown is not None:
+        notes = [*report.breakdown.notes, result.message]  # the report says it too, not only the CLI
+        report = report.model_copy(update={"breakdown": report.breakdown.model_copy(update={"notes": notes})})
     run.write_report(report)
     tp = report.throughput
     store.update(
