@@ -204,3 +204,59 @@ def test_each_fix_is_measured_on_its_example_and_decided(tfd_home, tmp_path, scr
     assert {e * examples_factor for e in base_ex} == fix_ex
     if trial.status == "kept":
         assert summary.kept and summary.patch and summary.combined_run_id
+
+
+BREAKS_UNDER_TF_FUNCTION = """
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+rng = np.random.default_rng(0)
+x_all = rng.normal(size=(256, 8)).astype(np.float32)
+y_all = (x_all.sum(axis=1) > 0).astype(np.int64)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)])
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+optimizer = keras.optimizers.SGD(0.1)
+for i in range(100000):
+    j = (i * 16) % 240
+    x, y = x_all[j : j + 16], y_all[j : j + 16]
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+        history = loss.numpy()  # fine eagerly; a symbolic tensor has no numpy() inside tf.function
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+"""
+
+
+def test_a_fix_that_breaks_the_script_is_rolled_back_with_the_error(tfd_home, tmp_path):
+    folder = tmp_path / "user"
+    folder.mkdir()
+    script = folder / "train.py"
+    script.write_text(BREAKS_UNDER_TF_FUNCTION)
+    store = RunStore(tfd_home)
+    assert (
+        main(
+            [
+                "profile",
+                str(script),
+                "--steps",
+                "12",
+                "--warmup",
+                "3",
+                "--profile-steps",
+                "2",
+                "--run-id",
+                "br",
+            ]
+        )
+        == 0
+    )
+    run = store.get("br")
+    summary = run_fix_loop(
+        store, run, run.report(), LoopConfig(script=script, steps=12, warmup=3, only=["tf-function"])
+    )
+    (trial,) = summary.trials
+    assert trial.status == "failed", trial.reason
+    assert "rolled back" in trial.reason and "numpy" in (trial.error or "")
+    assert summary.kept == [] and summary.patch == ""
+    assert script.read_text() == BREAKS_UNDER_TF_FUNCTION
