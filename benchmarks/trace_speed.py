@@ -251,15 +251,23 @@ def write_doc(rows: list[dict]) -> None:
             " XProf's conversion is C++ and uses a thread pool, tfdoctor is one Python thread.",
             render(rows),
             _verdict(rows),
-            "Where the time goes (cProfile, 10^6 events): the protobuf parse (upb, C) is ~0.15 s of the"
-            " ~1.5 s read; the rest is Python touching every event (one upb wrapper object per event to"
-            " get offset, duration, metadata id). Analysis (steps, breakdown, details, rules) is the other"
-            " half, mostly interval subtraction and the tf.data details pass. Memory: upb keeps the parsed"
-            " tree (~4× the file) *and* aliases the file's bytes (1×), plus the columnar arrays (~1×) and"
-            " analysis temporaries. Meeting ≤ 2× needs a columnar decoder that never builds the whole tree"
-            " (proposed, not done: parse XPlane.lines as raw bytes one line at a time through a shadow"
-            " descriptor, decode XEvent fields with a vectorised varint decoder in numpy, upb only for the"
-            " few marker events whose stats are needed).",
+            "History: before the columnar decoder (`tfdoctor/trace/_xplane_columnar.py`, commit 5cf0560)"
+            " the reader built the whole upb tree and touched every event through a Python wrapper: same"
+            " files, same machine, 10^6 events 3.52 s (1.88 s read), peak RSS 8.2× the file; 10^7 events"
+            " 43 s, 8.0× (1.9 GiB) — XProf ÷ tfdoctor was 1.46 / 0.79 and 1.14 / 0.80.",
+            "Where the time went then (cProfile, 10^6 events): the protobuf parse (upb, C) was ~0.15 s of the"
+            " ~1.5 s read; the rest was Python touching every event (one upb wrapper object per event to"
+            " get offset, duration, metadata id), and upb kept the parsed tree (~4× the file) besides the"
+            " file's bytes. Now the wire format is walked directly: event lengths come from upb through a"
+            " shadow message (`repeated bytes events`), positions from a cumulative sum, and every event's"
+            " fields from a vectorised varint decoder in numpy; upb only parses plane metadata and the few"
+            " step-marker events. The Trace is identical (tests/unit/test_xplane_columnar.py), and anything"
+            " unexpected falls back to the upb path.",
+            "What is left of the memory: the file's bytes (1×, held while decoding), the Trace's columns"
+            " (~1.3×: int64 start/duration, int32 names, and dense float64 columns for the step-marker"
+            " stats), decode temporaries, then the analysis' own arrays. The ≤ 2× target would need the"
+            " file memory-mapped and released line by line, and sparse marker-stat columns in the trace"
+            " model; not done.",
             "Regenerate: `python benchmarks/trace_speed.py` (about 10 minutes, most of it recording and"
             " converting the 10^7-event file).",
         ]

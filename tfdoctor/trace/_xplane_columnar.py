@@ -315,20 +315,20 @@ def convert_columnar(data: bytes, source: str) -> Trace:
     # per plane: the lines' spans, the rest (metadata, stats, id, name) parsed by upb
     parsed = []
     for a, b in plane_spans:
-        lines: list[tuple[dict[str, Any], np.ndarray, np.ndarray]] = []
+        spans: list[tuple[dict[str, Any], np.ndarray, np.ndarray]] = []
         rest = bytearray()
         for fn, wt, _v, q, at in _fields(data, a, b):
             if fn == 3 and wt == 2:
-                lines.append(_line_events(data, u8, _v, q))
+                spans.append(_line_events(data, u8, _v, q))
             else:
                 rest += data[at:q]
         try:
             xp = XPlane.FromString(bytes(rest))
         except (DecodeError, RuntimeError, ValueError) as e:
             raise Unsupported(str(e)) from None
-        parsed.append((xp, lines))
+        parsed.append((xp, spans))
 
-    stamps = [h.get("timestamp_ns", 0) for _xp, lines in parsed for h, s, _e in lines if len(s)]
+    stamps = [h.get("timestamp_ns", 0) for _xp, spans in parsed for h, s, _e in spans if len(s)]
     origin_ns = _signed(min(stamps)) if stamps else 0
     planes: list[Plane] = []
     for xp, raw_lines in parsed:
@@ -373,10 +373,10 @@ def convert_columnar(data: bytes, source: str) -> Trace:
                 cols: dict[str, dict[int, Any]] = {}  # sparse: few events carry these stats
                 for i in which:
                     try:
-                        e = XEvent.FromString(data[int(starts[i]) : int(ends[i])])
+                        event = XEvent.FromString(data[int(starts[i]) : int(ends[i])])
                     except (DecodeError, RuntimeError, ValueError) as err:
                         raise Unsupported(str(err)) from None
-                    for st in e.stats:
+                    for st in event.stats:
                         if st.metadata_id in wanted:
                             cols.setdefault(stat_names[st.metadata_id], {})[i] = _stat_value(st, stat_names)
                 for name, col in cols.items():
