@@ -109,6 +109,9 @@ def test_each_loop_kind_is_counted_in_windows_with_markers_and_facts(
         assert f.retraces == 0
         assert f.source["step_fn"].startswith(str(TINY))
         assert f.jit_compile is False
+    if loop_kind == "keras_fit":
+        assert f.retraces == 0  # whole batches only: Keras's train function traced once
+        assert f.source["fit"].startswith(f"{TINY}:")
     if counter == "apply_gradients":
         assert f.optimizer == "SGD" and f.learning_rate == pytest.approx(0.1)
         assert f.source["apply_gradients"].startswith(f"{TINY}:")
@@ -133,6 +136,14 @@ def test_a_script_with_its_own_profiler_session_runs_on_without_our_trace(tfd_ho
     assert res.status == "complete" and len(res.steps) == 12
     assert res.trace_files == []
     assert "Another profiler is running" in (res.message or "")
+
+
+def test_retraces_of_the_step_function_are_counted(tfd_home):
+    res, _ = capture(tfd_home, TINY, "--loop", "function", "--vary-batch", profile=False, steps=8)
+    assert res.ok, res.error
+    assert res.facts.retraces is not None and res.facts.retraces >= 1
+    assert {s.examples for s in res.steps} == {16, 8}
+    assert res.facts.batch_size in (16, 8)
 
 
 def test_input_wait_is_large_for_a_slow_generator_and_small_behind_prefetch(tfd_home):

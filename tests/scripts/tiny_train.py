@@ -20,6 +20,7 @@ parser.add_argument("--steps", type=int, default=1000)
 parser.add_argument("--batch-size", type=int, default=16)
 parser.add_argument("--input-sleep", type=float, default=0.0, help="seconds of 'preprocessing' per batch")
 parser.add_argument("--steps-per-execution", type=int, default=1, help="Keras compile(steps_per_execution=)")
+parser.add_argument("--vary-batch", action="store_true", help="numpy input: every other batch is half size")
 args = parser.parse_args()
 
 keras.utils.set_random_seed(1)
@@ -114,7 +115,8 @@ src = source()
 for i in range(args.steps):
     if src is None:
         j = (i * B) % (N - B)
-        x, y = X[j : j + B], Y[j : j + B]
+        b = B // 2 if args.vary_batch and i % 2 else B
+        x, y = X[j : j + b], Y[j : j + b]
     else:
         x, y = next(src)
     loss = step(x, y)

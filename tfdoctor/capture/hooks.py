@@ -311,8 +311,21 @@ class Tracker:
             bs = batch_size if isinstance(batch_size, int) else 32
         self.facts["fit_batch_size"] = bs
 
-    def fit_end(self) -> None:
+    def fit_end(self, model: Any = None) -> None:
         self.in_fit = max(0, self.in_fit - 1)
+        if model is not None:
+            self._guard("fit retraces", lambda: self._note_fit_retraces(model))
+
+    def _note_fit_retraces(self, model: Any) -> None:
+        """Traces of the tf.functions behind Keras's train_function (kept in its closure) beyond one."""
+        fn = getattr(model, "train_function", None)
+        counts = [
+            int(cell.cell_contents.experimental_get_tracing_count())
+            for cell in (getattr(fn, "__closure__", None) or ())
+            if hasattr(cell.cell_contents, "experimental_get_tracing_count")
+        ]
+        if counts:
+            self.facts["retraces"] = max(0, max(counts) - 1)
 
     def fit_batch_begin(self) -> None:
         if self.in_fit != 1 or not self.on_main():
@@ -822,7 +835,7 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                 try:
                     return orig(self, *args_l, **kwargs)
                 finally:
-                    tracker.fit_end()
+                    tracker.fit_end(self)
 
             return fit
 
