@@ -97,12 +97,18 @@ def fix_table(report: Report) -> Table | None:
     table.add_row("baseline", fmt_throughput(fx.baseline), "1.00x", "", "")
     style = {"kept": "green", "rejected": "yellow", "failed": "red", "skipped": "dim"}
     for t in fx.trials:
+        # the reason's first clause stays whole; advice after it is clipped (docs/fixes.md has it all)
+        head, _, advice = t.reason.partition("; advice:")
+        why = Text(head)
+        if advice:
+            advice = advice.strip()
+            why.append("\n" + (advice if len(advice) <= 140 else advice[:139] + "…"), style="dim")
         table.add_row(
             t.fix_id,
             fmt_throughput(t.throughput) if t.throughput else "",
             f"{t.speedup:.2f}x" if t.speedup else "",
             Text(t.status, style=style.get(t.status, "")),
-            t.reason,
+            why,
         )
     if fx.combined is not None:
         table.add_row(
