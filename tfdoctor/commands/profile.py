@@ -18,7 +18,7 @@ from tfdoctor.capture.runner import (
     finish_run,
     run_capture,
 )
-from tfdoctor.errors import RunError, TensorFlowMissing, UsageError
+from tfdoctor.errors import RunError, TensorFlowMissing, TfdoctorError, UsageError
 from tfdoctor.model import Report
 from tfdoctor.store import RunDir, RunStore
 
@@ -130,6 +130,13 @@ class ProfileCommand:
             default=d(False),
             help="then apply the fixes, measure each and keep what helps (see tfdoctor fix --help)",
         )
+        parser.add_argument(
+            "--open",
+            action="store_true",
+            default=d(False),
+            help="then open the run in the web UI (starts `tfdoctor serve` on 127.0.0.1 until ^C)",
+        )
+        parser.add_argument("--port", type=int, default=d(8765), help="port for --open (default 8765)")
         from tfdoctor.commands.fix import add_fix_options
 
         add_fix_options(parser, defaults)
@@ -238,7 +245,19 @@ class ProfileCommand:
         if fix and rc == 0:
             from tfdoctor.commands.fix import fix_after_profile
 
-            return fix_after_profile(store, run, report, cfg, args, err, out)
+            rc = fix_after_profile(store, run, report, cfg, args, err, out)
+        if getattr(args, "open", False):
+            try:
+                from tfdoctor.web.main import open_in_browser, run_url
+            except ImportError as e:
+                raise TfdoctorError(
+                    f"--open needs the web UI, which is not installed ({e}): pip install 'tfdoctor[web]'"
+                ) from None
+            err.print(f"Run page: {run_url(run.id, '127.0.0.1', args.port)}  (serving until ^C)")
+            try:
+                open_in_browser(run, home=store.home, port=args.port, block=True)
+            except KeyboardInterrupt:
+                pass
         return rc
 
 
