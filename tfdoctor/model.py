@@ -143,8 +143,11 @@ class Throughput(_Frozen):
         spread = (max(rates) - min(rates)) / med if med > 0 else 0.0
         durs = [s.duration_ns / 1e6 for s in steps]
         ex = None
-        if batch_size:
-            ex = med * batch_size
+        # examples per step as the harness counted them (batches may vary), else the batch size fact
+        counted = [s.examples for s in steps if s.examples]
+        per_step = statistics.fmean(counted) if len(counted) == len(steps) else batch_size
+        if per_step:
+            ex = med * per_step
         return cls(
             examples_per_s=ex,
             steps_per_s=med,

@@ -73,7 +73,9 @@ def build_report(run: RunDir) -> Report:
     meta = run.meta
     facts = Facts.model_validate(run.read_json("facts.json", {}) or {})
     steps = load_steps(run)
-    analysis, notes = (None, ["no trace recorded (the profile window was not reached)"])
+    profiler_error = (run.read_json("harness.json", {}) or {}).get("profiler_error")
+    why = f"the profiler failed: {profiler_error}" if profiler_error else "the profile window was not reached"
+    analysis, notes = (None, [f"no trace recorded ({why})"])
     if run.trace_files():
         analysis, notes = analyze_path(run.logdir, steps)
     breakdown = analysis.breakdown if analysis is not None else None
