@@ -24,6 +24,7 @@ import json
 import os
 import re
 import secrets
+import socket
 import sqlite3
 import tempfile
 from collections.abc import Iterator
@@ -40,6 +41,21 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 class RunNotFound(TfdoctorError):
     exit_code = 2
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (exited, not yet reaped by its parent) is not alive either
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def default_home() -> Path:
@@ -230,6 +246,9 @@ class RunStore:
             "parent": parent,
             "status": "running",
             "created": now_iso(),
+            # who is writing this run: a run left "running" by a process that died is stale (see list())
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
         }
         run.update_meta(**meta)
         self._index(run, run.meta)
@@ -254,8 +273,34 @@ class RunStore:
             raise RunNotFound(f"no run {ref_s!r} in {self.runs_dir}")
         return RunDir(path)
 
+    def mark_stale(self, run: RunDir) -> bool:
+        """A run still "running" whose writer process is gone (killed, crashed machine session) is
+        marked "interrupted" with the reason. Only runs written on this host are judged."""
+        meta = run.meta
+        if meta.get("status") != "running":
+            return False
+        pid, host = meta.get("pid"), meta.get("host")
+        if not isinstance(pid, int) or host != socket.gethostname() or _alive(pid):
+            return False
+        self.update(
+            run,
+            status="interrupted",
+            error=f"the tfdoctor process (pid {pid}) ended without finishing this run",
+        )
+        return True
+
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
-        """Index rows, newest first. Runs whose directory vanished are dropped from the index."""
+        """Index rows, newest first. Runs whose directory vanished are dropped from the index; runs
+        left "running" by a dead process are marked interrupted."""
+        with self._db() as con:
+            running = [r["id"] for r in con.execute("SELECT id FROM runs WHERE status = 'running'")]
+        for rid in running:
+            path = self.runs_dir / rid
+            if path.is_dir():
+                try:
+                    self.mark_stale(RunDir(path))
+                except TfdoctorError:
+                    continue  # an unreadable meta.json: listed as it is
         with self._db() as con:
             rows = [
                 dict(r)

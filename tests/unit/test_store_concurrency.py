@@ -67,3 +67,26 @@ def test_run_ids_refuse_traversal(tmp_path):
     for bad in ("../etc", "..", "a/../../b", "/etc/passwd", "x\x00y", ".hidden"):
         with pytest.raises(RunNotFound):
             store.get(bad)
+
+
+def test_a_run_left_running_by_a_killed_process_is_marked_interrupted(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    code = (
+        "import sys, time; from tfdoctor.store import RunStore;"
+        f"r = RunStore({str(home)!r}).new_run('train.py', run_id='doomed'); print('ready', flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    store = RunStore(home)
+    assert store.list()[0]["status"] == "running"  # its writer is alive: still running
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    rows = store.list()
+    assert rows[0]["status"] == "interrupted"
+    meta = store.get("doomed").meta
+    assert meta["status"] == "interrupted" and f"pid {proc.pid}" in meta["error"]
