@@ -34,8 +34,8 @@ run** (A/B interleaved), never one absolute time against a number from another d
 """
 
 
-def versions() -> str:
-    """One line: the date and the versions the figures were measured with."""
+def versions(when: str | None = None) -> str:
+    """One line: the date (now, or ``when`` for figures re-rendered later) and the versions."""
     parts = [f"Python {platform.python_version()}"]
     for dist in ("tensorflow-cpu", "tensorflow", "keras", "xprof", "protobuf", "numpy", "tfdoctor"):
         try:
@@ -46,8 +46,12 @@ def versions() -> str:
             continue
         parts.append(f"{dist} {v}")
     cpu = _cpu_model()
-    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = when or now_utc()
     return f"Measured {when} on {cpu} ({os.cpu_count()} cores), " + ", ".join(parts) + "."
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _cpu_model() -> str:

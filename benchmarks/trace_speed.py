@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CACHE, ROOT, md_table, median, say, spread, update_section, versions
+from _common import CACHE, ROOT, md_table, median, now_utc, say, spread, update_section, versions
 
 HERE = Path(__file__).resolve().parent
 TOOLS = ("tfdoctor", "overview_page", "input_pipeline_analyzer")
@@ -222,6 +222,7 @@ def main() -> None:
         row = measure(exp, path, rounds)
         if exp == min(exps) and row["tfdoctor"]["steps"]:  # calibrate the recorder for larger files
             per_step = row["events"] / row["tfdoctor"]["steps"]
+        row["measured"] = now_utc()
         rows.append(row)
         say(
             f"10^{exp}: {row['events']:,} events, {row['file_mib']:.1f} MiB: tfdoctor {row['tfdoctor']['wall_s']:.2f} s"
@@ -241,7 +242,7 @@ def write_doc(rows: list[dict]) -> None:
     body = "\n\n".join(
         [
             "## 2. Trace analysis speed: tfdoctor vs XProf on the same xplane files",
-            versions(),
+            versions(rows[-1].get("measured")),
             "Inputs: xplane files recorded with the plain TensorFlow profiler (`benchmarks/record_trace.py`:"
             " an eager custom loop fed by tf.data, host tracer level 2, `train` step markers), kept out of git"
             " in `benchmarks/cache/`. tfdoctor = read + analyse + evaluate every rule (file → findings);"
