@@ -119,6 +119,62 @@ def measure(loop: str, steps: int, pairs: int) -> dict:
     }
 
 
+def measure_inproc(loop: str, steps: int, rounds: int) -> dict:
+    """A/B inside one interpreter (workloads/inproc_ab.py): hooks installed vs not, same warm model."""
+    cmd = [sys.executable, str(HERE / "workloads" / "inproc_ab.py"), "--loop", loop]
+    cmd += ["--steps", str(steps), "--rounds", str(rounds)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"in-process A/B failed:\n{proc.stderr[-3000:]}")
+    rows = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    for r in rows:
+        say(
+            f"  {loop} in-process round {r['round'] + 1}/{rounds} ({r['order']}): hooked {r['a_ms']:.2f} ms/step"
+            f" ({r['a_cpu_ms']:.1f} ms CPU), plain {r['b_ms']:.2f} ms/step ({r['b_cpu_ms']:.1f} ms CPU)"
+        )
+    ratios = [r["b_ms"] / r["a_ms"] for r in rows]  # throughput ratio A/B = time B / time A
+    cpu = [r["a_cpu_ms"] / r["b_cpu_ms"] for r in rows]
+    return {
+        "loop": loop,
+        "steps": steps,
+        "rounds": len(rows),
+        "a_ms": median([r["a_ms"] for r in rows]),
+        "b_ms": median([r["b_ms"] for r in rows]),
+        "ratio": median(ratios),
+        "ratio_range": [min(ratios), max(ratios)],
+        "cpu_ratio": median(cpu),
+        "rows": rows,
+    }
+
+
+def render_inproc(results: list[dict]) -> str:
+    rows = [
+        [
+            {"function": "custom loop, tf.function step", "fit": "Keras Model.fit"}[r["loop"]],
+            str(r["steps"]),
+            f"{r['b_ms']:.2f}",
+            f"{r['a_ms']:.2f}",
+            f"**{(r['ratio'] - 1) * 100:+.1f} %**",
+            f"{(r['ratio_range'][0] - 1) * 100:+.0f} … {(r['ratio_range'][1] - 1) * 100:+.0f} %",
+            f"{(r['cpu_ratio'] - 1) * 100:+.1f} %",
+            str(r["rounds"]),
+        ]
+        for r in results
+    ]
+    header = [
+        "workload",
+        "timed steps per window",
+        "plain ms/step",
+        "hooked ms/step",
+        "throughput change (A/B − 1)",
+        "per-round range",
+        "CPU per step (A/B − 1)",
+        "A/B rounds",
+    ]
+    return md_table(header, rows)
+
+
 def render(results: list[dict]) -> str:
     rows = []
     for r in results:
@@ -149,6 +205,20 @@ def render(results: list[dict]) -> str:
         "A/B pairs",
     ]
     return md_table(header, rows)
+
+
+def verdict_inproc(inproc: list[dict]) -> str:
+    if not inproc:
+        return ""
+    worst = max(abs(r["ratio"] - 1) for r in inproc)
+    straddle = all(r["ratio_range"][0] <= 1.0 <= r["ratio_range"][1] for r in inproc)
+    if worst <= 0.03:
+        word = "**met**"
+    elif straddle:
+        word = "**not decided** (the per-round ratios straddle 1.0)"
+    else:
+        word = "**NOT met**"
+    return f"In one interpreter, target |change| ≤ 3 %: {word}; worst median {worst * 100:.1f} %."
 
 
 def verdict(results: list[dict]) -> str:
@@ -186,6 +256,16 @@ def main() -> None:
     results = [measure(loop, steps, pairs) for loop in ("function", "fit")]
     for r in results:
         r["measured"] = now_utc()
+    inproc = [
+        measure_inproc(loop, 40 if args.quick else 120, 1 if args.quick else 8)
+        for loop in ("function", "fit")
+    ]
+    for r in inproc:
+        say(
+            f"{r['loop']} in one interpreter: plain {r['b_ms']:.2f} ms/step, hooked {r['a_ms']:.2f} ms/step:"
+            f" {(r['ratio'] - 1) * 100:+.1f} % throughput (CPU/step {(r['cpu_ratio'] - 1) * 100:+.1f} %)"
+        )
+    results[0]["inproc"] = inproc
     for r in results:
         say(
             f"{r['loop']}: plain {r['b']:.2f} steps/s, under tfdoctor {r['a']:.2f} steps/s: perturbation"
@@ -213,7 +293,15 @@ def write_doc(results: list[dict], section: str) -> None:
             " median of 5 sub-windows.",
             render(results),
             verdict(results),
-            "Regenerate: `python benchmarks/perturbation.py` (about 6 minutes: 4 pairs × 2 workloads).",
+            "**In one interpreter** (`benchmarks/workloads/inproc_ab.py`): the same warmed-up model and"
+            " input pipeline, windows alternately run plain (B) and under tfdoctor's hooks with the"
+            " profiler off (A: `tfdoctor.capture.inproc`, the hooks a capture's timing window runs under),"
+            " order alternating AB/BA. No process start-up, tracing or allocation differs, and windows of"
+            " a few seconds share the machine's load; the step function is re-created per window so it is"
+            " traced under the hooks like a script's is. Median step times; ratios per round, then the median.",
+            render_inproc(results[0].get("inproc", [])),
+            verdict_inproc(results[0].get("inproc", [])),
+            "Regenerate: `python benchmarks/perturbation.py` (about 10 minutes: 4 process pairs and 8 in-process rounds per workload).",
         ]
     )
     if section != "perturbation":  # the same figure on another device (gpu.py)

@@ -1,0 +1,138 @@
+"""Profiler perturbation measured inside one interpreter: the same warmed-up training loop timed
+alternately without tfdoctor (B) and with tfdoctor's step hooks installed and the profiler off (A:
+what the timing window of a capture runs under), via ``tfdoctor.capture.inproc.capture_in_process``.
+
+No process start-up, model build or tracing differs between A and B, and alternating windows of a
+few seconds cancel the slow load drift of a shared machine. Prints one JSON line per round:
+``{"round", "order", "a_ms", "b_ms", "a_cpu_ms", "b_cpu_ms"}`` (median step wall ms, CPU ms/step).
+
+    python benchmarks/workloads/inproc_ab.py --loop function --steps 120 --rounds 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+from tfdoctor.capture.clock import Windows
+from tfdoctor.capture.inproc import capture_in_process
+from tfdoctor.store import RunDir
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--loop", choices=["function", "fit"], default="function")
+parser.add_argument("--steps", type=int, default=120, help="timed steps per window")
+parser.add_argument("--rounds", type=int, default=8)
+args = parser.parse_args()
+
+WARM = 3  # the capture's own warm-up steps inside A (not timed, like B's first steps)
+keras.utils.set_random_seed(0)
+rng = np.random.default_rng(0)
+X = rng.normal(size=(4096, 16, 16, 3)).astype(np.float32)
+Y = rng.integers(0, 10, size=4096).astype(np.int64)
+ds = tf.data.Dataset.from_tensor_slices((X, Y)).repeat().batch(64, drop_remainder=True).prefetch(2)
+model = keras.Sequential(
+    [
+        keras.Input((16, 16, 3)),
+        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+        keras.layers.GlobalAveragePooling2D(),
+        keras.layers.Dense(10),
+    ]
+)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+optimizer = keras.optimizers.SGD(0.01)
+marks: list[tuple[int, int]] = []
+
+
+def mark() -> None:
+    marks.append((time.perf_counter_ns(), time.process_time_ns()))
+
+
+def make_step():
+    """A fresh tf.function per window: traced (step 0, untimed) under whatever hooks are installed,
+    as a script's step function is traced under the harness's hooks."""
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return train_step
+
+
+it = iter(ds)
+
+
+class StepEnds(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        mark()
+
+
+model.compile(optimizer=optimizer, loss=loss_fn)
+
+
+def train(n: int) -> None:
+    mark()
+    if args.loop == "fit":
+        model.fit(ds, steps_per_epoch=n, epochs=1, verbose=0, callbacks=[StepEnds()])
+        return
+    train_step = make_step()
+    for _ in range(n):
+        x, y = next(it)
+        float(train_step(x, y))
+        mark()
+
+
+def window(first: int, count: int) -> tuple[float, float]:
+    wall = [marks[k + 1][0] - marks[k][0] for k in range(first, first + count)]
+    cpu = (marks[first + count][1] - marks[first][1]) / count
+    return statistics.median(wall) / 1e6, cpu / 1e6
+
+
+def plain() -> tuple[float, float]:
+    marks.clear()
+    train(WARM + args.steps)
+    return window(WARM, args.steps)
+
+
+def hooked(tmp: Path, r: int) -> tuple[float, float]:
+    marks.clear()
+    run = RunDir(tmp / f"run{r}")
+    res = capture_in_process(
+        lambda: train(WARM + args.steps + 5),  # the capture stops it after its planned steps
+        run,
+        Windows(warmup=WARM, timing=args.steps, profile=0),
+    )
+    if res.capture.status != "complete":
+        raise SystemExit(f"capture failed: {res.capture.message}")
+    return window(WARM, args.steps - 1)
+
+
+train(30)  # warm-up: tracing, autotuning
+with tempfile.TemporaryDirectory() as d:
+    for r in range(args.rounds):
+        order = "AB" if r % 2 == 0 else "BA"
+        got = {}
+        for cond in order:
+            got[cond] = hooked(Path(d), r) if cond == "A" else plain()
+        a, b = got["A"], got["B"]
+        print(
+            json.dumps(
+                {"round": r, "order": order, "a_ms": a[0], "b_ms": b[0], "a_cpu_ms": a[1], "b_cpu_ms": b[1]}
+            ),
+            flush=True,
+        )
