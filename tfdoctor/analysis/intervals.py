@@ -57,27 +57,27 @@ def measure(iset: IntervalSet) -> int:
 
 
 def subtract(a: IntervalSet, b: IntervalSet) -> IntervalSet:
-    """``a`` minus ``b`` (both disjoint sorted sets)."""
+    """``a`` minus ``b`` (both disjoint sorted sets), vectorised: ``a`` ∩ the gaps of ``b``.
+
+    A sweep over all boundaries (ends before starts at equal times: the sets are half-open) counts
+    how many of the two sets cover each stretch; the result is where both do.
+    """
     if a[0].size == 0 or b[0].size == 0:
         return a
-    out_s: list[int] = []
-    out_e: list[int] = []
-    bs, be = b
-    for s, e in zip(a[0].tolist(), a[1].tolist(), strict=True):
-        j = int(np.searchsorted(be, s, side="right"))
-        cur = s
-        while j < bs.size and bs[j] < e:
-            if bs[j] > cur:
-                out_s.append(cur)
-                out_e.append(int(bs[j]))
-            cur = max(cur, int(be[j]))
-            if cur >= e:
-                break
-            j += 1
-        if cur < e:
-            out_s.append(cur)
-            out_e.append(e)
-    return np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    gap_s = np.concatenate([[lo], b[1]])
+    gap_e = np.concatenate([b[0], [hi]])
+    keep = gap_e > gap_s
+    gap_s, gap_e = gap_s[keep], gap_e[keep]
+    pts = np.concatenate([a[0], gap_s, a[1], gap_e])
+    n_start = a[0].size + gap_s.size
+    delta = np.concatenate([np.ones(n_start, np.int8), -np.ones(pts.size - n_start, np.int8)])
+    order = np.lexsort((delta, pts))  # by time, ends (-1) first
+    p, depth = pts[order], np.cumsum(delta[order], dtype=np.int64)
+    both = np.flatnonzero(depth[:-1] == 2)
+    out_s, out_e = p[both], p[both + 1]
+    keep = out_e > out_s
+    return out_s[keep], out_e[keep]
 
 
 def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
