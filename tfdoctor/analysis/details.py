@@ -85,19 +85,19 @@ def compute_details(trace: Trace, steps: Steps) -> Details:
     plane = steps.host_plane
     # -- main-thread dispatch ----------------------------------------------------------------------
     if main is not None and plane is not None and len(main):
-        names = plane.names_of(main)
         inside = _within(lo, hi, main.start_ps)
         ops = 0
         fcalls = 0
         fn_ids: dict[str, set[str]] = defaultdict(set)
-        for n in names[inside]:
-            n = str(n)
+        counts = np.bincount(main.name_idx[inside], minlength=len(plane.event_names))
+        for i in np.flatnonzero(counts).tolist():  # each distinct name once, weighted by its count
+            n = str(plane.event_names[i])
             if n.startswith("EagerLocalExecute: "):
                 if is_function_run(n):
-                    fcalls += 1
+                    fcalls += int(counts[i])
                 elif "IteratorGetNext" not in n:
-                    ops += 1
-        for n in set(map(str, names)):
+                    ops += int(counts[i])
+        for n in {str(plane.event_names[i]) for i in np.unique(main.name_idx).tolist()}:
             if is_function_run(n):
                 m = _FN_ID_RE.match(n)
                 if m:
@@ -123,13 +123,19 @@ def compute_details(trace: Trace, steps: Steps) -> Details:
                 gn.append(ln.dur_ps[sel])
             if it_ids.size:
                 sel = inside & np.isin(ln.name_idx, it_ids)
-                for ni, du in zip(ln.name_idx[sel].tolist(), ln.dur_ps[sel].tolist(), strict=True):
-                    path = str(it_names[ni])
-                    last = re.sub(r"\[\d+\]$", "", path.rsplit("::", 1)[-1])
-                    st = stages[path]
-                    st[0] += 1
-                    st[1] += du
-                    st[2] = last
+                ids = ln.name_idx[sel]
+                if ids.size:  # per distinct iterator name: count and total time, in order of first use
+                    uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+                    inv = inv.reshape(-1)
+                    sums = np.zeros(uniq.size, dtype=np.int64)
+                    np.add.at(sums, inv, ln.dur_ps[sel])
+                    cnts = np.bincount(inv, minlength=uniq.size)
+                    for k in np.argsort(first, kind="stable").tolist():
+                        path = str(it_names[uniq[k]])
+                        st = stages[path]
+                        st[0] += int(cnts[k])
+                        st[1] += int(sums[k])
+                        st[2] = re.sub(r"\[\d+\]$", "", path.rsplit("::", 1)[-1])
             if ln is not main:
                 top = iv.union(ln.start_ps, ln.end_ps)
                 busy_sum += iv.measure(iv.clip(top, lo, hi))
