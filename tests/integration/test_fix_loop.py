@@ -47,7 +47,9 @@ def _git_apply_check(patch: str, script: Path, tmp_path: Path) -> str:
 def test_profile_fix_on_the_naive_loop_keeps_tf_function_and_leaves_user_files_alone(tfd_home, tmp_path):
     script = _copy(tmp_path, "naive_loop.py")
     before = _hashes(script.parent)
-    opts = ["--steps", "24", "--warmup", "4", "--profile-steps", "3", "--run-id", "base"]
+    # a warm-up long enough for the tf.function trials' tracing (one retrace shows a few steps in),
+    # and a timing window of 20 steps, so one slow step cannot decide the trial
+    opts = ["--steps", "32", "--warmup", "8", "--profile-steps", "3", "--run-id", "base"]
     rc = main(["profile", str(script), *opts, "--fix", "--only", "tf-function,generator-prefetch"])
     assert rc == 0
     assert _hashes(script.parent) == before  # no --apply: the user's files are untouched
