@@ -85,20 +85,20 @@ def run_rules(ctx: Context) -> list[Finding]:
         if rule.DEVICE and rule.NEEDS_STEPS and not ctx.has_device_trace:
             ctx.skipped_no_device_trace.append(rule.ID)
             continue
-        try:
-            f = rule.detect(ctx)
-        except Exception as err:
-            f = _crashed(rule, err)
-        if f is not None:
-            findings.append(f)
+        _detect(rule, ctx, findings)
     for rule in (r for r in rules if r.META):
-        try:
-            f = rule.detect(ctx)
-        except Exception as err:
-            f = _crashed(rule, err)
-        if f is not None:
-            findings.append(f)
+        _detect(rule, ctx, findings)
     return sorted(findings, key=_sort_key)
+
+
+def _detect(rule: Rule, ctx: Context, findings: list[Finding]) -> None:
+    """Run one rule; a rule that crashes becomes an undecided finding (the others still run)."""
+    try:
+        f = rule.detect(ctx)
+    except Exception as err:
+        f = _crashed(rule, err)
+    if f is not None:
+        findings.append(f)
 
 
 _BOUND = {
