@@ -89,6 +89,15 @@ class Facts(_Frozen):
     optimizer: str | None = None
     learning_rate: float | None = None
     retraces: int | None = None  # tf.function traces of the step function beyond the first
+    # warm-up as it happened: adaptive unless --warmup was given (see capture/clock.py)
+    warmup_steps: int | None = None  # steps the warm-up actually took
+    warmup_note: str | None = None  # why it was longer than planned, or why it stopped waiting
+    # caches added by tfdoctor's generator-cache fix (functions carrying a ``tfdoctor_memo`` dict),
+    # summed at the end of the warm-up; None when the script has none
+    memo_hits: int | None = None
+    memo_misses: int | None = None
+    memo_full: bool | None = None
+    memo_warm: bool | None = None  # the caches served the warm-up's last step (hit rate >= 90 %) or were full
     dataset: list[DatasetStage] = Field(default_factory=list)
     source: dict[str, str] = Field(default_factory=dict)  # role -> "file.py:LINE" (e.g. "step_fn")
     extra: dict[str, str] = Field(default_factory=dict)
