@@ -214,3 +214,52 @@ def test_compare_within_noise():
     assert c.speedup == pytest.approx(162 / 160) and c.within_noise is True
     assert all(d.delta_ms == pytest.approx(0.0) for d in c.categories)
     assert c.both == ["TFD101", "TFD201", "TFD401"] and not c.only_a
+
+
+def test_run_page_shows_replicas_and_workers_of_a_distributed_run():
+    """The real two-worker straggler trace: the page names both workers, flags the straggler and says
+    where the time went; a single-device report has no such section."""
+    from pathlib import Path
+
+    from tfdoctor.analysis import analyze
+    from tfdoctor.analysis.distributed import summary_for
+    from tfdoctor.model import Facts
+    from tfdoctor.trace import load
+
+    logdir = Path(__file__).resolve().parents[2] / "sample_traces/distribution-straggler/logdir"
+    facts = Facts(num_replicas=2, strategy="CollectiveAllReduceStrategy")
+    dist = summary_for(analyze(load(logdir)), facts)
+    report = ws.report().model_copy(update={"distributed": dist, "facts": facts})
+    page = run_page(report)
+    assert page.distributed is not None
+    assert [r.name for r in page.distributed.rows if r.kind == "worker"] == ["worker-0", "worker-1"]
+    assert [r.name for r in page.distributed.rows if r.straggler] == ["worker-1"]
+    assert "CollectiveAllReduceStrategy × 2" in page.distributed.summary
+    assert "straggler worker-1" in page.distributed.summary
+    html = render_run(page, standalone=True)
+    section = html.split('id="sec-distributed"', 1)[1].split("</section>", 1)[0]
+    assert section.count('<tr class="replica-worker') == 2 and "straggler" in section
+    w1 = next(r for r in dist.workers if r.name == "worker-1")
+    assert f"{w1.input_wait_ms:,.2f}" in section  # its input wait, as the analysis measured it
+    assert run_page(ws.report()).distributed is None
+    assert 'id="sec-distributed"' not in render_run(run_page(ws.report()), standalone=True)
+
+
+def test_facts_show_the_warm_up_and_the_memo_cache():
+    from tfdoctor.model import Facts
+    from tfdoctor.report.html import facts_rows
+
+    rows = dict(
+        facts_rows(
+            Facts(
+                warmup_steps=131,
+                warmup_note="memo cache warm after 131 steps",
+                memo_hits=4096,
+                memo_misses=0,
+                memo_warm=True,
+            )
+        )
+    )
+    assert rows["Warm-up"] == "131 steps (memo cache warm after 131 steps)"
+    assert rows["Memo cache (generator-cache)"] == "4,096 hits, 0 misses at the end of the warm-up, warm"
+    assert "Warm-up" not in dict(facts_rows(Facts()))

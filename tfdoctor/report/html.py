@@ -94,6 +94,66 @@ class FixRow:
 
 
 @dataclass(frozen=True)
+class ReplicaRow:
+    name: str
+    kind: str  # "worker" | "device" | "replica"
+    step_ms: str
+    busy_ms: str
+    input_ms: str
+    collective_ms: str
+    overlap: str
+    busy: str
+    straggler: bool
+    active: bool
+
+
+@dataclass(frozen=True)
+class DistributedView:
+    """Report.distributed for the page: one row per worker, then per device / replica."""
+
+    summary: str  # "MirroredStrategy × 2 · collectives 12 % of step, 80 % overlapped · straggler ..."
+    rows: list[ReplicaRow]
+    idle_devices: list[str]
+    notes: list[str]
+
+
+def distributed_view(report: Report) -> DistributedView | None:
+    d = report.distributed
+    if d is None or not (d.workers or d.replicas):
+        return None
+    bits = [f"{d.strategy} × {d.num_replicas}" if d.strategy else f"{d.num_replicas} replica(s)"]
+    if len(d.hosts) > 1:
+        bits.append(f"{len(d.hosts)} hosts")
+    bits.append(
+        f"collectives {100 * d.collective_share:.0f} % of step, {100 * d.collective_overlap:.0f} % overlapped"
+    )
+    if d.input_imbalance:
+        bits.append(f"input imbalance {100 * d.input_imbalance:.0f} % of a step")
+    if d.straggler:
+        bits.append(f"straggler {d.straggler} ({d.straggler_ratio:.2f}x the fastest)")
+    rows = []
+    for r in [*d.workers, *d.replicas]:
+        name = f"{r.host} {r.name}" if r.kind == "device" and len(d.hosts) > 1 and r.host else r.name
+        rows.append(
+            ReplicaRow(
+                name=name,
+                kind=r.kind,
+                step_ms=f"{r.step_ms:,.2f}",
+                busy_ms=f"{r.busy_ms:,.2f}",
+                input_ms=f"{r.input_wait_ms:,.2f}" if r.kind == "worker" else "",
+                collective_ms=f"{r.collective_ms:,.2f}" if r.kind != "replica" else "",
+                overlap=f"{100 * r.collective_overlap:.0f} %" if r.collective_ms else "",
+                busy=f"{100 * r.busy_share:.0f} %",
+                straggler=r.name == d.straggler,
+                active=r.active,
+            )
+        )
+    return DistributedView(
+        summary=" · ".join(bits), rows=rows, idle_devices=list(d.idle_devices), notes=list(d.notes)
+    )
+
+
+@dataclass(frozen=True)
 class RunPage:
     run_id: str
     title: str
@@ -122,6 +182,7 @@ class RunPage:
     live: bool
     n_steps: int
     legend: list[tuple[str, str, str]] = field(default_factory=list)  # (label, colour, kind)
+    distributed: DistributedView | None = None
 
 
 def _clip(text: str | None, n: int = MAX_TEXT) -> str | None:
@@ -199,6 +260,20 @@ def facts_rows(f: Facts) -> list[tuple[str, str]]:
             f.optimizer and (f.optimizer + (f" (lr {f.learning_rate:g})" if f.learning_rate else "")),
         ),
         ("Retraces", None if f.retraces is None else str(f.retraces)),
+        (
+            "Warm-up",
+            None
+            if f.warmup_steps is None
+            else f"{f.warmup_steps} steps" + (f" ({f.warmup_note})" if f.warmup_note else ""),
+        ),
+        (
+            "Memo cache (generator-cache)",
+            None
+            if f.memo_hits is None
+            else f"{f.memo_hits:,} hits, {f.memo_misses or 0:,} misses at the end of the warm-up"
+            + (", full" if f.memo_full else "")
+            + ("" if f.memo_warm is None else (", warm" if f.memo_warm else ", still cold")),
+        ),
         (
             "Dataset",
             " → ".join(
@@ -416,6 +491,7 @@ def run_page(
         live=report.status == "running",
         n_steps=len(report.steps),
         legend=[(KINDS[k], charts.KIND_COLORS[k], k) for k in KINDS],
+        distributed=distributed_view(report),
     )
 
 
