@@ -217,6 +217,11 @@ class FixTrial(_Frozen):
     patch: str = ""  # the unified diff of this fix alone
     runtime_switch: dict[str, str] = Field(default_factory=dict)  # harness options this fix sets
     run_id: str | None = None
+    # back-to-back confirmation of a single run that was not decisive (tfdoctor.fixes.loop): per round,
+    # the trial's rate over the reference state's, both measured in that round; and the extra runs'
+    # ids in the order they ran (reference and trial alternate first). Empty: decided on one run.
+    paired_ratios: list[float] = Field(default_factory=list)
+    paired_run_ids: list[str] = Field(default_factory=list)
 
 
 class FixSummary(_Frozen):
@@ -228,6 +233,7 @@ class FixSummary(_Frozen):
     kept: list[str] = Field(default_factory=list)
     combined_run_id: str | None = None  # the final run with every kept fix applied
     wall_s: float = 0.0  # the whole --fix run
+    confirm_rounds: int = 0  # most paired rounds per trial that was not decisive (0: one run each)
 
 
 class ReplicaTiming(_Frozen):

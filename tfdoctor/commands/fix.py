@@ -80,6 +80,25 @@ def add_fix_options(parser: argparse.ArgumentParser, defaults: bool = True) -> N
         default=d(None),
         help="seconds before one fix run is stopped and rolled back (default: from the baseline's duration)",
     )
+    parser.add_argument(
+        "--fix-rounds",
+        type=_rounds,
+        default=d(2),
+        metavar="N",
+        help="when a fix's one run is between 0.5x and 2x, re-measure it and the state it must beat back to "
+        "back, up to N rounds, and decide on the median of the paired ratios (default 2; 0: decide on "
+        "the one run)",
+    )
+
+
+def _rounds(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of rounds, 0 or more: {text!r}")
+    return n
 
 
 def _ids(text: str | None) -> list[str]:
@@ -156,10 +175,12 @@ class FixCommand:
 
     TARGET is a run id or run directory from `tfdoctor profile`. Each candidate fix (best estimated
     gain first) is applied to a copy of the script's folder on top of the fixes kept so far and run
-    for the same steps; it is kept only if throughput rises beyond the measured noise band and the run
-    stays sane (no error, finite losses near the baseline's, same examples per step unless the fix
-    scales the batch, unchanged output). Then a final run with every kept fix. The combined patch is
-    written to RUN/fix.patch; your files are not touched unless you pass --apply.
+    for the same steps; it is kept only if the run stays sane (no error, finite losses near the
+    baseline's, same examples per step unless the fix scales the batch, unchanged output) and
+    throughput rises beyond the measured noise band. A run between 0.5x and 2x of the state it must
+    beat is not decided alone: that state and the fix are re-measured back to back (--fix-rounds,
+    order alternating) and the median paired ratio decides. Then a final run with every kept fix.
+    The combined patch is written to RUN/fix.patch; your files are not touched unless you pass --apply.
 
     Examples:
       tfdoctor fix 20261121-101500-naive_loop-ab12
@@ -207,6 +228,7 @@ class FixCommand:
             steps=int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10)),
             warmup=int(w["warmup"]) if "warmup" in w else None,
             timeout_s=args.fix_timeout,
+            confirm_rounds=args.fix_rounds,
             only=only or None,
             skip=skip,
             env=dict(cap.get("env") or {}),
@@ -236,6 +258,7 @@ def fix_after_profile(
         steps=cfg.steps,
         warmup=cfg.warmup,
         timeout_s=getattr(args, "fix_timeout", None),
+        confirm_rounds=getattr(args, "fix_rounds", 2),
         only=_ids(getattr(args, "only", None)) or None,
         skip=_ids(getattr(args, "skip", None)),
         env=dict(cfg.env),

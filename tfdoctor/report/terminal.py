@@ -88,7 +88,13 @@ def fix_table(report: Report) -> Table | None:
     fx = report.fix
     if fx is None:
         return None
-    table = Table(title="Fixes (measured)", title_justify="left", expand=False)
+    caption = None
+    if any(t.paired_ratios for t in fx.trials):  # what decided the trials whose one run was not decisive
+        caption = (
+            "paired: the fix's rate over the state it had to beat, both re-measured back to back, per round "
+            f"(at most {fx.confirm_rounds}); their median decided"
+        )
+    table = Table(title="Fixes (measured)", title_justify="left", caption=caption, expand=False)
     table.add_column("fix")
     table.add_column("throughput", justify="right")
     table.add_column("speedup", justify="right")
@@ -103,10 +109,13 @@ def fix_table(report: Report) -> Table | None:
         if advice:
             advice = advice.strip()
             why.append("\n" + (advice if len(advice) <= 140 else advice[:139] + "…"), style="dim")
+        speedup = Text(f"{t.speedup:.2f}x" if t.speedup else "")
+        if t.paired_ratios:
+            speedup.append("\npaired " + ", ".join(f"{r:.2f}x" for r in t.paired_ratios), style="dim")
         table.add_row(
             t.fix_id,
             fmt_throughput(t.throughput) if t.throughput else "",
-            f"{t.speedup:.2f}x" if t.speedup else "",
+            speedup,
             Text(t.status, style=style.get(t.status, "")),
             why,
         )
