@@ -383,6 +383,34 @@ def test_output_change_ignores_numbers_but_not_missing_lines() -> None:
     assert why is not None and "fewer 'step #: loss #'" in why
 
 
+def test_output_of_a_run_that_went_further_may_add_ordinary_lines_not_trouble() -> None:
+    """A trial whose warm-up waited a whole epoch for its cache (or that trains on bigger batches)
+    reaches the end of an epoch the reference never reached: its epoch line is expected, its
+    warnings are not, and lines it no longer prints still count."""
+    before = "step 10: loss 1.23\nstep 20: loss 1.1\n"
+    longer = "step 10: loss 1.2\nstep 20: loss 1.1\nepoch 1: loss 0.9 (128 steps, 38.1 steps/s)\nstep 130: loss 0.5\n"
+    assert output_change(before, longer, further=True) is None
+    why = output_change(before, longer)
+    assert why is not None and "new '" in why  # without further: a change, as before
+    trouble = longer + "WARN: 5 out of the last 5 calls triggered tf.function retracing\n"
+    assert "retracing" in (output_change(before, trouble, further=True) or "")
+    assert "loss is nan" in (output_change(before, longer + "loss is nan\n", further=True) or "")
+    fewer = "epoch 1: loss 0.9 (128 steps, 38.1 steps/s)\n"
+    assert "fewer 'step #: loss #'" in (output_change(before, fewer, further=True) or "")
+
+
+def test_losses_compare_across_shifted_windows_warm_up_included() -> None:
+    """The reference timed steps 6-40; a trial that warmed up for 131 steps still has losses for
+    steps 0-40 (its warm-up): the trajectory is compared there, not skipped."""
+    ref = [s.model_copy(update={"window": "warmup" if s.index < 6 else "timing"}) for s in _steps([2.0] * 40)]
+    trial = [
+        s.model_copy(update={"window": "warmup" if s.index < 131 else "timing"}) for s in _steps([9.0] * 160)
+    ]
+    assert "off the baseline" in (loss_problem(ref, trial, scaled=False) or "")
+    same = [s.model_copy(update={"loss": 2.05}) for s in trial]
+    assert loss_problem(ref, same, scaled=False) is None
+
+
 def test_examples_per_step_is_the_most_common_step_size() -> None:
     steps = _steps([1.0] * 5)
     assert examples_per_step(steps, None) == 32
