@@ -393,7 +393,7 @@ def test_output_of_a_run_that_went_further_may_add_ordinary_lines_not_trouble() 
     why = output_change(before, longer)
     assert why is not None and "new '" in why  # without further: a change, as before
     trouble = longer + "WARN: 5 out of the last 5 calls triggered tf.function retracing\n"
-    assert "retracing" in (output_change(before, trouble, further=True) or "")
+    assert "triggered tf.function retrac" in (output_change(before, trouble, further=True) or "")
     assert "loss is nan" in (output_change(before, longer + "loss is nan\n", further=True) or "")
     fewer = "epoch 1: loss 0.9 (128 steps, 38.1 steps/s)\n"
     assert "fewer 'step #: loss #'" in (output_change(before, fewer, further=True) or "")
