@@ -30,6 +30,7 @@ FIX_IDS: frozenset[str] = frozenset(
         "tfdata-prefetch",
         "tfdata-cache",
         "generator-prefetch",
+        "generator-cache",
         "tf-function",
         "steps-per-execution",
         "xla-jit",

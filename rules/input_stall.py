@@ -33,13 +33,17 @@ class InputStall(Rule):
 
     Fix:
         ``tfdata-parallel-map`` (``num_parallel_calls=tf.data.AUTOTUNE``), ``tfdata-prefetch``
-        (``.prefetch(tf.data.AUTOTUNE)``), ``generator-prefetch`` (run the generator ahead of the step), or
-        cache the deterministic part (see TFD102). Estimated saving: the input-wait share (an upper bound:
-        the wait disappears when input is produced ahead of the step).
+        (``.prefetch(tf.data.AUTOTUNE)``), ``generator-prefetch`` (run the generator ahead of the step),
+        ``generator-cache`` (compute the deterministic start of the generator's per-example function once
+        per example, from memory afterwards), or cache the deterministic part of a tf.data pipeline (see
+        TFD102). Estimated saving: the input-wait share (an upper bound: the wait disappears when input is
+        produced ahead of the step).
 
     Fix safety:
         Safe: parallel map and prefetch keep the order of elements (``deterministic`` stays on) and do not
-        change what the model sees; they use more host memory and threads.
+        change what the model sees; they use more host memory and threads. ``generator-cache`` caches only
+        what tfdoctor proves deterministic and hands out copies (same values bit for bit); it holds the
+        cached results in memory (up to 1 GiB) and pays from the second pass over the data.
     """
 
     ID = "TFD101"
@@ -67,7 +71,7 @@ class InputStall(Rule):
         gen_src = ctx.source("dataset_source", "generator")
         if ctx.facts.input_kind == "python_generator" or "from_generator" in ops or d.python_generator:
             causes.append("the batches come from a Python generator")
-            fixes.append("generator-prefetch")
+            fixes += ["generator-prefetch", "generator-cache"]
             ev.append(
                 Evidence(
                     label="source", value="Python generator (from_generator / py_function)", source=gen_src

@@ -595,7 +595,10 @@ def test_cpu_bf16_detection_reads_the_flags(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("script", "changed"),
     [
-        ("naive_loop.py", {"tf-function", "generator-prefetch", "batch-scale", "mixed-precision"}),
+        (
+            "naive_loop.py",
+            {"tf-function", "generator-prefetch", "generator-cache", "batch-scale", "mixed-precision"},
+        ),
         (
             "tfdata_loop.py",
             {"tf-function", "tfdata-parallel-map", "tfdata-prefetch", "batch-scale", "mixed-precision"},

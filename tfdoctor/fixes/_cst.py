@@ -3,7 +3,7 @@ adding keyword arguments without breaking the call's layout."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -297,3 +297,44 @@ def unique_name(module: cst.Module, base: str) -> str:
     while f"{base}_{i}" in used:
         i += 1
     return f"{base}_{i}"
+
+
+def imports_end(body: Sequence[cst.BaseStatement]) -> int:
+    """Index of the first statement after the module docstring, ``__future__`` and the leading imports
+    (``if``/``try`` blocks that only import count as imports)."""
+    at = 0
+    for i, stmt in enumerate(body):
+        if (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and all(
+                isinstance(s, (cst.Import, cst.ImportFrom))
+                or (isinstance(s, cst.Expr) and isinstance(s.value, cst.SimpleString))
+                for s in stmt.body
+            )
+        ) or (
+            isinstance(stmt, (cst.If, cst.Try))
+            and all(
+                isinstance(n, (cst.Import, cst.ImportFrom))
+                for n in walk(stmt)
+                if isinstance(n, cst.BaseSmallStatement)
+            )
+        ):
+            at = i + 1
+        else:
+            break
+    return at
+
+
+def insert_after_imports(module: cst.Module, stmt: cst.BaseCompoundStatement) -> cst.Module:
+    """``stmt`` (a helper function) right after the imports, two blank lines either side; the comment
+    lines above the next statement stay with it (generator-prefetch's placement)."""
+    body = list(module.body)
+    at = imports_end(body)
+    blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+    stmt = stmt.with_changes(leading_lines=blank)
+    rest = body[at:]
+    if rest:
+        rest[0] = rest[0].with_changes(
+            leading_lines=[*blank, *[ln for ln in rest[0].leading_lines if ln.comment]]
+        )
+    return module.with_changes(body=[*body[:at], stmt, *rest])

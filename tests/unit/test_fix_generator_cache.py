@@ -1,0 +1,570 @@
+"""generator-cache: the codemod (before/after on dedented sources, skips with reasons) and the code it
+writes, executed with numpy only: same arrays bit for bit, hits from the second pass, copies out, the
+memory cap, arguments it cannot key. No TensorFlow is imported."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+import numpy as np
+import pytest
+
+from tfdoctor.fixes import FixContext, get_fix
+from tfdoctor.fixes._cst import imports_end
+from tfdoctor.fixes.generator_cache import HELPER
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def d(code: str) -> str:
+    return textwrap.dedent(code).lstrip("\n")
+
+
+def apply(before: str) -> Any:
+    return get_fix("generator-cache").apply(d(before), FixContext())
+
+
+def helper_code(name: str = "tfdoctor_memoize") -> str:
+    return HELPER.format(name=name, max_bytes="1 << 30").strip("\n")
+
+
+def assert_skipped(before: str, why: str) -> str:
+    out = apply(before)
+    assert out.status == "skipped", out.reason
+    assert out.code == d(before)
+    assert why in out.reason, out.reason
+    return out.reason
+
+
+GENERATOR = """
+
+def batches(images, batch_size, seed):
+    rng = np.random.default_rng(seed)
+    for start in range(0, len(images), batch_size):
+        yield np.stack([preprocess(images[i], rng) for i in range(start, start + batch_size)])
+"""
+
+
+# -- the codemod ---------------------------------------------------------------------------------------------
+def test_the_deterministic_decode_moves_into_a_memoized_prefix_and_augmentation_stays() -> None:
+    before = (
+        d("""
+        import numpy as np
+
+        SIZE = 8
+
+
+        # per-example work
+        def preprocess(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            \"\"\"Decode, then augment.\"\"\"
+            x = image.astype(np.float32) / 255.0  # to float
+            padded = np.pad(x, ((1, 1), (1, 1), (0, 0)), mode="edge")
+            smooth = np.zeros_like(x)
+            for dy in range(3):
+                smooth += padded[dy : dy + SIZE]
+            x = 0.5 * x + smooth / 6.0
+            # augmentation
+            x = x * rng.uniform(0.8, 1.2)
+            padded = np.pad(x, 2)
+            return padded[:SIZE]
+        """)
+        + GENERATOR
+    )
+    after = (
+        d("""
+        import numpy as np
+
+
+        {helper}
+
+
+        SIZE = 8
+
+
+        @tfdoctor_memoize
+        def _preprocess_prefix(image: np.ndarray):
+            \"\"\"Added by tfdoctor (generator-cache): the start of preprocess(), cached per input.\"\"\"
+            x = image.astype(np.float32) / 255.0  # to float
+            padded = np.pad(x, ((1, 1), (1, 1), (0, 0)), mode="edge")
+            smooth = np.zeros_like(x)
+            for dy in range(3):
+                smooth += padded[dy : dy + SIZE]
+            x = 0.5 * x + smooth / 6.0
+            return x
+
+
+        # per-example work
+        def preprocess(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            \"\"\"Decode, then augment.\"\"\"
+            x = _preprocess_prefix(image)
+            # augmentation
+            x = x * rng.uniform(0.8, 1.2)
+            padded = np.pad(x, 2)
+            return padded[:SIZE]
+        """)
+        + GENERATOR
+    )
+    out = apply(before)
+    assert out.status == "changed", out.reason
+    assert out.code == d(after).replace("{helper}", helper_code())
+    ast.parse(out.code)
+    assert out.reason.startswith("preprocess() lines 9-14 cached as _preprocess_prefix() → x")
+    assert "1 GiB" in out.reason
+    what = next(w for w in out.warnings if w.startswith("preprocess() lines 9-14"))
+    assert "_preprocess_prefix(image)" in what and "reads x from it" in what and "up to 1 GiB" in what
+    advice = next(w for w in out.warnings if w.startswith("advice:"))
+    assert "second pass over the data" in advice and "bytes of x per example" in advice
+
+
+def test_a_function_pure_throughout_is_decorated_itself() -> None:
+    before = """
+        import numpy as np
+        import math
+
+
+        def decode(image):
+            x = image.astype(np.float32) / 255.0
+            x = np.pad(x, 1)
+            return np.sqrt(x)[1:-1, 1:-1] * math.pi
+
+
+        def augment(x, rng):
+            return x * rng.uniform()
+
+
+        def batches(images, rng):
+            for i in range(len(images)):
+                yield augment(decode(images[i]), rng)
+        """
+    out = apply(before)
+    assert out.status == "changed", out.reason
+    assert "\n@tfdoctor_memoize\ndef decode(image):\n    x = image.astype" in out.code
+    assert "_prefix" not in out.code
+    assert "def augment(x, rng):\n    return x * rng.uniform()" in out.code
+    assert out.reason.startswith("decode() (lines 5-8) cached whole")
+    assert any("not cached: augment()" in w and "random source rng" in w for w in out.warnings)
+
+
+def test_a_function_called_from_getitem_is_cached_too() -> None:
+    out = apply(
+        """
+        import numpy as np
+
+
+        def decode(image):
+            return np.sqrt(np.abs(np.fft.fft(image.astype(np.float64)))).astype(np.float32)
+
+
+        class Images:
+            def __getitem__(self, i):
+                return decode(self.images[i])
+        """
+    )
+    assert out.status == "changed", out.reason
+    assert "@tfdoctor_memoize\ndef decode(image):" in out.code
+
+
+def test_naive_loop_example_caches_the_float_conversion_and_the_smoothing_loop() -> None:
+    src = (EXAMPLES / "naive_loop.py").read_text()
+    out = get_fix("generator-cache").apply(src, FixContext(filename="naive_loop.py"))
+    assert out.status == "changed", out.reason
+    tree = ast.parse(out.code)
+    fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    prefix = ast.unparse(fns["_preprocess_prefix"])
+    assert [ast.unparse(dec) for dec in fns["_preprocess_prefix"].decorator_list] == ["tfdoctor_memoize"]
+    assert [a.arg for a in fns["_preprocess_prefix"].args.args] == ["image"]
+    for line in (
+        "x = image.astype(np.float32) / 255.0",
+        "smooth = np.zeros_like(x)",
+        "for dy in range(5):",
+        "smooth += padded[dy:dy + IMAGE_SIZE, dx:dx + IMAGE_SIZE]",
+        "x = 0.5 * x + 0.5 * smooth / 25.0",
+        "return x",
+    ):
+        assert line in prefix, line
+    assert "rng" not in prefix
+    body = ast.unparse(fns["preprocess"])
+    assert "x = _preprocess_prefix(image)" in body and "rng.uniform" in body and "smooth +=" not in body
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert names.index("tfdoctor_memoize") < names.index("_preprocess_prefix") < names.index("preprocess")
+    # every line of the script is still there, verbatim; the only new lines are these and blank ones
+    old, new = Counter(src.splitlines()), Counter(out.code.splitlines())
+    assert not old - new
+    added = new - old - Counter(helper_code().splitlines())
+    assert {ln for ln in added if ln.strip()} == {
+        "@tfdoctor_memoize",
+        "def _preprocess_prefix(image: np.ndarray):",
+        '    """Added by tfdoctor (generator-cache): the start of preprocess(), cached per input."""',
+        "    return x",
+        "    x = _preprocess_prefix(image)",
+    }
+
+
+def test_after_generator_prefetch_the_cache_is_still_added_and_only_once() -> None:
+    src = (EXAMPLES / "naive_loop.py").read_text()
+    prefetched = get_fix("generator-prefetch").apply(src, FixContext()).code
+    out = get_fix("generator-cache").apply(prefetched, FixContext())
+    assert out.status == "changed", out.reason
+    assert "tfdoctor_prefetch(batches(" in out.code and "x = _preprocess_prefix(image)" in out.code
+    ast.parse(out.code)
+    again = get_fix("generator-cache").apply(out.code, FixContext())
+    assert again.status == "skipped" and "already uses tfdoctor's cache" in again.reason
+
+
+def test_the_helper_goes_where_generator_prefetch_puts_its_own() -> None:
+    src = d(
+        '''
+        """doc"""
+        from __future__ import annotations
+
+        import numpy as np
+
+        try:
+            import scipy
+        except ImportError:
+            scipy = None
+        # constants
+        SIZE = 3
+        '''
+    )
+    assert imports_end(cst.parse_module(src).body) == 3  # the try/except assigns: not an import block
+    naive = (EXAMPLES / "naive_loop.py").read_text()
+    ours = get_fix("generator-cache").apply(naive, FixContext()).code
+    theirs = get_fix("generator-prefetch").apply(naive, FixContext()).code
+    head = naive[: naive.index("IMAGE_SIZE = 32")]
+    assert ours.startswith(head.rstrip("\n") + "\n\n\ndef tfdoctor_memoize(")
+    assert theirs.startswith(head.rstrip("\n") + "\n\n\ndef tfdoctor_prefetch(")
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            """
+            x = image.astype(np.float32) * rng.uniform()
+            y = np.pad(x, 2)
+            return np.sqrt(np.abs(y))
+            """,
+            "its first statement reads the random source rng",
+        ),
+        (
+            """
+            x = load(image)
+            y = np.pad(x, 2)
+            return np.sqrt(y) * rng.uniform()
+            """,
+            "its first statement calls load(), a function of the script",
+        ),
+        (
+            """
+            image[...] = 0
+            x = np.sqrt(np.pad(image.astype(np.float32), 2))
+            return np.abs(x) * rng.uniform()
+            """,
+            "its first statement changes the parameter image in place",
+        ),
+        (
+            """
+            image += 1
+            x = np.sqrt(np.pad(image.astype(np.float32), 2))
+            return np.abs(x) * rng.uniform()
+            """,
+            "its first statement changes the parameter image in place",
+        ),
+        (
+            """
+            x = image
+            x *= 2
+            y = np.sqrt(np.pad(x.astype(np.float32), 2))
+            return np.abs(y) * rng.uniform()
+            """,
+            "changes x in place, which may share memory with a parameter or a global",
+        ),
+        (
+            """
+            x = image.astype(np.float32)
+            return x * rng.uniform()
+            """,
+            "too small to be worth caching (1 call, no loop",
+        ),
+        (
+            """
+            x = np.asarray(image).reshape(-1)
+            y = np.sqrt(x)
+            z = np.abs(y)
+            return x * rng.uniform()
+            """,
+            "x may share memory with a parameter or a global",
+        ),
+        (
+            """
+            if image.ndim == 2:
+                image = image[..., None]
+            return np.sqrt(np.abs(np.pad(image, 2))) * rng.uniform()
+            """,
+            "its first statement is an if statement",
+        ),
+        (
+            """
+            x = np.add(image, 1.0, np.empty(image.shape))
+            y = np.sqrt(np.pad(x, 2))
+            return y * rng.uniform()
+            """,
+            "calls numpy.add with an output argument",
+        ),
+        (
+            """
+            x = np.random.normal(size=image.shape) + image
+            y = np.sqrt(np.pad(x, 2))
+            return y * rng.uniform()
+            """,
+            "calls numpy.random.normal",
+        ),
+    ],
+)
+def test_functions_without_a_provably_deterministic_start_are_left_alone(body: str, why: str) -> None:
+    src = (
+        "import numpy as np\n\n\ndef load(image):\n    return image\n\n\ndef preprocess(image, rng):\n"
+        + textwrap.indent(d(body), "    ")
+        + d(GENERATOR)
+    )
+    out = get_fix("generator-cache").apply(src, FixContext())
+    assert out.status == "skipped", out.reason
+    assert out.code == src
+    assert why in out.reason, out.reason
+
+
+def test_a_mutable_global_that_the_script_changes_is_not_a_constant() -> None:
+    assert_skipped(
+        d("""
+        import numpy as np
+
+        KERNEL = np.ones(3)
+
+
+        def preprocess(image, rng):
+            x = np.convolve(image, KERNEL)
+            y = np.sqrt(np.abs(x))
+            z = np.pad(y, 1)
+            return z * rng.uniform()
+
+
+        def main():
+            KERNEL[0] = 2.0
+        """)
+        + GENERATOR,
+        "reads KERNEL is changed in place somewhere in the script",
+    )
+
+
+def test_no_generator_and_unparsable_code_are_skipped_with_a_reason() -> None:
+    assert_skipped(
+        """
+        import numpy as np
+
+        def decode(image):
+            return np.sqrt(np.abs(np.pad(image, 2)))
+
+        print(decode(np.ones(3)))
+        """,
+        "no Python generator function",
+    )
+    assert_skipped(
+        """
+        def numbers():
+            yield 1
+        """,
+        "call no module-level function of the script",
+    )
+    out = get_fix("generator-cache").apply("def broken(:\n    pass\n", FixContext())
+    assert out.status == "skipped" and "cannot parse" in out.reason
+
+
+# -- the code it writes, executed ----------------------------------------------------------------------------
+def _load(code: str, keep: set[str]) -> dict[str, Any]:
+    """The script's numpy part (its imports of numpy, constants and the named functions), executed."""
+    tree = ast.parse(code)
+    nodes = [
+        n
+        for n in tree.body
+        if (isinstance(n, ast.Import) and n.names[0].name == "numpy")
+        or (isinstance(n, ast.Assign))
+        or (isinstance(n, ast.FunctionDef) and n.name in keep)
+    ]
+    ns: dict[str, Any] = {}
+    exec(compile(ast.Module(nodes, []), "script", "exec"), ns)
+    return ns
+
+
+def _memoize(**kw: Any) -> Any:
+    ns: dict[str, Any] = {}
+    exec(helper_code(), ns)
+    return ns["tfdoctor_memoize"]
+
+
+@pytest.fixture(scope="module")
+def naive() -> tuple[dict[str, Any], dict[str, Any]]:
+    src = (EXAMPLES / "naive_loop.py").read_text()
+    new = get_fix("generator-cache").apply(src, FixContext()).code
+    fns = {"make_images", "preprocess", "batches", "tfdoctor_memoize", "_preprocess_prefix"}
+    return _load(src, fns), _load(new, fns)
+
+
+def test_transformed_naive_loop_gives_the_same_batches_bit_for_bit_and_hits_from_the_second_epoch(
+    naive: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    before, after = naive
+    images, labels = before["make_images"](96)
+    memo = after["_preprocess_prefix"].tfdoctor_memo
+    for epoch in range(2):
+        start = dict(memo)
+        got = list(after["batches"](images, labels, 16, seed=epoch))
+        want = list(before["batches"](images, labels, 16, seed=epoch))
+        assert len(got) == len(want) == 6
+        for (gx, gy), (wx, wy) in zip(got, want, strict=True):
+            assert gx.dtype == wx.dtype == np.float32 and gx.shape == wx.shape
+            assert np.array_equal(gx, wx) and np.array_equal(gy, wy)
+            assert gx.tobytes() == wx.tobytes()  # bit for bit, not just close
+        if epoch == 0:
+            assert (memo["misses"] - start["misses"], memo["hits"] - start["hits"]) == (96, 0)
+        else:
+            assert (memo["misses"] - start["misses"], memo["hits"] - start["hits"]) == (0, 96)
+    assert memo["bypass"] == 0 and memo["full"] is False
+    assert memo["bytes"] == 96 * 32 * 32 * 3 * 4
+    assert all(type(memo[k]) is int for k in ("hits", "misses", "bypass", "bytes"))
+
+
+def test_changing_a_returned_array_does_not_change_the_next_result(
+    naive: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    before, after = naive
+    images, _ = before["make_images"](4, seed=1)
+    prefix = after["_preprocess_prefix"]
+    first = prefix(images[0])
+    want = first.copy()
+    first[...] = 7.0
+    again = prefix(images[0])
+    assert np.array_equal(again, want) and again is not first
+    again += 1.0
+    assert np.array_equal(prefix(images[0]), want)
+    assert np.shares_memory(prefix(images[0]), prefix(images[0])) is False
+
+
+def test_the_cache_keys_on_content_not_identity() -> None:
+    calls: list[object] = []
+
+    def f(a: Any, scale: float = 1.0) -> Any:
+        calls.append(a)
+        return np.asarray(a, dtype=np.float64) * scale
+
+    cached = _memoize()(f)
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    cached(a)
+    cached(a.copy())  # same content: hit
+    cached(np.asfortranarray(a))  # same values, other layout: hit
+    cached(a.astype(np.int64))  # other dtype: miss
+    cached(a.reshape(3, 2))  # other shape: miss
+    b = a.copy()
+    b[0, 0] = 99
+    cached(b)  # other bytes: miss
+    cached(a, scale=2.0)  # other keyword: miss
+    cached(a, scale=2.0)
+    assert cached.tfdoctor_memo["hits"] == 3 and cached.tfdoctor_memo["misses"] == 5
+    assert len(calls) == 5
+    memo = cached.tfdoctor_memo
+    for first, second, hit in [
+        (0.0, -0.0, False),  # a different float, though equal
+        (float("nan"), float("nan"), True),  # nan is keyed, though unequal
+        ((1, 2), [1, 2], False),  # a list is not the tuple
+        (1, True, False),  # nor is True the int 1
+        (2.5, 2.5, True),
+    ]:
+        hits = memo["hits"]
+        cached(first)
+        cached(second)
+        assert memo["hits"] - hits == int(hit), (first, second)
+
+
+def test_arguments_it_cannot_key_and_results_it_cannot_copy_are_passed_through() -> None:
+    class Box:
+        pass
+
+    cached = _memoize()(lambda a: {"value": a})
+    assert cached(3) == {"value": 3} and cached(3) == {"value": 3}  # a dict result: not stored
+    box = Box()
+    identity = _memoize()(lambda a: a)
+    assert identity(box) is box  # an object argument: called through
+    assert identity({"k": 1}) == {"k": 1}
+    assert identity(np.array([object()], dtype=object)).dtype == object
+    assert cached.tfdoctor_memo == {"hits": 0, "misses": 0, "bypass": 2, "bytes": 0, "full": False}
+    assert identity.tfdoctor_memo["bypass"] == 3 and identity.tfdoctor_memo["misses"] == 0
+
+
+def test_the_memory_cap_stops_adding_and_keeps_serving() -> None:
+    def f(i: int) -> np.ndarray:
+        return np.full(100, i, dtype=np.float64)  # 800 bytes
+
+    ns: dict[str, Any] = {}
+    exec(helper_code(), ns)
+    cached = ns["tfdoctor_memoize"](f, max_bytes=2500)
+    for i in range(5):
+        assert np.array_equal(cached(i), f(i))
+    memo = cached.tfdoctor_memo
+    assert memo["full"] is True and memo["bytes"] == 2400 and memo["misses"] == 5
+    for i in range(5):
+        assert np.array_equal(cached(i), f(i))
+    assert memo["hits"] == 3 and memo["misses"] == 7 and memo["bytes"] == 2400
+
+
+def test_tuples_of_arrays_are_copied_element_by_element() -> None:
+    cached = _memoize()(lambda a: (a * 2, [a + 1, 3]))
+    x, (y, _) = cached(np.ones(3))
+    x[:] = 0
+    y[:] = 0
+    x2, (y2, n2) = cached(np.ones(3))
+    assert np.array_equal(x2, np.full(3, 2.0)) and np.array_equal(y2, np.full(3, 2.0)) and n2 == 3
+    assert cached.tfdoctor_memo["hits"] == 1 and cached.tfdoctor_memo["bytes"] == 48
+
+
+def test_counts_add_up_when_two_threads_call_it() -> None:
+    cached = _memoize()(lambda i: np.full(64, i))
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(3):
+                for i in range(200):
+                    assert cached(i)[0] == i
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    memo = cached.tfdoctor_memo
+    assert not errors
+    assert memo["hits"] + memo["misses"] == 1200 and memo["bypass"] == 0
+    assert 200 <= memo["misses"] <= 400 and memo["bytes"] == 200 * 64 * 8
+
+
+def test_input_stall_names_generator_cache_next_to_generator_prefetch_on_a_generator_trace() -> None:
+    from tfdoctor.rules import FIX_IDS, get_rule
+    from tfdoctor.rules._examples import run_example
+
+    rule = get_rule("TFD101")
+    ex = next(e for e in rule.EXAMPLES if e.path.endswith("rules-input-generator"))
+    (finding,) = run_example(rule, ex)
+    assert "Python generator" in finding.claim
+    ids = list(finding.fix_ids)
+    assert ids.index("generator-prefetch") + 1 == ids.index("generator-cache")
+    assert "generator-cache" in FIX_IDS
+    well_fed = next(e for e in rule.EXAMPLES if e.path.endswith("rules-input-sequential-map"))
+    assert all("generator-cache" not in f.fix_ids for f in run_example(rule, well_fed))
