@@ -66,11 +66,15 @@ def test_each_loop_kind_is_counted_in_windows_with_markers_and_facts(
 ):
     res, run = capture(tfd_home, TINY, "--loop", loop, "--input", inp, "--batch-size", "16")
     assert res.status == "complete", (res.message, res.error, res.stderr_tail)
-    # exactly the planned steps, in order, in their windows
-    assert [s.index for s in res.steps] == list(range(12))
-    assert [s.window for s in res.steps] == ["warmup"] * 3 + ["timing"] * 6 + ["profile"] * 3
+    # the planned steps, in order, in their windows; the adaptive warm-up (3 planned) may have grown,
+    # the timing and profile windows keep their planned lengths after it
+    w = res.facts.warmup_steps
+    assert 3 <= w <= 3 + 10 and (w == 3) == (res.facts.warmup_note is None), res.facts.warmup_note
+    assert [s.index for s in res.steps] == list(range(w + 9))
+    assert [s.window for s in res.steps] == ["warmup"] * w + ["timing"] * 6 + ["profile"] * 3
+    assert (res.windows.warmup, res.windows.timing, res.windows.profile) == (w, 6, 3)
     lines = run.file("steps.jsonl").read_text().splitlines()
-    assert len(lines) == 12
+    assert len(lines) == w + 9
     for a, b in zip(res.steps, res.steps[1:], strict=False):
         assert a.end_ns <= b.start_ns  # contiguous (window changes may leave a gap)
     for s in res.steps:
@@ -82,8 +86,8 @@ def test_each_loop_kind_is_counted_in_windows_with_markers_and_facts(
     assert len(res.trace_files) == 1
     assert res.trace_files[0].relative_to(run.logdir).parts[:2] == ("plugins", "profile")
     found = markers(res.trace_files[0])
-    assert found["train"] == [9, 10, 11]
-    assert found["tfdoctor_input"] == [9, 10, 11]
+    assert found["train"] == [w + 6, w + 7, w + 8]
+    assert found["tfdoctor_input"] == [w + 6, w + 7, w + 8]
     # facts
     f = res.facts
     assert f is not None
@@ -105,6 +109,8 @@ def test_each_loop_kind_is_counted_in_windows_with_markers_and_facts(
         assert any(d.op == "prefetch" for d in f.dataset) == parallel
     if inp == "from_generator":
         assert f.dataset[0].op == "from_generator"
+    if step_kind == "tf.function":  # the hooks saw the step traced (Keras's train function included)
+        assert int(f.extra["seen_traces"]) >= 1
     if step_kind == "tf.function" and loop_kind == "custom":
         assert f.retraces == 0
         assert f.source["step_fn"].startswith(str(TINY))
@@ -133,7 +139,7 @@ def test_fit_on_a_generator_with_steps_per_execution(tfd_home):
 
 def test_a_script_with_its_own_profiler_session_runs_on_without_our_trace(tfd_home, tmp_path):
     res, _ = capture(tfd_home, ROOT / "tests" / "scripts" / "own_profiler.py", str(tmp_path / "theirs"))
-    assert res.status == "complete" and len(res.steps) == 12
+    assert res.status == "complete" and len(res.steps) == res.facts.warmup_steps + 9
     assert res.trace_files == []
     assert "Another profiler is running" in (res.message or "")
 
@@ -198,12 +204,13 @@ def test_runtime_switches_reach_the_script(tfd_home):
 def test_without_profiler_all_steps_are_timed_and_no_trace_is_written(tfd_home):
     res, run = capture(tfd_home, TINY, "--loop", "eager", profile=False, steps=8)
     assert res.ok
-    assert [s.window for s in res.steps] == ["warmup"] * 3 + ["timing"] * 5
+    w = res.facts.warmup_steps
+    assert [s.window for s in res.steps] == ["warmup"] * w + ["timing"] * 5
     assert res.trace_files == [] and not run.logdir.exists()
 
 
 def test_script_that_swallows_exceptions_is_still_stopped_cleanly(tfd_home):
-    res, run = capture(tfd_home, ROOT / "tests" / "scripts" / "swallows.py", steps=10)
+    res, run = capture(tfd_home, ROOT / "tests" / "scripts" / "swallows.py", steps=10, warmup=3)
     assert res.status == "complete" and len(res.steps) == 10
     out = run.file("stdout.log").read_text()
     assert "finally ran after 9 steps" in out  # the 10th step's apply ran; its bookkeeping did not
@@ -231,3 +238,57 @@ def test_stopping_a_hang_in_the_profile_window_keeps_the_partial_trace(tfd_home)
     assert len(res.trace_files) == 1
     assert markers(res.trace_files[0])["train"] == [2, 3, 4]  # the unfinished step 5 is not a step
     assert "waiting for the next shard" in run.file("stdout.log").read_text()
+
+
+# -- the adaptive warm-up ---------------------------------------------------------------------------------
+MEMO = ROOT / "tests" / "scripts" / "memo_epoch.py"
+
+
+def test_adaptive_warmup_waits_until_the_scripts_memo_cache_serves(tfd_home):
+    """memo_epoch.py's batches come from a memoised function that misses over a 12-step epoch: the
+    warm-up (3 planned) lasts until the cache serves, and the timing window measures the warm cache."""
+    store = RunStore(tfd_home)
+    run = store.new_run(str(MEMO))
+    seen = []
+    cfg = CaptureConfig(script=MEMO, steps=12, profile=False, timeout_s=240, env=QUIET)
+    res = run_capture(cfg, run, progress=seen.append)
+    assert res.ok, (res.message, res.error, res.stderr_tail)
+    f = res.facts
+    assert f.memo_warm is True and f.memo_full is False
+    assert f.memo_misses == 12 and f.memo_hits >= 1  # one epoch of misses, then hits
+    w = f.warmup_steps
+    assert w >= 13  # step 12 is the first served from the cache
+    assert "memo cache warm after" in f.warmup_note and "(hit rate 100 %)" in f.warmup_note
+    assert [s.window for s in res.steps] == ["warmup"] * w + ["timing"] * 9  # --steps 12 planned 3 + 9
+    assert min(s.index for s in res.steps if s.window == "timing") == w
+    harness = json.loads(run.file("harness.json").read_text())
+    assert harness["warmup"] == {"planned": 3, "adaptive": True, "steps": w, "note": f.warmup_note}
+    assert json.loads(run.file("capture.json").read_text())["warmup_adaptive"] is True
+    # the progress total grew with the warm-up, never shrank, and ended at the steps run
+    totals = [p.total for p in seen]
+    assert totals == sorted(totals) and totals[0] == 12 and totals[-1] == w + 9
+    assert seen[-1].steps_done == w + 9
+
+
+def test_fixed_warmup_is_exact_and_says_the_memo_cache_was_cold(tfd_home):
+    res, _ = capture(tfd_home, MEMO, warmup=3, profile=False)
+    assert res.ok, res.error
+    f = res.facts
+    assert f.warmup_steps == 3
+    assert [s.window for s in res.steps] == ["warmup"] * 3 + ["timing"] * 9
+    assert f.memo_warm is False and f.memo_hits == 0 and f.memo_misses == 3
+    assert f.warmup_note.startswith("memo cache still cold at the end of the fixed warm-up (3 steps")
+
+
+def test_a_trace_in_the_last_planned_warmup_step_extends_the_warmup(tfd_home):
+    """Step 2 (the planned warm-up's last) gets a half batch: train_step is traced again, seen by the
+    hooks on TensorFlow's tracing; the warm-up goes on. No memo cache here."""
+    res, _ = capture(tfd_home, MEMO, "--no-memo", "--retrace-at", "2", profile=False)
+    assert res.ok, res.error
+    f = res.facts
+    assert f.warmup_steps >= 4
+    assert "a tf.function traced in step 2" in f.warmup_note
+    assert f.memo_warm is None and f.memo_hits is None
+    assert int(f.extra["seen_traces"]) >= 2
+    assert [s.window for s in res.steps] == ["warmup"] * f.warmup_steps + ["timing"] * 9
+    assert [s.examples for s in res.steps if s.index == 2] == [8]

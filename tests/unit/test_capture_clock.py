@@ -1,4 +1,5 @@
-"""The capture pieces that need no TensorFlow: windows, the step clock, script checks, import hooks."""
+"""The capture pieces that need no TensorFlow: windows, the step clock and its adaptive warm-up, the memo
+cache scan, script checks, import hooks."""
 
 from __future__ import annotations
 
@@ -8,11 +9,21 @@ import sys
 import numpy as np
 import pytest
 
-from tfdoctor.capture.clock import StepClock, StopCapture, Windows
+from tfdoctor.capture.clock import (
+    MEMO_WARMUP_MAX_S,
+    MEMO_WARMUP_MAX_STEPS,
+    MemoScanner,
+    MemoStats,
+    StepClock,
+    StopCapture,
+    Warmup,
+    Windows,
+    settled,
+)
 from tfdoctor.capture.hooks import PostImportHooks, first_dim, is_user_file, scalar_loss
 from tfdoctor.capture.runner import check_script
 from tfdoctor.errors import UsageError
-from tfdoctor.model import StepTiming
+from tfdoctor.model import Facts, StepTiming
 
 
 @pytest.mark.parametrize(
@@ -182,3 +193,325 @@ def test_helpers_find_batches_losses_and_user_code(tmp_path):
     assert is_user_file(str(tmp_path / "train.py"))
     assert not is_user_file(np.__file__)
     assert not is_user_file(__import__("tfdoctor.capture.hooks").__file__)
+
+
+# -- the adaptive warm-up ------------------------------------------------------------------------------
+MS = 1_000_000
+
+
+def drive(tmp_path, windows, warmup, duration_ms, *, traced=(), each_step=None, markers=None):
+    """Run a fake training loop on a fake clock until the clock stops it: step ``i`` lasts
+    ``duration_ms(i)``, traces a tf.function when ``i in traced``, and calls ``each_step(i)`` while it
+    runs (a memo cache being looked up). Returns the clock, the steps written and the windows entered."""
+    now = [1_000]
+    entered = []
+    clock = StepClock(
+        windows,
+        tmp_path / "steps.jsonl",
+        markers,
+        clock=lambda: now[0],
+        on_window=entered.append,
+        warmup=warmup,
+    )
+    i = 0
+    while i < 10_000:
+        clock.touch()
+        if i in traced:
+            clock.note_trace()
+        if each_step is not None:
+            each_step(i)
+        now[0] += int(duration_ms(i) * MS)
+        try:
+            clock.end_step()
+        except StopCapture:
+            break
+        i += 1
+    clock.close()
+    return clock, _read(tmp_path / "steps.jsonl"), entered
+
+
+def windows_of(steps):
+    return [s.window for s in steps]
+
+
+def test_fixed_warmup_is_exactly_the_planned_steps_whatever_happens(tmp_path):
+    """--warmup N: slow, tracing, unsettled steps change nothing (today's behaviour)."""
+    wild = [900, 50, 700, 20, 800, 30, 600, 40, 500, 10, 400]
+    clock, steps, entered = drive(
+        tmp_path, Windows(3, 5, 2), Warmup(3, adaptive=False), lambda i: wild[i], traced={1, 2, 3}
+    )
+    assert windows_of(steps) == ["warmup"] * 3 + ["timing"] * 5 + ["profile"] * 2
+    assert entered == ["timing", "profile"]
+    assert clock.warmup_facts() == {"warmup_steps": 3, "warmup_note": None}
+    # and without a Warmup at all (the notebook's in-process capture) the same windows
+    (tmp_path / "plain").mkdir()
+    _, plain, _ = drive(tmp_path / "plain", Windows(3, 5, 2), None, lambda i: wild[i], traced={2})
+    assert windows_of(plain) == windows_of(steps)
+
+
+def test_a_trace_in_the_last_warmup_step_extends_the_warmup(tmp_path):
+    markers = RecordingMarkers()
+    clock, steps, entered = drive(
+        tmp_path, Windows(3, 4, 2), Warmup(3), lambda i: 100, traced={0, 2, 3}, markers=markers
+    )
+    # step 2 (the planned last) and step 3 traced: two more warm-up steps; step 0's trace is planned warm-up
+    assert windows_of(steps) == ["warmup"] * 5 + ["timing"] * 4 + ["profile"] * 2
+    assert [s.index for s in steps] == list(range(11))
+    assert entered == ["timing", "profile"]
+    assert [c for c in markers.calls if c[0] == "step"] == [("step", 9), ("step", 10)]
+    facts = clock.warmup_facts()
+    assert facts["warmup_steps"] == 5
+    assert facts["warmup_note"] == "extended 2 steps: tf.functions traced in 2 steps (last: 3)"
+    assert "memo_warm" not in facts  # no memo provider: no cache
+    assert Facts.model_validate(facts).warmup_steps == 5
+
+
+def test_a_single_trace_is_named_by_its_step(tmp_path):
+    clock, steps, _ = drive(tmp_path, Windows(4, 3, 0), Warmup(4), lambda i: 80, traced={3})
+    assert windows_of(steps) == ["warmup"] * 5 + ["timing"] * 3
+    assert clock.warmup.note == "extended 1 step: a tf.function traced in step 3"
+
+
+def test_unsettled_step_times_extend_the_warmup_until_three_steps_agree(tmp_path):
+    # an autotuning-like transient: slow, uneven steps, then 100 ms from step 3 on
+    ms = [500, 100, 300]
+    clock, steps, _ = drive(tmp_path, Windows(3, 4, 2), Warmup(3), lambda i: ms[i] if i < 3 else 100)
+    assert windows_of(steps) == ["warmup"] * 6 + ["timing"] * 4 + ["profile"] * 2
+    assert clock.warmup.steps == 6
+    assert clock.warmup.note == "extended 3 steps: step time unsettled until step 5"
+    timing = [s for s in steps if s.window == "timing"]
+    assert {s.duration_ns for s in timing} == {100 * MS}  # no transient step in the timing window
+
+
+def test_steps_that_never_settle_stop_at_the_limit_with_a_note(tmp_path):
+    # every step twice as slow as the one before: never settled; limit = max(W, 10) extra steps
+    clock, steps, _ = drive(tmp_path, Windows(3, 2, 1), Warmup(3), lambda i: 2**i)
+    assert windows_of(steps) == ["warmup"] * 13 + ["timing"] * 2 + ["profile"]
+    note = clock.warmup.note
+    assert note.startswith("extended 10 steps (limit): step time still not settled at step 12")
+    assert note.endswith("the timing window may include warm-up costs")
+    # a larger planned warm-up allows as many extra steps as it has
+    (tmp_path / "big").mkdir()
+    clock, steps, _ = drive(tmp_path / "big", Windows(12, 2, 0), Warmup(12), lambda i: 2**i)
+    assert clock.warmup.steps == 24
+
+
+@pytest.mark.parametrize(
+    ("pattern", "most_extra"),
+    [
+        ([100, 100, 400], 1),  # a log line every 3rd step
+        ([100, 100, 100, 100, 400], 1),  # ... every 5th
+        ([100, 400], 1),  # alternating fast / slow
+        ([100, 130, 90, 110, 160, 95, 105], 0),  # a noisy machine (±30 %)
+    ],
+)
+def test_periodic_or_noisy_steps_settle_within_a_step_or_two(tmp_path, pattern, most_extra):
+    for planned in (6, 7, 8, 9, 10):  # wherever the planned warm-up ends in the pattern
+        d = tmp_path / str(planned)
+        d.mkdir()
+        clock, _, _ = drive(d, Windows(planned, 3, 0), Warmup(planned), lambda i: pattern[i % len(pattern)])
+        assert clock.warmup.steps - planned <= most_extra, (planned, clock.warmup.note)
+
+
+def test_settled_rule():
+    assert settled([3000, 50, 50])  # the first step traces: warm-up by definition
+    assert not settled([3000, 1000, 200])  # still dropping
+    assert not settled([3000, 1000, 200, 50, 60])  # two agreeing steps are not enough
+    assert settled([3000, 1000, 200, 50, 60, 55])
+    assert not settled([50, 50, 50, 50, 50, 400])  # a spike in the newest step
+    assert settled([50, 50, 50, 50, 400, 50, 50])  # ... once it is past, a median of 3 ignores it
+    assert not settled([50, 400, 50, 50])  # fewer than 6 steps: the last 3 after the first must agree
+    assert settled([300, 300, 300, 250, 240, 230])  # within 1.5x
+    assert not settled([400, 200, 400, 100, 50, 100])  # uneven, and the level dropped 4x
+    assert settled([100, 400, 100, 400, 100, 400])  # alternating: the level did not drop
+    assert not settled([100, 400, 100, 400, 100, 400, 100])  # ... one step later it did; the next passes
+
+
+def memo_fn(**memo):
+    def cached_batches():
+        return None
+
+    cached_batches.tfdoctor_memo = {"hits": 0, "misses": 0, "bypass": 0, "bytes": 0, "full": False, **memo}
+    return cached_batches
+
+
+def epoch_cache(fn, epoch: int):
+    """Each step looks up one batch: misses over the first epoch of ``epoch`` steps, hits after."""
+
+    def each_step(i: int) -> None:
+        m = fn.tfdoctor_memo
+        m["hits" if i >= epoch else "misses"] += 1
+        m["bytes"] = min(i + 1, epoch) * 1024
+
+    return each_step
+
+
+class CountingNamespace:
+    """The script's globals, counting how often the scanner asks for them."""
+
+    def __init__(self, **values):
+        self.values = values
+        self.asked = 0
+
+    def __call__(self):
+        self.asked += 1
+        return self.values
+
+
+def test_a_cold_memo_cache_keeps_the_warmup_going_until_it_serves(tmp_path):
+    fn = memo_fn()
+    ns = CountingNamespace(cached_batches=fn, x=3, np=np)
+    warmup = Warmup(3, memo=MemoScanner(ns))
+    clock, steps, entered = drive(
+        tmp_path, Windows(3, 4, 2), warmup, lambda i: 100, each_step=epoch_cache(fn, 12)
+    )
+    # steps 0-11 miss, step 12 hits: the warm-up ends after it, the timing window starts at step 13
+    assert windows_of(steps) == ["warmup"] * 13 + ["timing"] * 4 + ["profile"] * 2
+    assert entered == ["timing", "profile"]
+    facts = Facts.model_validate(clock.warmup_facts())
+    assert (facts.warmup_steps, facts.memo_warm, facts.memo_full) == (13, True, False)
+    assert (facts.memo_hits, facts.memo_misses) == (1, 12)
+    assert facts.warmup_note == "memo cache warm after 13 steps (hit rate 100 %)"
+    assert ns.asked == 1  # the globals were scanned once; later reads only re-read the cache found
+
+
+def test_a_full_memo_cache_ends_the_wait(tmp_path):
+    fn = memo_fn()
+    fill = epoch_cache(fn, 50)
+
+    def each_step(i):
+        fill(i)
+        fn.tfdoctor_memo["full"] = i >= 5  # the cache stops learning at step 5
+
+    clock, _, _ = drive(
+        tmp_path,
+        Windows(3, 2, 0),
+        Warmup(3, memo=MemoScanner(lambda: {"f": fn})),
+        lambda i: 100,
+        each_step=each_step,
+    )
+    assert clock.warmup.steps == 6
+    assert clock.warmup.memo_warm is True
+    assert clock.warmup.note == "memo cache full after 6 steps (0 hits, 6 misses)"
+
+
+def test_a_memo_cache_that_never_warms_stops_at_the_step_limit_with_the_note(tmp_path):
+    fn = memo_fn()
+    warmup = Warmup(3, memo=MemoScanner(lambda: {"f": fn}), memo_max_steps=40)
+    clock, steps, _ = drive(
+        tmp_path, Windows(3, 2, 0), warmup, lambda i: 10, each_step=epoch_cache(fn, 10**6)
+    )
+    assert windows_of(steps) == ["warmup"] * 40 + ["timing"] * 2
+    facts = clock.warmup_facts()
+    assert facts["memo_warm"] is False and facts["memo_misses"] == 40
+    assert (
+        facts["warmup_note"]
+        == "memo cache still cold after 40 steps (limit): the timing window measures a cold cache"
+    )
+    assert MEMO_WARMUP_MAX_STEPS == 2000 and MEMO_WARMUP_MAX_S == 150.0  # the documented defaults
+
+
+def test_a_memo_cache_that_never_warms_stops_at_the_time_limit(tmp_path):
+    fn = memo_fn()
+    warmup = Warmup(3, memo=MemoScanner(lambda: {"f": fn}), memo_max_s=2.0)
+    clock, _, _ = drive(tmp_path, Windows(3, 2, 0), warmup, lambda i: 250, each_step=epoch_cache(fn, 10**6))
+    assert clock.warmup.steps == 8  # 8 x 250 ms = 2 s
+    assert clock.warmup.note == (
+        "memo cache still cold after 2 s of warm-up (8 steps, limit): the timing window measures a cold cache"
+    )
+
+
+def test_no_extension_past_the_deadline(tmp_path):
+    fn = memo_fn()
+    warmup = Warmup(3, memo=MemoScanner(lambda: {"f": fn}), deadline_ns=1_000 + 1_000 * MS)
+    clock, _, _ = drive(tmp_path, Windows(3, 2, 0), warmup, lambda i: 100, each_step=epoch_cache(fn, 10**6))
+    assert clock.warmup.steps == 10  # the 10th step ends at the deadline (1 s)
+    assert clock.warmup.note.endswith("stopped after 10 steps: half of the run's timeout was spent")
+    assert clock.warmup.memo_warm is False
+
+
+def test_a_fixed_warmup_still_says_whether_the_memo_cache_was_warm(tmp_path):
+    fn = memo_fn()
+    warmup = Warmup(3, adaptive=False, memo=MemoScanner(lambda: {"f": fn}))
+    clock, steps, _ = drive(tmp_path, Windows(3, 2, 0), warmup, lambda i: 100, each_step=epoch_cache(fn, 12))
+    assert windows_of(steps) == ["warmup"] * 3 + ["timing"] * 2
+    assert clock.warmup.memo_warm is False
+    assert clock.warmup.note.startswith("memo cache still cold at the end of the fixed warm-up (3 steps")
+
+
+def test_a_memo_cache_already_warm_or_unused_does_not_extend(tmp_path):
+    warm = memo_fn()
+    clock, _, _ = drive(
+        tmp_path,
+        Windows(3, 2, 0),
+        Warmup(3, memo=MemoScanner(lambda: {"f": warm})),
+        lambda i: 100,
+        each_step=epoch_cache(warm, 0),
+    )
+    assert (clock.warmup.steps, clock.warmup.memo_warm) == (3, True)
+    assert clock.warmup.note == "memo cache warm after 3 steps (hit rate 100 %)"
+    (tmp_path / "unused").mkdir()
+    unused = memo_fn(bypass=7)
+    clock, _, _ = drive(
+        tmp_path / "unused",
+        Windows(3, 2, 0),
+        Warmup(3, memo=MemoScanner(lambda: {"f": unused})),
+        lambda i: 100,
+    )
+    assert (clock.warmup.steps, clock.warmup.memo_warm) == (3, False)
+    assert clock.warmup.note == "memo cache not used during the warm-up (7 calls bypassed it)"
+
+
+def test_a_step_without_lookups_keeps_the_previous_verdict(tmp_path):
+    """A cache looked up once per epoch (a whole generator memoised): cold until epoch 2 begins."""
+    fn = memo_fn(misses=1)  # epoch 1's lookup, before the first step
+
+    def each_step(i):
+        if i == 20:
+            fn.tfdoctor_memo["hits"] += 1  # epoch 2 replays the cached batches
+
+    clock, _, _ = drive(
+        tmp_path,
+        Windows(3, 2, 0),
+        Warmup(3, memo=MemoScanner(lambda: {"f": fn})),
+        lambda i: 100,
+        each_step=each_step,
+    )
+    assert clock.warmup.steps == 21
+    assert clock.warmup.memo_warm is True
+
+
+def test_memo_scan_reads_only_the_script_own_callables():
+    touched = []
+
+    class LazyModule:  # like TensorFlow's lazy loaders: any attribute lookup imports something
+        def __getattr__(self, name):
+            touched.append(name)
+            raise AttributeError(name)
+
+        def __call__(self):
+            return None
+
+    class WithClassMemo:
+        tfdoctor_memo = {"hits": 99, "misses": 0}  # on the class, not an instance's own attribute
+
+    a, b = memo_fn(hits=5, misses=1), memo_fn(hits=1, misses=3, bytes=10, full=True)
+    odd = memo_fn()
+    odd.tfdoctor_memo = {"hits": "many", "misses": None}  # garbage counters count as 0
+    not_a_dict = memo_fn()
+    not_a_dict.tfdoctor_memo = [1, 2]
+    ns = {
+        "a": a,
+        "alias": a,
+        "b": b,
+        "odd": odd,
+        "nd": not_a_dict,
+        "lazy": LazyModule(),
+        "cls": WithClassMemo,
+    }
+    ns["inst"] = WithClassMemo()
+    stats = MemoScanner(lambda: ns)()
+    assert stats == MemoStats(caches=3, hits=6, misses=4, bypass=0, bytes=10, full=True)
+    assert touched == []
+    assert MemoScanner(lambda: {"x": 1, "f": len})() is None
+    assert MemoScanner(lambda: None)() is None

@@ -7,15 +7,23 @@ calls on a :class:`Markers` implementation (the harness's profiler control).
 
 Step boundaries: a step starts where the previous one ended (the first at the first hook event);
 its *compute start* is the first compute event inside it; ``input_wait_ns = compute_start - start``.
+
+The warm-up is *adaptive* unless the user fixed it (``--warmup N``): :class:`Warmup` decides, step by
+step, whether it goes on past the planned length (see its docstring for the rules and limits); the
+timing and profile windows keep their planned lengths and start later. The hooks feed it
+(``note_trace``: a tf.function was traced), and :class:`MemoScanner` reads the caches that tfdoctor's
+generator-cache fix puts into the script (functions carrying a ``tfdoctor_memo`` dict).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from tfdoctor.model import StepTiming
 
@@ -78,6 +86,317 @@ class Windows:
         return cls(w, t, p)
 
 
+# -- the adaptive warm-up -----------------------------------------------------------------------------
+#: a step time "settled" test compares step durations within this factor (see :func:`settled`)
+SETTLE_RATIO = 1.5
+#: while steps still trace or their time has not settled, the warm-up goes on for at most
+#: ``max(planned, SETTLE_EXTRA_MIN)`` steps past the planned length
+SETTLE_EXTRA_MIN = 10
+#: a tfdoctor memo cache serves once at least this share of its lookups in the last step were hits
+MEMO_WARM_HIT_RATE = 0.9
+#: a cold memo cache keeps the warm-up going until the warm-up has lasted this many steps ...
+MEMO_WARMUP_MAX_STEPS = 2000
+#: ... or this many seconds (from the first step's start), whichever comes first
+MEMO_WARMUP_MAX_S = 150.0
+#: no extension of any kind once this share of the run's timeout (from the harness's start) is spent:
+#: the rest is left for the planned timing and profile windows
+WARMUP_TIMEOUT_SHARE = 0.5
+
+
+def settled(durations: Sequence[int], ratio: float = SETTLE_RATIO) -> bool:
+    """Has the step time settled, judging from the warm-up's step durations so far (oldest first)?
+
+    Settled when the newest step is no spike (at most ``ratio`` × the median of the last 3 steps) and
+    either the last 3 steps agree within ``ratio`` (the step before them excluded when it is the
+    first: it traces and compiles, warm-up by definition), or, with 6 steps or more, the level stopped
+    dropping: the median of the last 3 is at least 1/``ratio`` of the median of the 3 before them.
+
+    Why this rule: warm-up costs (tracing, XLA compilation, tf.data autotuning, first-execution kernel
+    setup) make steps *slower* for a while, then the level drops; three agreeing steps say the drop is
+    over. A median of 3 ignores one odd step in three, so the odd slow step of a noisy machine, a log
+    line every k steps (k ≥ 3) or an alternating fast/slow step (k = 2), which never give three
+    agreeing steps, still pass within a step or two instead of extending the warm-up to its limit.
+    """
+    d = list(durations)
+    if len(d) < 2:
+        return True
+    if d[-1] > ratio * statistics.median(d[-3:]):
+        return False
+    rest = d[1:][-3:]
+    if max(rest) <= ratio * min(rest):
+        return True
+    return len(d) >= 6 and ratio * statistics.median(d[-3:]) >= statistics.median(d[-6:-3])
+
+
+@dataclass(frozen=True)
+class MemoStats:
+    """tfdoctor memo caches found in the script, summed (cumulative counters, as the caches keep them)."""
+
+    caches: int
+    hits: int
+    misses: int
+    bypass: int
+    bytes: int
+    full: bool  # at least one cache is full (it will not learn more)
+
+    def __sub__(self, before: MemoStats) -> tuple[int, int]:
+        """(hits, misses) since ``before``."""
+        return self.hits - before.hits, self.misses - before.misses
+
+
+def _count(memo: Mapping[str, Any], key: str) -> int:
+    try:
+        return int(memo.get(key) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class MemoScanner:
+    """Finds the script's memo caches and sums their counters; a :class:`Warmup` memo provider.
+
+    A memo cache is a callable in the script's globals (``namespace()``: the harness passes the
+    ``__main__`` module's dict, which ``runpy.run_path(run_name="__main__")`` makes the script's
+    globals while it runs) with an attribute ``tfdoctor_memo``: a dict with int ``hits``, ``misses``,
+    ``bypass``, ``bytes`` and bool ``full``, updated on every call. The first call scans the globals
+    once and remembers the callables found; later calls only re-read those (None when none were found).
+    Never raises: an odd value is skipped.
+    """
+
+    def __init__(self, namespace: Callable[[], Mapping[str, Any] | None]):
+        self.namespace = namespace
+        self.found: list[Any] | None = None  # None until the first scan
+
+    def _scan(self) -> list[Any]:
+        try:
+            ns = self.namespace()
+            values = list(ns.values()) if ns is not None else []
+        except Exception:
+            return []
+        found: list[Any] = []
+        for v in values:
+            if isinstance(v, type) or not callable(v) or any(v is f for f in found):
+                continue
+            if isinstance(self._memo(v), dict):
+                found.append(v)
+        return found
+
+    @staticmethod
+    def _memo(fn: Any) -> Any:
+        try:  # the instance dict only: no __getattr__ of the user's objects (lazy modules, proxies) runs
+            attrs = object.__getattribute__(fn, "__dict__")
+        except Exception:
+            return None
+        return attrs.get("tfdoctor_memo") if type(attrs) is dict else None
+
+    def __call__(self) -> MemoStats | None:
+        if self.found is None:
+            self.found = self._scan()
+        memos = [m for m in (self._memo(f) for f in self.found) if isinstance(m, dict)]
+        if not memos:
+            return None
+        return MemoStats(
+            caches=len(memos),
+            hits=sum(_count(m, "hits") for m in memos),
+            misses=sum(_count(m, "misses") for m in memos),
+            bypass=sum(_count(m, "bypass") for m in memos),
+            bytes=sum(_count(m, "bytes") for m in memos),
+            full=any(m.get("full") is True for m in memos),
+        )
+
+
+def _steps(n: int) -> str:
+    return f"{n} step{'s' if n != 1 else ''}"
+
+
+def _pct(rate: float) -> str:
+    return f"{rate * 100:.0f} %"
+
+
+class Warmup:
+    """Decides, after each warm-up step, whether the warm-up goes on (TensorFlow-free; fed by the clock).
+
+    ``planned`` warm-up steps always run. After them, when ``adaptive``, the warm-up goes on while
+
+    (a) the step just ended traced a tf.function (``traced``; Keras's train function included), or
+    (b) the step time has not :func:`settled`,
+
+    for at most ``max(planned, SETTLE_EXTRA_MIN)`` extra steps; and, separately, while
+
+    (c) a tfdoctor memo cache (``memo()`` → :class:`MemoStats`, None when the script has none) is still
+        cold: fewer than :data:`MEMO_WARM_HIT_RATE` of its lookups in the last step were hits and no cache
+        is full, until the warm-up has lasted :data:`MEMO_WARMUP_MAX_STEPS` steps or
+        :data:`MEMO_WARMUP_MAX_S` seconds.
+
+    Nothing extends it past ``deadline_ns`` (the harness: half of the run's timeout). The caches are
+    first read at the end of step ``planned - 2`` (0-based: the one before the planned last, so the
+    planned last step's hit rate is known when the planned warm-up ends), then once per step while the
+    warm-up goes on, only when that first read found caches. A step without lookups keeps the previous step's verdict. Not ``adaptive`` (the user's
+    ``--warmup N``): exactly ``planned`` steps; the caches are still read, to say whether they were warm.
+
+    After the warm-up: ``steps`` (its length), ``note`` (why it was longer than planned, or why it
+    stopped waiting), ``memo`` (the caches' counters at its end) and ``memo_warm``.
+    """
+
+    def __init__(
+        self,
+        planned: int,
+        *,
+        adaptive: bool = True,
+        memo: Callable[[], MemoStats | None] | None = None,
+        deadline_ns: int | None = None,
+        max_extra: int | None = None,
+        memo_max_steps: int = MEMO_WARMUP_MAX_STEPS,
+        memo_max_s: float = MEMO_WARMUP_MAX_S,
+    ):
+        self.planned = planned
+        self.adaptive = adaptive
+        self.memo_provider = memo
+        self.deadline_ns = deadline_ns
+        self.max_extra = max(planned, SETTLE_EXTRA_MIN) if max_extra is None else max_extra
+        self.memo_max_steps = memo_max_steps
+        self.memo_max_s = memo_max_s
+        self.durations: list[int] = []
+        self.steps: int | None = None
+        self.note: str | None = None
+        self.memo: MemoStats | None = None
+        self.memo_warm: bool | None = None
+        self._memo_prev: MemoStats | None = None
+        self._memo_rate: float | None = None  # hit rate of the last step with lookups
+        self._memo_scanned = False
+        self._traced: list[int] = []  # steps past the plan that traced
+        self._unsettled: list[int] = []  # steps past the plan whose time had not settled
+        self._extended_for_ab = 0
+
+    @property
+    def done(self) -> bool:
+        return self.steps is not None
+
+    def after_step(self, index: int, duration_ns: int, *, traced: bool, elapsed_ns: int, now_ns: int) -> bool:
+        """Warm-up step ``index`` ended; True when the warm-up must go on after it.
+
+        ``elapsed_ns``: since the first step began; ``now_ns``: the clock's reading (for the deadline).
+        Before the planned end the answer is always True (the planned steps always run).
+        """
+        if self.done:
+            return False
+        self.durations.append(duration_ns)
+        n = index + 1  # warm-up steps done
+        if n < self.planned - 1:
+            return True
+        self._read_memo()
+        if n < self.planned:
+            return True
+        warm = self._memo_verdict()
+        if not self.adaptive:
+            return self._finish(n, warm, elapsed_ns, "fixed", None)
+        ab = "trace" if traced else "unsettled" if not settled(self.durations) else None
+        if self.deadline_ns is not None and now_ns >= self.deadline_ns:
+            return self._finish(n, warm, elapsed_ns, "deadline", ab)
+        ab_goes_on = ab is not None and n - self.planned < self.max_extra
+        memo_goes_on = warm is False and n < self.memo_max_steps and elapsed_ns < self.memo_max_s * 1e9
+        if not (ab_goes_on or memo_goes_on):
+            return self._finish(n, warm, elapsed_ns, "limit" if ab or warm is False else "done", ab)
+        if ab == "trace":
+            self._traced.append(index)
+        elif ab == "unsettled":
+            self._unsettled.append(index)
+        if ab_goes_on:
+            self._extended_for_ab += 1
+        return True
+
+    # -- memo caches ---------------------------------------------------------------------------
+    def _read_memo(self) -> None:
+        if self.memo_provider is None or (self._memo_scanned and self.memo is None):
+            return  # no provider, or the first read found no cache: never read again
+        self._memo_scanned = True
+        try:
+            stats = self.memo_provider()
+        except Exception:
+            stats = None
+        self._memo_prev, self.memo = self.memo, stats
+        if stats is not None and self._memo_prev is not None:
+            hits, misses = stats - self._memo_prev
+            if hits + misses > 0:
+                self._memo_rate = hits / (hits + misses)
+
+    def _memo_verdict(self) -> bool | None:
+        """True: the caches serve (or one is full); False: still cold; None: no cache or never used."""
+        m = self.memo
+        if m is None:
+            self.memo_warm = None
+            return None
+        if m.full:
+            self.memo_warm = True
+            return True
+        rate = self._memo_rate
+        if rate is None:  # no lookups between two reads yet: the counters so far
+            rate = m.hits / (m.hits + m.misses) if m.hits + m.misses else None
+        if rate is None:  # never looked up (or bypassed every time): nothing to wait for
+            self.memo_warm = False
+            return None
+        self._memo_rate = rate
+        self.memo_warm = rate >= MEMO_WARM_HIT_RATE
+        return self.memo_warm
+
+    # -- the end -------------------------------------------------------------------------------
+    def _finish(self, n: int, warm: bool | None, elapsed_ns: int, why: str, ab: str | None) -> bool:
+        """The warm-up ends after ``n`` steps; ``why``: done | limit | deadline | fixed; ``ab``: what (a)/(b)
+        still wanted at the end (trace | unsettled | None)."""
+        self.steps = n
+        parts: list[str] = []
+        if self._extended_for_ab or ab is not None:
+            parts.append(self._ab_note(n, ab, deadline=why == "deadline"))
+        memo = self._memo_note(n, warm, elapsed_ns, why)
+        if memo:
+            parts.append(memo)
+        if why == "deadline":
+            parts.append(f"stopped after {_steps(n)}: half of the run's timeout was spent")
+        self.note = "; ".join(parts) or None
+        return False
+
+    def _ab_note(self, n: int, ab: str | None, *, deadline: bool) -> str:
+        """What (a)/(b) did; ``ab``: what they still wanted when the warm-up ended after ``n`` steps."""
+        k = self._extended_for_ab
+        head = f"extended {_steps(k)}" if k else "not extended"
+        limit = ab is not None and not deadline
+        if limit:
+            head += " (limit)"
+        bits = []
+        traced = self._traced + ([n - 1] if ab == "trace" else [])
+        if len(traced) == 1:
+            bits.append(f"a tf.function traced in step {traced[0]}")
+        elif traced:
+            bits.append(f"tf.functions traced in {len(traced)} steps (last: {traced[-1]})")
+        if ab == "unsettled":
+            last = "/".join(f"{d / 1e6:.0f}" for d in self.durations[-3:])
+            bits.append(f"step time still not settled at step {n - 1} (last steps {last} ms)")
+        elif self._unsettled:
+            bits.append(f"step time unsettled until step {self._unsettled[-1] + 1}")
+        if limit:
+            bits.append("the timing window may include warm-up costs")
+        return head + (": " + "; ".join(bits) if bits else "")
+
+    def _memo_note(self, n: int, warm: bool | None, elapsed_ns: int, why: str) -> str | None:
+        m = self.memo
+        if m is None:
+            return None
+        if m.full:
+            return f"memo cache full after {_steps(n)} ({m.hits} hits, {m.misses} misses)"
+        if warm is None:
+            return f"memo cache not used during the warm-up ({m.bypass} calls bypassed it)"
+        rate = _pct(self._memo_rate or 0.0)
+        if warm:
+            return f"memo cache warm after {_steps(n)} (hit rate {rate})"
+        cold = "the timing window measures a cold cache"
+        if why == "fixed":
+            return f"memo cache still cold at the end of the fixed warm-up ({_steps(n)}, hit rate {rate}): {cold}"
+        if why == "deadline":
+            return f"memo cache still cold after {_steps(n)} (hit rate {rate}): {cold}"
+        if n >= self.memo_max_steps:
+            return f"memo cache still cold after {_steps(n)} (limit): {cold}"
+        return f"memo cache still cold after {elapsed_ns / 1e9:.0f} s of warm-up ({_steps(n)}, limit): {cold}"
+
+
 class Markers(Protocol):
     """What the clock needs from the profiler (the harness implements it with tf.profiler)."""
 
@@ -95,7 +414,13 @@ class Markers(Protocol):
 
 
 class StepClock:
-    """Turns hook events into steps; writes ``steps.jsonl``; drives windows and markers."""
+    """Turns hook events into steps; writes ``steps.jsonl``; drives windows and markers.
+
+    ``windows`` are the planned windows; with a ``warmup`` (:class:`Warmup`) the warm-up may grow past
+    the plan, and ``self.windows`` is then the windows as they happen (the warm-up as long as it has
+    become so far, the timing and profile windows as planned, after it). Without one, the warm-up is
+    exactly ``windows.warmup`` steps.
+    """
 
     def __init__(
         self,
@@ -105,8 +430,13 @@ class StepClock:
         *,
         clock: Callable[[], int] = time.time_ns,
         on_window: Callable[[Window], None] | None = None,
+        warmup: Warmup | None = None,
     ):
+        self.planned = windows
         self.windows = windows
+        self.warmup = warmup
+        self.traces = 0  # tf.function traces seen during the step in progress
+        self.first_start_ns: int | None = None
         self.markers = markers
         self.clock = clock
         self.on_window = on_window
@@ -120,6 +450,10 @@ class StepClock:
         self._steps_file = open(steps_path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the clock
 
     # -- events --------------------------------------------------------------------------------
+    def note_trace(self) -> None:
+        """A tf.function was traced (or retraced) during the step in progress."""
+        self.traces += 1
+
     def touch(self, t: int | None = None) -> None:
         """The training loop did something: begins step 0 if nothing has begun yet."""
         if self.start_ns is None and not self.stopped:
@@ -173,6 +507,9 @@ class StepClock:
         self._step_open = False
         self.index += 1
         self.compute_ns = later
+        if window == "warmup" and self.warmup is not None and not self.warmup.done:
+            t = self._decide_warmup(step, t)
+        self.traces = 0
         if self.index >= self.windows.total:
             self._stop_profiler()
             self.stopped = True
@@ -188,6 +525,21 @@ class StepClock:
         self._begin(t)
         return step
 
+    def warmup_facts(self) -> dict[str, Any]:
+        """The warm-up as it happened, for :class:`~tfdoctor.model.Facts` (``warmup_steps``, ``memo_*``...)."""
+        out: dict[str, Any] = {"warmup_steps": min(self.index, self.windows.warmup) or None}
+        w = self.warmup
+        if w is not None:
+            out["warmup_note"] = w.note
+            if w.memo is not None:
+                out.update(
+                    memo_hits=w.memo.hits,
+                    memo_misses=w.memo.misses,
+                    memo_full=w.memo.full,
+                    memo_warm=w.memo_warm,
+                )
+        return out
+
     def close(self) -> None:
         """The script ended (or failed): stop the profiler if it runs, close steps.jsonl."""
         self._stop_profiler()
@@ -196,8 +548,23 @@ class StepClock:
             self._steps_file.close()
 
     # -- internals -----------------------------------------------------------------------------
+    def _decide_warmup(self, step: StepTiming, t: int) -> int:
+        """Feed the warm-up step that just ended to the :class:`Warmup`; grow the warm-up when it goes
+        on past the windows' current warm-up. Returns where the next step begins."""
+        assert self.warmup is not None
+        first = self.first_start_ns if self.first_start_ns is not None else step.start_ns
+        deciding = self.index >= self.warmup.planned - 1  # the memo caches may be read: not a step's cost
+        goes_on = self.warmup.after_step(
+            step.index, step.duration_ns, traced=self.traces > 0, elapsed_ns=t - first, now_ns=t
+        )
+        if goes_on and self.index >= self.windows.warmup:
+            self.windows = dataclasses.replace(self.windows, warmup=self.index + 1)
+        return max(t, self.clock()) if deciding else t
+
     def _begin(self, t: int) -> None:
         self.start_ns = t
+        if self.first_start_ns is None:
+            self.first_start_ns = t
         if self.profiling and self.markers is not None:
             self.markers.open_step(self.index)
             self.markers.open_input(self.index)

@@ -5,6 +5,11 @@ runs the user's script with ``runpy.run_path(script, run_name="__main__")`` (``s
 ``sys.path[0]`` = the script's folder, the configured working directory), drives the windows
 (warm-up → timing → profile) and stops the script cleanly once the planned steps are done.
 
+The warm-up is adaptive when ``capture.json`` says ``warmup_adaptive`` (no ``--warmup`` given): a
+:class:`~tfdoctor.capture.clock.Warmup` fed with the hooks' tracing events and a
+:class:`~tfdoctor.capture.clock.MemoScanner` over the script's globals (``sys.modules["__main__"]``
+while ``runpy`` runs it), never extended past half of the run's ``timeout_s``.
+
 Writes into the run directory: ``steps.jsonl`` (as it goes), ``facts.json``, ``harness.json``
 (status: complete | finished | error | tf_missing | interrupted, the error's traceback, what the
 hooks saw) and the TensorBoard logdir. Prints nothing of its own: stdout/stderr are the script's.
@@ -24,7 +29,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.capture.clock import StepClock, StopCapture, Window, Windows
+from tfdoctor.capture.clock import (
+    WARMUP_TIMEOUT_SHARE,
+    MemoScanner,
+    StepClock,
+    StopCapture,
+    Warmup,
+    Window,
+    Windows,
+)
 from tfdoctor.capture.hooks import PostImportHooks, Tracker, install
 from tfdoctor.model import Device, Facts
 from tfdoctor.store import atomic_write_json
@@ -183,6 +196,7 @@ def collect_facts(tracker: Tracker) -> Facts:
         if key in learnt and learnt[key] is None:
             learnt.pop(key)
     data.update({k: v for k, v in learnt.items() if v is not None})
+    data.update({k: v for k, v in tracker.clock.warmup_facts().items() if v is not None})
     extra = {f"seen_{k}": str(v) for k, v in counts.items()}
     extra.update(_cpu_extra())
     for k, v in tracker.switches.items():
@@ -242,6 +256,26 @@ def run_script(script: str, args: list[str], cwd: str | None) -> tuple[str, str 
         return ("tf_missing" if _is_tf_missing(e) else "error"), _user_traceback(e)
 
 
+def _main_globals() -> dict[str, Any] | None:
+    """The script's globals while ``runpy.run_path(run_name="__main__")`` runs it."""
+    main = sys.modules.get("__main__")
+    return getattr(main, "__dict__", None)
+
+
+def make_warmup(windows: Windows, cfg: dict[str, Any], started_ns: int) -> Warmup:
+    """The warm-up policy of ``capture.json``: adaptive when ``warmup_adaptive``, else exactly planned."""
+    timeout = cfg.get("timeout_s")
+    deadline = None
+    if isinstance(timeout, (int, float)) and timeout > 0:
+        deadline = started_ns + int(WARMUP_TIMEOUT_SHARE * timeout * 1e9)
+    return Warmup(
+        windows.warmup,
+        adaptive=bool(cfg.get("warmup_adaptive", False)),
+        memo=MemoScanner(_main_globals),
+        deadline_ns=deadline,
+    )
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -275,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:
                 pass
 
-    clock = StepClock(windows, run_dir / "steps.jsonl", markers, on_window=on_window)
+    warmup = make_warmup(windows, cfg, harness["started_ns"])
+    clock = StepClock(windows, run_dir / "steps.jsonl", markers, on_window=on_window, warmup=warmup)
     tracker = Tracker(clock, cfg.get("switches") or {})
     hooks = PostImportHooks()
     install(tracker, hooks)
@@ -299,6 +334,13 @@ def main(argv: list[str] | None = None) -> int:
         status=outcome,
         error=error,
         steps=clock.index,
+        warmup={
+            "planned": windows.warmup,
+            "adaptive": warmup.adaptive,
+            "steps": warmup.steps,
+            "note": warmup.note,
+        },
+        windows_actual={"warmup": clock.windows.warmup, "timing": windows.timing, "profile": windows.profile},
         ended_ns=time.time_ns(),
         why_no_steps=None if clock.index else tracker.why_no_steps(),
         hook_errors=tracker.errors + ([facts_error] if facts_error else []),

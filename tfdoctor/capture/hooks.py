@@ -17,6 +17,10 @@ Who counts steps (first one seen wins, never two at once):
 
 The compute start of a step is ``GradientTape.__enter__`` (eager), the step function's call, or
 ``on_train_batch_begin``; everything before it in the step is input wait.
+
+Tracing: every new concrete function TensorFlow builds (a ``tf.function`` traced or retraced, Keras's
+train function included: ``tracing_compilation._create_concrete_function``) is reported to the clock
+(``note_trace``), whose adaptive warm-up goes on while steps still trace.
 """
 
 from __future__ import annotations
@@ -273,6 +277,13 @@ class Tracker:
                 self.source.setdefault("input", f"{obj.gi_code.co_filename}:{obj.gi_code.co_firstlineno}")
                 return
         self.input_kind = "numpy"
+
+    # -- tracing -------------------------------------------------------------------------------
+    def traced(self) -> None:
+        """TensorFlow built a new concrete function (a tf.function was traced), on any thread."""
+        self.counts["traces"] += 1
+        if not self.clock.stopped:
+            self.clock.note_trace()
 
     # -- Keras fit -----------------------------------------------------------------------------
     def fit_begin(self, model: Any, x: Any, batch_size: Any) -> None:
@@ -667,8 +678,9 @@ def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
 
 
 # -- installing the patches ------------------------------------------------------------------------
-#: every patch in place, oldest first: (owner, attribute, original); :func:`uninstall` undoes them
-_PATCHES: list[tuple[type, str, Any]] = []
+#: every patch in place, oldest first: (owner: a class or module, attribute, original);
+#: :func:`uninstall` undoes them
+_PATCHES: list[tuple[Any, str, Any]] = []
 
 
 def uninstall() -> None:
@@ -678,7 +690,7 @@ def uninstall() -> None:
         setattr(owner, name, orig)
 
 
-def _wrap(owner: type, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+def _wrap(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     orig = owner.__dict__.get(name)
     if orig is None or getattr(orig, "__tfdoctor__", False):
         return
@@ -740,6 +752,22 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
 
     _wrap(polymorphic_function.Function, "__call__", make_fn_call)
     _wrap(polymorphic_function.Function, "__init__", make_fn_init)
+
+    try:  # where TF 2.x builds a traced function's graph; without it, the warm-up judges step times only
+        from tensorflow.python.eager.polymorphic_function import tracing_compilation
+    except ImportError:  # pragma: no cover - another TensorFlow layout
+        tracing_compilation = None
+    if tracing_compilation is not None:
+
+        def make_trace(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def _create_concrete_function(*args: Any, **kwargs: Any) -> Any:
+                out = orig(*args, **kwargs)
+                tracker._guard("trace", tracker.traced)
+                return out
+
+            return _create_concrete_function
+
+        _wrap(tracing_compilation, "_create_concrete_function", make_trace)
 
     def make_enter(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __enter__(self: Any) -> Any:

@@ -10,6 +10,7 @@ itself (a script that is not a Python file, TensorFlow missing, impossible step 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import errno
 import importlib.metadata
 import importlib.util
@@ -40,8 +41,10 @@ class CaptureConfig:
 
     script: str | Path
     args: list[str] = field(default_factory=list)
-    steps: int = 40  # total: warm-up + timing + profile
-    warmup: int | None = None  # default: ~15 % of steps, at least 3
+    steps: int = 40  # planned total: warm-up + timing + profile (longer by an adaptive warm-up's extension)
+    # None: adaptive, at least ~15 % of steps (min 3), longer while steps trace, their time has not
+    # settled or a tfdoctor memo cache is cold (capture/clock.py: Warmup); N: exactly N steps
+    warmup: int | None = None
     profile_steps: int | None = None  # default: min(10, a third of the rest)
     profile: bool = True  # False: no profiler at all (the fix loop's timing-only runs)
     timeout_s: float = 600.0
@@ -54,10 +57,24 @@ class CaptureConfig:
     profiler_options: dict[str, int] = field(default_factory=dict)  # host/python/device tracer levels
 
     def windows(self) -> Windows:
+        """The planned windows (an adaptive warm-up may grow past ``warmup``)."""
         try:
             return Windows.split(self.steps, self.warmup, self.profile_steps, self.profile)
         except ValueError as e:
             raise UsageError(str(e)) from None
+
+    def adaptive_warmup(self) -> bool:
+        """No ``--warmup``, and not one worker of a multi-worker job: workers train in lockstep, so each
+        must stop after the same steps (a warm-up decided per worker could leave one waiting forever
+        in a collective for another that already stopped)."""
+        if self.warmup is not None:
+            return False
+        from tfdoctor.capture.multiworker import from_tf_config
+
+        try:
+            return from_tf_config({**os.environ, **self.env}) is None
+        except UsageError:  # a broken TF_CONFIG: the script fails on it anyway
+            return True
 
 
 @dataclass(frozen=True)
@@ -76,7 +93,7 @@ class CaptureProgress:
 class CaptureResult:
     status: RunStatus  # complete | failed | interrupted | timeout | no_steps
     returncode: int | None
-    windows: Windows
+    windows: Windows  # as they happened: the warm-up as long as it became, timing and profile as planned
     steps: list[StepTiming] = field(default_factory=list)
     facts: Facts | None = None
     trace_files: list[Path] = field(default_factory=list)
@@ -167,6 +184,16 @@ class _StepTail:
         return new
 
 
+def actual_windows(
+    planned: Windows, steps: list[StepTiming], harness: dict[str, Any] | None = None
+) -> Windows:
+    """``planned`` with the warm-up as long as it became: harness.json's, else the warm-up steps seen."""
+    seen = sum(1 for s in steps if s.window == "warmup")
+    said = ((harness or {}).get("warmup") or {}).get("steps")
+    warmup = max(planned.warmup, seen, said if isinstance(said, int) else 0)
+    return dataclasses.replace(planned, warmup=warmup)
+
+
 def _rate(steps: list[StepTiming]) -> float | None:
     recent = [s for s in steps[-10:] if s.window != "warmup"] or steps[-5:]
     span = sum(s.duration_ns for s in recent)
@@ -238,6 +265,7 @@ def run_capture(
         "run_dir": str(run.path),
         "logdir": str(run.logdir),
         "windows": {"warmup": windows.warmup, "timing": windows.timing, "profile": windows.profile},
+        "warmup_adaptive": cfg.adaptive_warmup(),
         "switches": dict(cfg.switches),
         "profiler_options": dict(cfg.profiler_options),
         "timeout_s": cfg.timeout_s,
@@ -250,12 +278,16 @@ def run_capture(
         if progress is None:
             return
         done = len(tail.steps)
+        now = actual_windows(windows, tail.steps)  # the total grows with an adaptive warm-up
+        window = now.of(min(done, now.total - 1))
+        if done > windows.warmup and tail.steps[-1].window == "warmup":
+            window = "warmup"  # an extended warm-up: most likely still going on
         progress(
             CaptureProgress(
                 phase=phase,
                 steps_done=done,
-                total=windows.total,
-                window=windows.of(min(done, windows.total - 1)),
+                total=now.total,
+                window=window,
                 steps_per_s=_rate(tail.steps),
                 elapsed_s=time.monotonic() - t0,
             )
@@ -319,6 +351,9 @@ def _collect(
     wall: float,
 ) -> CaptureResult:
     harness = run.read_json("harness.json", {}) or {}
+    planned, windows = windows, actual_windows(windows, steps, harness)
+    longer = windows.warmup - planned.warmup
+    grown = f"the warm-up grew by {longer} step{'s' if longer != 1 else ''} past the planned {planned.warmup}"
     facts_data = run.read_json("facts.json")
     facts = Facts.model_validate(facts_data) if facts_data else None
     trace_files = run.trace_files()
@@ -333,8 +368,8 @@ def _collect(
     if stopped_for == "timeout":
         status = "timeout"
         message = (
-            f"the script did not finish its {windows.total} steps within --timeout {cfg.timeout_s:g} s "
-            f"({n} step{'s' if n != 1 else ''} seen)"
+            f"the script did not finish its {planned.total} steps within --timeout {cfg.timeout_s:g} s "
+            f"({n} step{'s' if n != 1 else ''} seen{'; ' + grown if longer else ''})"
         )
         error = message
     elif stopped_for == "interrupted":
@@ -347,8 +382,10 @@ def _collect(
         if n:
             status = "complete"
             if n < windows.total:
-                message = f"the script ended by itself after {n} of {windows.total} steps" + (
-                    "" if trace_files else f", before the profile window (no trace); try --steps {n}"
+                message = (
+                    f"the script ended by itself after {n} of {windows.total} steps"
+                    + (f" ({grown})" if longer else "")
+                    + ("" if trace_files else f", before the profile window (no trace); try --steps {n}")
                 )
         else:
             status = "no_steps"

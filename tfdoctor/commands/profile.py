@@ -98,7 +98,14 @@ class ProfileCommand:
             "--steps", type=int, default=d(40), help="total training steps to run (default 40)"
         )
         parser.add_argument(
-            "--warmup", type=int, default=d(None), help="warm-up steps, not measured (default ~15 %%, min 3)"
+            "--warmup",
+            type=int,
+            default=d(None),
+            help="warm-up steps, not measured: exactly N when given. Default: adaptive, at least ~15 %% of "
+            "--steps (min 3), then longer while a step still traces a tf.function or step times have not "
+            "settled (up to max(planned, 10) more) and while a memo cache of tfdoctor's generator-cache fix "
+            "is still cold (up to 2000 steps or 150 s), never past half of --timeout; --steps is then the "
+            "planned total and the run is longer by the extension (see docs/architecture.md)",
         )
         parser.add_argument(
             "--profile-steps", type=int, default=d(None), help="steps in the profile window (default ≤ 10)"
