@@ -226,7 +226,8 @@ class FixCommand:
             args=list(cap.get("args", [])),
             cwd=Path(cap["cwd"]) if cap.get("cwd") else None,
             steps=int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10)),
-            warmup=int(w["warmup"]) if "warmup" in w else None,
+            # the baseline's warm-up: adaptive again unless the user fixed it with --warmup N
+            warmup=int(w["warmup"]) if "warmup" in w and not cap.get("warmup_adaptive", False) else None,
             timeout_s=args.fix_timeout,
             confirm_rounds=args.fix_rounds,
             only=only or None,
