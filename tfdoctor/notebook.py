@@ -67,7 +67,8 @@ FIX_TEXT: dict[str, str] = {
     "tfdata-parallel-map": "parallel tf.data map (num_parallel_calls=AUTOTUNE)",
     "tfdata-prefetch": "prefetch the input pipeline (prefetch(AUTOTUNE))",
     "tfdata-cache": "cache the deterministic part of the input pipeline",
-    "generator-prefetch": "feed the Python generator through tf.data with prefetch",
+    "generator-prefetch": "produce the Python generator's batches in a background thread",
+    "generator-cache": "cache the deterministic start of the generator's per-example work",
     "batch-scale": "a larger batch (learning rate scaled with it)",
 }
 
