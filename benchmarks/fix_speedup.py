@@ -82,7 +82,7 @@ def study(name: str, store: RunStore, work: Path, steps: int, rounds: int) -> di
             "--lr",
             f"{0.05 * factor:g}",
         ]
-    side: dict[str, list[float]] = {"baseline": [], "combined (--fix)": [], **{k: [] for k in experts}}
+    side: dict[str, list[float | None]] = {"baseline": [], "combined (--fix)": [], **{k: [] for k in experts}}
     warmups: dict[str, list[int]] = {k: [] for k in side}
     for r in range(rounds):
         for label in side:
@@ -109,8 +109,7 @@ def study(name: str, store: RunStore, work: Path, steps: int, rounds: int) -> di
                 )
                 rep_s = finish_run(store, run_e, res_s)
             v = rate(rep_s) if res_s.ok else None
-            if v:
-                side[label].append(v)
+            side[label].append(v or None)  # one entry per round, so rounds line up for the ratios
             if res_s.ok and rep_s.facts.warmup_steps:
                 warmups[label].append(rep_s.facts.warmup_steps)
             say(f"   round {r + 1} {label}: {v} (warm-up {rep_s.facts.warmup_steps} steps)")
@@ -120,7 +119,16 @@ def study(name: str, store: RunStore, work: Path, steps: int, rounds: int) -> di
         "fix_wall": fix_wall,
         "alone": alone,
         "baseline_rate": rate(report),
-        "side": {k: median(v) if v else float("nan") for k, v in side.items()},
+        "side": {k: median([x for x in v if x]) if any(v) else float("nan") for k, v in side.items()},
+        # ratio to each expert variant: the median of per-round ratios (both measured in the same round)
+        "ratios": {
+            k: {
+                e: [a / b for a, b in zip(v, side[e], strict=True) if a and b]
+                for e in side
+                if e.startswith("expert.py")
+            }
+            for k, v in side.items()
+        },
         "warmups": {k: median(v) if v else None for k, v in warmups.items()},
         "factor": factor,
     }
@@ -155,9 +163,10 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
     for r in results:
         s = r["summary"]
         side = r["side"]
-        ratio = side["combined (--fix)"] / side["expert.py"] if side["expert.py"] else float("nan")
+        per_round = r["ratios"]["combined (--fix)"]
+        ratio = median(per_round["expert.py"]) if per_round["expert.py"] else float("nan")
         same = [k for k in side if k.startswith("expert.py --batch-size")]
-        ratio_same = side["combined (--fix)"] / side[same[0]] if same and side[same[0]] else None
+        ratio_same = median(per_round[same[0]]) if same and per_round[same[0]] else None
         parts += ["", f"### {r['name']}", ""]
         rows = [
             [t.fix_id, t.status, f"{t.speedup:.2f}x" if t.speedup else "", _why(t.reason)] for t in s.trials
@@ -173,18 +182,38 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
         parts.append(f"Each fix alone on the unmodified script (baseline {base:.1f} examples/s):")
         parts += ["", md_table(["fix", "examples/s", "vs baseline"], rows), ""]
         rows = [
-            [k, f"{v:.1f}", f"{v / side['expert.py']:.2f}", str(r["warmups"].get(k) or "")]
+            [
+                k,
+                f"{v:.1f}",
+                f"{median(r['ratios'][k]['expert.py']):.2f}" if r["ratios"][k]["expert.py"] else "",
+                ", ".join(f"{x:.2f}" for x in r["ratios"][k]["expert.py"]),
+                str(r["warmups"].get(k) or ""),
+            ]
             for k, v in side.items()
         ]
         parts.append(
             "Side by side (expert.py warmed up for one epoch so its `cache()` serves; the combined script's "
             "warm-up is the harness's adaptive one, which waits for a generator-cache to serve):"
         )
-        parts += ["", md_table(["script", "examples/s", "ratio to expert.py", "warm-up steps"], rows), ""]
+        parts += [
+            "",
+            md_table(
+                [
+                    "script",
+                    "examples/s (median)",
+                    "ratio to expert.py (median)",
+                    "per round",
+                    "warm-up steps",
+                ],
+                rows,
+            ),
+            "",
+        ]
         parts.append(
             f"**combined / expert = {ratio:.2f}** (target ≥ 0.9)"
             + (
-                f"; against expert.py at the same batch size and learning rate: **{ratio_same:.2f}**"
+                f"; against expert.py at the same batch size and learning rate: **{ratio_same:.2f}** "
+                f"(per round: {', '.join(f'{x:.2f}' for x in per_round[same[0]])})"
                 if ratio_same
                 else ""
             )

@@ -262,3 +262,28 @@ def test_a_fix_that_breaks_the_script_is_rolled_back_with_the_error(tfd_home, tm
     assert "rolled back" in trial.reason and "numpy" in (trial.error or "")
     assert summary.kept == [] and summary.patch == ""
     assert script.read_text() == BREAKS_UNDER_TF_FUNCTION
+
+
+def test_generator_cache_is_measured_with_its_cache_warm(tfd_home, tmp_path):
+    """generator-cache on the naive loop: the trial's adaptive warm-up lasts one pass over the data
+    (128 batches), so its timing window measures the cache serving; the run is sane (same examples
+    per step, losses on the baseline's trajectory, no changed output) and decided with figures."""
+    path = _copy(tmp_path, "naive_loop.py")
+    store = RunStore(tfd_home)
+    run = store.new_run(str(path), run_id="b")
+    from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+
+    res = run_capture(CaptureConfig(script=path, steps=14, profile_steps=2), run)
+    report = finish_run(store, run, res)
+    assert res.ok, res.message
+    cfg = LoopConfig(script=path, steps=14, only=["generator-cache"], confirm_rounds=0, final_profile=False)
+    summary = run_fix_loop(store, run, report, cfg)
+    (trial,) = summary.trials
+    assert trial.status in ("kept", "rejected"), trial.reason
+    assert "did not warm" not in trial.reason and "output changed" not in trial.reason
+    assert "loss" not in trial.reason.split(":")[0] and "examples per step" not in trial.reason
+    facts = store.get(trial.run_id).report().facts
+    assert facts.memo_warm is True and facts.warmup_steps >= 128, facts.warmup_note
+    assert facts.memo_hits and facts.memo_misses and facts.memo_misses >= 4096 - 32
+    assert trial.throughput is not None and trial.speedup is not None
+    assert "_preprocess_prefix" in trial.patch and "tfdoctor_memoize" in trial.patch

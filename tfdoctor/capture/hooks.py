@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import inspect
 import os
 import sys
 import threading
@@ -135,6 +136,8 @@ def _is_scalar(v: Any) -> bool:
 
 
 # -- post-import hooks ---------------------------------------------------------------------------
+
+
 class PostImportHooks(importlib.abc.MetaPathFinder):
     """Run callbacks right after a module finishes importing (like wrapt's post-import hooks)."""
 
@@ -172,6 +175,54 @@ class PostImportHooks(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_and_hook  # type: ignore[method-assign]
         return spec
+
+
+def user_generator() -> str | None:
+    """``file:line`` of a Python generator of the script that feeds the loop, or None.
+
+    With this thread the only one running Python: a suspended generator object of a user file, found
+    with ``gc.get_objects()``. With other threads running Python (a background prefetcher, a
+    ``from_generator`` pipeline, the user's own threads) that scan is unsafe: the list it returns holds
+    a reference to every tracked object, including a tuple another thread is still building, whose
+    ``_PyTuple_Resize`` then fails with ``SystemError: Objects/tupleobject.c: bad argument to internal
+    function`` in the user's thread (cpython gh-39117; it failed a generator-prefetch trial once in the
+    fix_speedup benchmark). Then the other threads' stacks are read instead (``sys._current_frames()``,
+    no object scan): a generator frame of a user file, else any frame of a user file in another thread
+    (a thread running the script's code beside the training loop is taken as its producer).
+    """
+    import gc
+
+    me = threading.get_ident()
+    frames = sys._current_frames()
+    others = [f for tid, f in frames.items() if tid != me]
+    if not others:
+        found = None
+        objs = gc.get_objects()
+        try:
+            for obj in objs:
+                if (
+                    type(obj) is types.GeneratorType
+                    and obj.gi_frame is not None
+                    and not obj.gi_running
+                    and obj.gi_frame.f_lasti >= 0
+                    and is_user_file(obj.gi_code.co_filename)
+                ):
+                    found = f"{obj.gi_code.co_filename}:{obj.gi_code.co_firstlineno}"
+                    break
+        finally:
+            obj = objs = None  # drop the references before anything else runs
+        return found
+    user_frame_at = None
+    for top in others:
+        f = top
+        while f is not None:
+            code = f.f_code
+            if is_user_file(code.co_filename):
+                if code.co_flags & inspect.CO_GENERATOR:
+                    return f"{code.co_filename}:{code.co_firstlineno}"
+                user_frame_at = user_frame_at or f"{code.co_filename}:{code.co_firstlineno}"
+            f = f.f_back
+    return user_frame_at
 
 
 # -- the tracker ---------------------------------------------------------------------------------
@@ -263,19 +314,11 @@ class Tracker:
         if self.step_saw_tfdata:
             self.input_kind = "tf.data"
             return
-        import gc
-
-        for obj in gc.get_objects():
-            if (
-                type(obj) is types.GeneratorType
-                and obj.gi_frame is not None
-                and not obj.gi_running
-                and obj.gi_frame.f_lasti >= 0
-                and is_user_file(obj.gi_code.co_filename)
-            ):
-                self.input_kind = "python_generator"
-                self.source.setdefault("input", f"{obj.gi_code.co_filename}:{obj.gi_code.co_firstlineno}")
-                return
+        where = user_generator()
+        if where is not None:
+            self.input_kind = "python_generator"
+            self.source.setdefault("input", where)
+            return
         self.input_kind = "numpy"
 
     # -- tracing -------------------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""How the harness tells a Python generator feeding the loop: an object scan when this thread is the
+only one running Python, the other threads' stacks otherwise (the object scan is unsafe then)."""
+
+from __future__ import annotations
+
+import gc
+import queue
+import threading
+
+from tfdoctor.capture.hooks import user_generator
+
+
+def batches(n):
+    for i in range(n):
+        yield tuple(range(i % 7))  # builds tuples, like a generator stacking a batch
+
+
+def test_a_suspended_generator_of_the_script_is_found_by_the_object_scan():
+    gen = batches(10)
+    next(gen)
+    where = user_generator()
+    assert where is not None and where.endswith(
+        f"test_capture_input_kind.py:{batches.__code__.co_firstlineno}"
+    )
+    gen.close()
+
+
+def test_with_another_thread_running_python_the_object_scan_is_not_used(monkeypatch):
+    """gc.get_objects() would hand out tuples the producer thread is still building (their resize then
+    fails with SystemError in the user's thread): with a producer running, it must not be called."""
+    items: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def produce():
+        for item in batches(10**9):
+            while not stop.is_set():
+                try:
+                    items.put(item, timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    try:
+        items.get(timeout=5)
+
+        def refuse():
+            raise AssertionError("gc.get_objects() called while another thread runs Python")
+
+        monkeypatch.setattr(gc, "get_objects", refuse)
+        where = user_generator()
+        assert where is not None and "test_capture_input_kind.py:" in where
+    finally:
+        stop.set()
+        t.join(timeout=5)
