@@ -126,50 +126,124 @@ def test_scale_runs_mirrored_on_one_and_two_logical_cpus(tfd_home):
     assert r2.breakdown.share["collective"] > 0
 
 
+def _capture(addresses: list[str], run_id: str, duration_ms: int) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tfdoctor.cli",
+            "capture",
+            ",".join(f"grpc://127.0.0.1:{p}" for p in addresses),
+            "--duration-ms",
+            str(duration_ms),
+            "--run-id",
+            run_id,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+
+
+def _wait_for(log: Path, text: str, job: subprocess.Popen, seconds: float = 150) -> None:
+    deadline = time.monotonic() + seconds
+    while text not in log.read_text() and time.monotonic() < deadline:
+        assert job.poll() is None, log.read_text()[-2000:]
+        time.sleep(0.5)
+
+
 def test_capture_from_two_profiler_servers(tfd_home, tmp_path):
-    ports = free_ports(2)
-    port = ports[0]
-    log = open(tmp_path / "job.log", "w")  # noqa: SIM115
+    """Two MultiWorkerMirroredStrategy workers traced on demand into one run.
+
+    TensorFlow 2.21's profiler itself sometimes kills a MultiWorkerMirroredStrategy worker when the
+    remote trace stops (an abort in TraceMeRecorder::Consume; measured here: about 1 trace in 2 at
+    1500 ms, 1 in 8 at 400 ms; 0 in 6 for two jobs without collectives). The trace is kept short, and
+    when that happens the capture must say so (the host stopped answering, the run keeps the other
+    host) and the scenario runs again with a new job, up to 4 times."""
+    died = []
+    for attempt in range(4):
+        ports = free_ports(2)
+        log_path = tmp_path / f"job{attempt}.log"
+        log = open(log_path, "w")  # noqa: SIM115
+        job = subprocess.Popen(
+            [
+                sys.executable,
+                str(MULTI),
+                "--launch",
+                "2",
+                "--epochs",
+                "200",
+                "--profiler-port",
+                str(ports[0]),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        try:
+            _wait_for(log_path, "worker 1 epoch 1", job)
+            cap = _capture([ports[0], ports[0] + 1], f"g{attempt}", 300)
+        finally:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            log.close()
+        job_log = log_path.read_text()
+        assert cap.returncode == 0, cap.stderr[-3000:] + "\n--- the job's output ---\n" + job_log[-3000:]
+        report = Report.model_validate_json(cap.stdout)
+        if len(report.trace_files) == 2:
+            break
+        # one host's trace is missing: TensorFlow's crash of that worker (its server is gone with it)
+        assert "no longer accepts connections" in cap.stderr, cap.stderr[-2000:]
+        assert report.facts.extra["hosts_not_answering"], report.facts.extra
+        assert any("no longer accepts connections" in n for n in report.breakdown.notes)
+        died.append(attempt)
+    assert len(report.trace_files) == 2, f"the trace killed a worker in every one of {len(died) + 1} tries"
+    assert report.breakdown.source.endswith("markers")  # the job's own Trace("train", step_num=...)
+    assert len(report.distributed.workers) == 2
+    assert all(w.collective_ms > 0 for w in report.distributed.workers)
+    assert "hosts_without_trace" not in report.facts.extra
+
+
+def test_capture_names_a_host_that_gives_no_trace_and_keeps_the_others(tfd_home, tmp_path):
+    """One live profiler server and one address where nothing listens (a host gone during the trace):
+    the run keeps the live host's trace and names the other as gone (not retried: it accepts no
+    connections, so no retry could bring its trace)."""
+    live, gone = free_ports(2)
+    log_path = tmp_path / "job.log"
+    log = open(log_path, "w")  # noqa: SIM115
     job = subprocess.Popen(
-        [sys.executable, str(MULTI), "--launch", "2", "--epochs", "200", "--profiler-port", str(port)],
+        [sys.executable, str(ROOT / "tests/scripts/profiler_server.py"), str(live)],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=ROOT,
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 150
-        while "worker 1 epoch 1" not in (tmp_path / "job.log").read_text() and time.monotonic() < deadline:
-            assert job.poll() is None, (tmp_path / "job.log").read_text()[-2000:]
-            time.sleep(0.5)
-        cap = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tfdoctor.cli",
-                "capture",
-                f"grpc://127.0.0.1:{port},grpc://127.0.0.1:{port + 1}",
-                "--duration-ms",
-                "1500",
-                "--run-id",
-                "g",
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=ROOT,
-        )
+        _wait_for(log_path, "epoch 1", job)
+        cap = _capture([live, gone], "half", 300)
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
         log.close()
     assert cap.returncode == 0, cap.stderr[-3000:]
     report = Report.model_validate_json(cap.stdout)
-    assert len(report.trace_files) == 2
-    assert report.breakdown.source.endswith("markers")  # the job's own Trace("train", step_num=...)
-    assert len(report.distributed.workers) == 2
-    assert all(w.collective_ms > 0 for w in report.distributed.workers)
+    assert [Path(f).name for f in report.trace_files] == [f"127.0.0.1_{live}.xplane.pb"]
+    assert report.facts.extra["hosts_without_trace"] == f"grpc://127.0.0.1:{gone}"
+    assert report.facts.extra["hosts_not_answering"] == f"grpc://127.0.0.1:{gone}"
+    warning = [ln for ln in cap.stderr.splitlines() if ln.startswith("warning:")]
+    assert (
+        len(warning) == 1
+        and f"127.0.0.1:{gone} gave no trace and no longer accepts connections" in warning[0]
+    )
+    assert "tfdoctor profile --run-id" in warning[0]
+    assert any(f"127.0.0.1:{gone}" in n for n in report.breakdown.notes)
+    assert report.breakdown.steps  # the live host's steps, from its markers
+    run = tfd_home / "runs/half"
+    assert not list(run.glob(".capture-try-*"))  # the tries' scratch directories are gone
+    assert len(list((run / "logdir/plugins/profile").iterdir())) == 1  # one session, not one per try
 
 
 def test_capture_reports_an_unreachable_server(tfd_home):

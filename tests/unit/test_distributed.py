@@ -10,7 +10,7 @@ from tfdoctor.rules._distribution import read_loop
 
 from tfdoctor.analysis import analyze
 from tfdoctor.analysis.distributed import replica_ids, summary_for
-from tfdoctor.capture.multiworker import from_tf_config, parse_addresses
+from tfdoctor.capture.multiworker import from_tf_config, missing_hosts, parse_addresses
 from tfdoctor.cli import main
 from tfdoctor.commands.scale import ScalePoint, parse_replicas, score
 from tfdoctor.errors import UsageError
@@ -113,6 +113,18 @@ def test_profiler_addresses():
     for bad in ("", "grpc://h1", "h1:port", "grpc://:1", "h:70000"):
         with pytest.raises(UsageError):
             parse_addresses(bad)
+
+
+def test_hosts_whose_trace_file_is_missing_are_named():
+    addrs = ["grpc://127.0.0.1:6009", "grpc://127.0.0.1:6010"]
+    both = ["127.0.0.1_6009.xplane.pb", "127.0.0.1_6010.xplane.pb"]
+    assert missing_hosts(addrs, both) == []
+    # the CI failure this guards against: TensorFlow wrote one host's file and dropped the other's
+    assert missing_hosts(addrs, ["127.0.0.1_6009.xplane.pb"]) == ["grpc://127.0.0.1:6010"]
+    assert missing_hosts(addrs, ["127.0.0.1_6010.xplane.pb"]) == ["grpc://127.0.0.1:6009"]
+    # files named otherwise (a server naming itself): only the count tells
+    assert missing_hosts(addrs, ["worker-a.xplane.pb"]) == ["grpc://127.0.0.1:6010"]
+    assert missing_hosts(addrs, ["worker-a.xplane.pb", "worker-b.xplane.pb"]) == []
 
 
 def test_loop_source_check():

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -298,35 +299,133 @@ def capture_grpc(
     opts = profiler_v2.ProfilerOptions(host_tracer_level=host_tracer_level, python_tracer_level=0)
     t0 = time.time_ns()
     hint = "is tf.profiler.experimental.server.start(PORT) running there, and training?"
-    saved = os.dup(1)
-    try:
-        sys.stdout.flush()
-        os.dup2(2, 1)  # the C++ client prints its progress on stdout: keep stdout for --json
-        profiler_client.trace(
-            label, str(run.logdir), duration_ms, num_tracing_attempts=attempts, options=opts
-        )
-    except (tf_errors.OpError, RuntimeError, ValueError) as e:  # pybind raises plain exceptions too
-        msg = f"no trace from {label}: {_first_line(e)}"
+    best: tuple[Path, list[str]] | None = None  # (session dir, the addresses it lacks)
+    tries = max(1, attempts)
+    for k in range(1, tries + 1):
+        # each try writes into its own logdir: TensorFlow names the session by the second it started,
+        # and a session holding two tries' files would be merged as one
+        tmp = run.path / f".capture-try-{k}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            _trace(profiler_client, label, tmp, duration_ms, attempts, opts)
+        except (tf_errors.OpError, RuntimeError, ValueError) as e:  # pybind raises plain exceptions too
+            shutil.rmtree(tmp, ignore_errors=True)
+            if best is not None:  # a retry for a missing host failed: keep the session we have
+                break
+            msg = f"no trace from {label}: {_first_line(e)}"
+            store.update(run, status="failed", error=msg)
+            raise TfdoctorError(msg, hint=hint) from None
+        session = _newest_session(tmp)
+        if session is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            continue
+        lacking = missing_hosts(addresses, [f.name for f in session.glob("*.xplane.pb")])
+        if best is None or len(lacking) < len(best[1]):
+            if best is not None:
+                shutil.rmtree(best[0].parents[2], ignore_errors=True)
+            best = (session, lacking)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not lacking or not any(answers(a) for a in lacking):
+            break  # complete, or the missing hosts are gone (no longer accept connections): no retry helps
+        # a host that answered after the client's deadline (a loaded machine serialising its trace) is
+        # dropped by TensorFlow without an error: trace the whole session again, so the hosts' traces
+        # still cover the same time
+    if best is None:
+        msg = f"no trace from {label}: the profiler servers returned no trace file"
         store.update(run, status="failed", error=msg)
-        raise TfdoctorError(msg, hint=hint) from None
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+        raise TfdoctorError(msg, hint=hint)
+    session, lacking = best
+    dest = run.logdir / "plugins" / "profile" / session.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(session), str(dest))
+    for leftover in run.path.glob(".capture-try-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     atomic_write_json(
         run.file("capture.json"),
         {"addresses": addresses, "duration_ms": duration_ms, "started_ns": t0, "ended_ns": time.time_ns()},
     )
     hosts = {p.name.removesuffix(".xplane.pb") for p in run.trace_files()}
-    atomic_write_json(
-        run.file("facts.json"), {"extra": {"captured_from": label, "hosts": ",".join(sorted(hosts))}}
-    )
+    extra = {"captured_from": label, "hosts": ",".join(sorted(hosts))}
+    dead = [a for a in lacking if not answers(a)]
+    if lacking:
+        extra["hosts_without_trace"] = ",".join(lacking)
+    if dead:
+        extra["hosts_not_answering"] = ",".join(dead)
+    atomic_write_json(run.file("facts.json"), {"extra": extra})
     store.update(run, status="complete" if run.trace_files() else "no_steps")
     from tfdoctor.pipeline import build_report
 
     report = build_report(run)
-    run.write_report(report)
+    if lacking:
+        bd = report.breakdown
+        note = lacking_note(lacking, dead, tries)
+        report = report.model_copy(
+            update={"breakdown": bd.model_copy(update={"notes": [*bd.notes, note]}) if bd else bd}
+        )
     store.update(run, device=device_label(report.facts), note=f"{len(hosts)} host(s) from {label}")
     return run, report
+
+
+def _trace(client: Any, label: str, logdir: Path, duration_ms: int, attempts: int, opts: Any) -> None:
+    """One ``profiler_client.trace`` of every address into ``logdir``, stdout kept clean for --json."""
+    saved = os.dup(1)
+    try:
+        sys.stdout.flush()
+        os.dup2(2, 1)  # the C++ client prints its progress on stdout: keep stdout for --json
+        client.trace(label, str(logdir), duration_ms, num_tracing_attempts=attempts, options=opts)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _newest_session(logdir: Path) -> Path | None:
+    sessions = sorted(p.parent for p in logdir.glob("plugins/profile/*/*.xplane.pb"))
+    return sessions[-1] if sessions else None
+
+
+def missing_hosts(addresses: list[str], files: list[str]) -> list[str]:
+    """The addresses no trace file stands for. TensorFlow names a host's file after the address it was
+    asked (``10.0.0.2:6009`` -> ``10.0.0.2_6009.xplane.pb``); when the names follow another scheme (a
+    server naming itself), only the count can tell, and the addresses beyond it are the missing ones."""
+    stems = {f.removesuffix(".xplane.pb") for f in files}
+    expected = {a: a.removeprefix("grpc://").replace(":", "_") for a in addresses}
+    if stems & set(expected.values()):
+        return [a for a, stem in expected.items() if stem not in stems]
+    return addresses[len(stems) :] if len(stems) < len(addresses) else []
+
+
+def answers(address: str, timeout_s: float = 3.0) -> bool:
+    """Does anything still accept connections at ``grpc://HOST:PORT``? (After a trace: is the job alive?)"""
+    host, _, port = address.removeprefix("grpc://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+#: why a host that stopped answering during a trace most likely did (measured here; docs/distributed.md)
+CRASH_HINT = (
+    "TensorFlow's profiler can crash a MultiWorkerMirroredStrategy worker when a remote trace stops "
+    "(TF 2.21: an abort in TraceMeRecorder::Consume; here about 1 trace in 2 at 1500 ms, 1 in 8 at "
+    "400 ms): trace for shorter, or run `tfdoctor profile --run-id` on each worker, which stops its "
+    "trace at a step boundary"
+)
+
+
+def lacking_note(lacking: list[str], dead: list[str], tries: int) -> str:
+    """The report's note (and the command's warning) for hosts whose trace is missing."""
+    alive = [a for a in lacking if a not in dead]
+    bits = []
+    if dead:
+        bits.append(
+            f"{', '.join(dead)} gave no trace and no longer accepts connections: its process has probably "
+            "died during the trace. " + CRASH_HINT
+        )
+    if alive:
+        bits.append(f"no trace from {', '.join(alive)} in {tries} tries")
+    return "; ".join(bits) + ". The analysis covers the other hosts only."
 
 
 def _first_line(e: BaseException) -> str:
