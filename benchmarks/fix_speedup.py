@@ -169,7 +169,7 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
         ratio_same = median(per_round[same[0]]) if same and per_round[same[0]] else None
         parts += ["", f"### {r['name']}", ""]
         rows = [
-            [t.fix_id, t.status, f"{t.speedup:.2f}x" if t.speedup else "", _why(t.reason)] for t in s.trials
+            [t.name, t.status, f"{t.speedup:.2f}x" if t.speedup else "", _why(t.reason)] for t in s.trials
         ]
         parts.append(
             "The `--fix` loop (each trial on top of the fixes kept before it; speedup vs the baseline):"

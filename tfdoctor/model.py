@@ -208,6 +208,8 @@ class Finding(_Frozen):
 
 class FixTrial(_Frozen):
     fix_id: str
+    # the variant tried, where a fix has several ("batch-scale ×4"); empty: the fix itself
+    label: str = ""
     description: str
     status: Literal["kept", "rejected", "failed", "skipped"]
     reason: str  # why kept / rejected / failed / skipped, with figures
@@ -222,6 +224,11 @@ class FixTrial(_Frozen):
     # ids in the order they ran (reference and trial alternate first). Empty: decided on one run.
     paired_ratios: list[float] = Field(default_factory=list)
     paired_run_ids: list[str] = Field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """What to call the trial in a table: its variant's label, else the fix's id."""
+        return self.label or self.fix_id
 
 
 class FixSummary(_Frozen):

@@ -358,6 +358,23 @@ def test_a_cold_cache_is_rejected_without_paired_rounds(tmp_path: Path) -> None:
     assert trial.status == "rejected" and trial.reason == MEMO_COLD and trial.throughput is not None
 
 
+def test_each_batch_scale_variant_is_its_own_row_and_a_failed_bigger_batch_keeps_the_smaller(
+    tmp_path: Path,
+) -> None:
+    rates = {"batch-scale ×2": 30.0, "combined": 30.0}  # 3x: decisive on its one run
+    loop = _scripted(tmp_path, rates, ["batch-scale"], fail={"batch-scale ×4"})
+    summary = loop.run()
+    assert loop.measured == ["batch-scale ×2", "batch-scale ×4", "combined: batch-scale ×2"]
+    two, four = summary.trials
+    assert (two.name, two.status) == ("batch-scale ×2", "kept")
+    assert (four.name, four.status, four.fix_id) == ("batch-scale ×4", "failed", "batch-scale")
+    assert summary.kept == ["batch-scale ×2"]
+    console = Console(record=True, width=220)
+    console.print(fix_table(loop.baseline.report()))
+    text = console.export_text()
+    assert "batch-scale ×2" in text and "batch-scale ×4" in text
+
+
 def _steps(losses: list[float], start: int = 0) -> list[StepTiming]:
     return [
         StepTiming(index=start + i, window="timing", start_ns=i, end_ns=i + 1, loss=v, examples=32)

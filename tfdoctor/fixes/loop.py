@@ -534,6 +534,7 @@ class FixLoop:
         ) -> FixTrial:
             return FixTrial(
                 fix_id=fix.ID,
+                label=label if label != fix.ID else "",
                 description=f"{fix.DESCRIPTION}: {outcome.reason}",
                 status=status,
                 reason=reason,

@@ -197,7 +197,7 @@ def throughput_figure(report: Report) -> Figure | None:
         bars.append(("baseline", fix.baseline, "baseline", "baseline"))
         for t in fix.trials:
             if t.throughput is not None:
-                bars.append((t.fix_id, t.throughput, t.status, f"{t.fix_id}: {t.status}"))
+                bars.append((t.name, t.throughput, t.status, f"{t.name}: {t.status}"))
         if fix.combined is not None:
             bars.append(("combined", fix.combined, "combined", "kept fixes combined"))
     elif report.throughput is not None:

@@ -346,7 +346,7 @@ def _fix_row(t: FixTrial) -> FixRow:
     main, _ = fmt_rate(t.throughput)
     return FixRow(
         anchor=f"fix-{t.fix_id}",
-        fix_id=t.fix_id,
+        fix_id=t.name,
         description=t.description,
         status=t.status,
         reason=_clip(t.reason, 800) or "",

@@ -113,7 +113,7 @@ def fix_table(report: Report) -> Table | None:
         if t.paired_ratios:
             speedup.append("\npaired " + ", ".join(f"{r:.2f}x" for r in t.paired_ratios), style="dim")
         table.add_row(
-            t.fix_id,
+            t.name,
             fmt_throughput(t.throughput) if t.throughput else "",
             speedup,
             Text(t.status, style=style.get(t.status, "")),
