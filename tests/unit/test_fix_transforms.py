@@ -111,6 +111,12 @@ def test_parallel_map_keeps_a_multiline_call_layout_and_replaces_none() -> None:
     )
 
 
+def test_parallel_map_names_the_line_of_each_map_in_a_chain() -> None:
+    src = "import tensorflow as tf\nds = (\n    tf.data.Dataset.range(8)\n    .map(f)\n    .map(g)\n)\n"
+    out = get_fix("tfdata-parallel-map").apply(src, FixContext())
+    assert out.changed and out.reason.endswith("on 2 map/interleave (line 4, line 5)")
+
+
 def test_parallel_map_unchanged_when_every_map_sets_it() -> None:
     assert_skipped(
         "tfdata-parallel-map",
@@ -601,9 +607,17 @@ def test_cpu_bf16_detection_reads_the_flags(tmp_path: Path) -> None:
         ),
         (
             "tfdata_loop.py",
-            {"tf-function", "tfdata-parallel-map", "tfdata-prefetch", "batch-scale", "mixed-precision"},
+            {
+                "tf-function",
+                "tfdata-parallel-map",
+                "tfdata-prefetch",
+                "tfdata-cache",
+                "batch-scale",
+                "mixed-precision",
+            },
         ),
         ("function_loop.py", {"xla-jit", "batch-scale", "mixed-precision"}),
+        ("mlp_loop.py", {"xla-jit", "batch-scale", "mixed-precision"}),
         ("keras_fit.py", {"steps-per-execution", "xla-jit", "batch-scale", "mixed-precision"}),
         ("expert.py", {"batch-scale", "mixed-precision"}),
     ],

@@ -43,7 +43,7 @@ class ParallelMapCodemod(FixCodemod):
             return updated_node
         if not self.pipes.is_dataset(original_node.func.value):
             return updated_node
-        line = self.line(original_node)
+        line = self.line(original_node.func.attr)  # the map's own line, not its chain's first one
         existing = kwarg(original_node, "num_parallel_calls")
         if existing is not None:
             if not (isinstance(existing.value, cst.Name) and existing.value.value == "None"):
