@@ -1,5 +1,6 @@
-"""The same data through tf.data, still an eager step: ``from_tensor_slices(...).map(preprocess)``
-without ``num_parallel_calls``, ``.batch()``, no prefetch; GradientTape + apply_gradients, no tf.function.
+"""The same data through tf.data, still an eager step: ``from_tensor_slices(...)``, the per-example
+work as two maps (the deterministic "decode", then the random augmentation) without
+``num_parallel_calls``, ``.batch()``, no prefetch; GradientTape + apply_gradients, no tf.function.
 
     python examples/tfdata_loop.py --epochs 1
     tfdoctor profile examples/tfdata_loop.py
@@ -52,11 +53,15 @@ def build_model() -> keras.Model:
     return keras.Model(inputs, outputs)
 
 
-def preprocess(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Per-example work as TF ops (naive_loop.py's numpy version): "decode" (to float + a 5x5
-    smoothing pass), brightness/contrast jitter, random crop with 4-pixel padding, random flip,
+def decode_example(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """naive_loop.py's per-example numpy work as TF ops, first part: "decode" (to float + a 5x5
+    smoothing pass). The same for an image every epoch."""
+    return decode(image), label
+
+
+def augment_example(x: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Second part, random: brightness/contrast jitter, random crop with 4-pixel padding, random flip,
     per-channel normalisation."""
-    x = decode(image)
     return augment(x), label
 
 
@@ -96,7 +101,8 @@ def main() -> None:
     dataset = (
         tf.data.Dataset.from_tensor_slices((images, labels))
         .shuffle(NUM_EXAMPLES, seed=0)
-        .map(preprocess)
+        .map(decode_example)
+        .map(augment_example)
         .batch(args.batch_size, drop_remainder=True)
     )
 

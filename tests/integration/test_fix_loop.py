@@ -175,7 +175,7 @@ def test_fix_command_apply_writes_the_script_and_keeps_a_backup(tfd_home, tmp_pa
         ("tfdata_loop.py", "tfdata-parallel-map", 1),
         ("tfdata_loop.py", "tfdata-prefetch", 1),
         ("keras_fit.py", "steps-per-execution", 8),  # one counted step = one execution of 8 batches
-        ("function_loop.py", "xla-jit", 1),
+        ("mlp_loop.py", "xla-jit", 1),  # element-wise ops XLA fuses: where it pays on a CPU
         ("function_loop.py", "batch-scale", 2),
         ("naive_loop.py", "mixed-precision", 1),
     ],
