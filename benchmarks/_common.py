@@ -99,14 +99,18 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def update_section(name: str, body: str, doc: Path = DOC) -> Path:
-    """Replace the ``bench:name`` block of docs/benchmarks.md with ``body`` (created when missing)."""
+def update_section(name: str, body: str, doc: Path = DOC, after: str | None = None) -> Path:
+    """Replace the ``bench:name`` block of docs/benchmarks.md with ``body``. When missing, the block is
+    created right after the ``bench:after`` block (when given and present), else at the end."""
     begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     block = f"{begin}\n{body.strip()}\n{end}"
     text = doc.read_text(encoding="utf-8") if doc.exists() else DOC_HEADER
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    anchor = f"<!-- /bench:{after} -->" if after else None
     if pattern.search(text):
         text = pattern.sub(lambda _m: block, text, count=1)
+    elif anchor and anchor in text:
+        text = text.replace(anchor, anchor + "\n\n" + block, 1)
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     doc.parent.mkdir(parents=True, exist_ok=True)

@@ -32,10 +32,11 @@ def test_every_benchmark_script_runs_in_quick_mode(tmp_path, tfd_home):
         timeout=1500,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    for name in ("fix_speedup", "trace_speed", "perturbation", "fix_cost", "gpu"):
+    for name in ("fix_speedup", "fix_gains", "trace_speed", "perturbation", "fix_cost", "gpu"):
         assert f"=== {name}: ok" in proc.stdout, proc.stdout[-4000:]
     # each printed its figures (not only "ok"): the ratios each script exists to produce
     assert "XProf÷tfdoctor" in proc.stdout
+    assert "gain B/A" in proc.stdout and "round 1 (AB)" in proc.stdout
     assert "perturbation" in proc.stdout and "steps/s" in proc.stdout
     assert "baseline window" in proc.stdout
     assert _digest(DOC) == before  # quick mode never rewrites the figures
@@ -59,3 +60,6 @@ def test_a_script_rewrites_only_its_own_section(tmp_path, monkeypatch):
     assert text.split("<!-- bench:b -->")[1] == before_b  # the other section byte for byte
     assert text.index("<!-- bench:a -->") < text.index("<!-- bench:b -->")  # order kept
     assert text.count("<!-- bench:a -->") == 1
+    update_section("c", "## C\n\nthird", doc, after="a")  # a new section placed after the one named
+    text = doc.read_text()
+    assert text.index("<!-- /bench:a -->") < text.index("<!-- bench:c -->") < text.index("<!-- bench:b -->")

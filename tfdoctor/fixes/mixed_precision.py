@@ -109,7 +109,9 @@ class MixedPrecision(Fix):
     where the CPU has bfloat16 instructions (AVX512_BF16 or AMX-BF16).
 
     Never tried: GPUs without tensor cores, CPUs without bf16 (it would slow them down). Where tried,
-    the measurement decides: bf16 on a CPU is kept only if measured faster.
+    the measurement decides: bf16 on a CPU is kept only if measured faster. Measured on an AVX512_BF16
+    CPU (2 cores): 1.04x on ``examples/mlp_loop.py`` (width 512; a standalone 2048-wide MLP ran 1.8x),
+    0.5-1.0x on the case study's small CNN, where the loop rejects it.
 
     Rolled back when: not faster beyond the noise band, losses not finite or off the baseline trajectory.
     """

@@ -92,6 +92,11 @@ class Prefetch(Fix):
     ``iter(ds)``, ``model.fit(ds)``) gets ``.prefetch(tf.data.AUTOTUNE)`` appended, unless any assignment
     of that pipeline already prefetches. Elements and their order are unchanged.
 
+    Measured: tf.data itself injects an autotuned prefetch at the end of most pipelines (its
+    ``inject_prefetch`` rewrite, on by default since TF 2.9), so on TF 2.21 an explicit one often changes
+    nothing: 0.99x on ``tfdata_loop.py`` (benchmarks/fix_gains.py), where the loop rejects it. It pays
+    where that rewrite is off (``apply_default_optimizations=False``) or does not apply.
+
     Rolled back when: throughput does not rise beyond the noise band, or the run is not sane.
     """
 
