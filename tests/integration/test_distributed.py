@@ -5,6 +5,7 @@ time, everything binds 127.0.0.1, every process has a deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -147,11 +148,21 @@ def _capture(addresses: list[str], run_id: str, duration_ms: int) -> subprocess.
     )
 
 
-def _wait_for(log: Path, text: str, job: subprocess.Popen, seconds: float = 150) -> None:
-    deadline = time.monotonic() + seconds
-    while text not in log.read_text() and time.monotonic() < deadline:
-        assert job.poll() is None, log.read_text()[-2000:]
-        time.sleep(0.5)
+@contextlib.contextmanager
+def _job(cmd: list[str], log_path: Path, ready: str, seconds: float = 150):
+    """A training job in its own process group, output to ``log_path``; yields once ``ready`` is in
+    its output (failing if it exits first), and kills the whole group on the way out."""
+    with open(log_path, "w") as log:
+        job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + seconds
+            while ready not in log_path.read_text() and time.monotonic() < deadline:
+                assert job.poll() is None, log_path.read_text()[-2000:]
+                time.sleep(0.5)
+            yield job
+        finally:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
 
 
 def test_capture_from_two_profiler_servers(tfd_home, tmp_path):
@@ -166,30 +177,18 @@ def test_capture_from_two_profiler_servers(tfd_home, tmp_path):
     for attempt in range(4):
         ports = free_ports(2)
         log_path = tmp_path / f"job{attempt}.log"
-        log = open(log_path, "w")  # noqa: SIM115
-        job = subprocess.Popen(
-            [
-                sys.executable,
-                str(MULTI),
-                "--launch",
-                "2",
-                "--epochs",
-                "200",
-                "--profiler-port",
-                str(ports[0]),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            start_new_session=True,
-        )
-        try:
-            _wait_for(log_path, "worker 1 epoch 1", job)
+        cmd = [
+            sys.executable,
+            str(MULTI),
+            "--launch",
+            "2",
+            "--epochs",
+            "200",
+            "--profiler-port",
+            str(ports[0]),
+        ]
+        with _job(cmd, log_path, "worker 1 epoch 1"):
             cap = _capture([ports[0], ports[0] + 1], f"g{attempt}", 300)
-        finally:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
-            log.close()
         job_log = log_path.read_text()
         assert cap.returncode == 0, cap.stderr[-3000:] + "\n--- the job's output ---\n" + job_log[-3000:]
         report = Report.model_validate_json(cap.stdout)
@@ -212,22 +211,12 @@ def test_capture_names_a_host_that_gives_no_trace_and_keeps_the_others(tfd_home,
     the run keeps the live host's trace and names the other as gone (not retried: it accepts no
     connections, so no retry could bring its trace)."""
     live, gone = free_ports(2)
-    log_path = tmp_path / "job.log"
-    log = open(log_path, "w")  # noqa: SIM115
-    job = subprocess.Popen(
+    with _job(
         [sys.executable, str(ROOT / "tests/scripts/profiler_server.py"), str(live)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        start_new_session=True,
-    )
-    try:
-        _wait_for(log_path, "epoch 1", job)
+        tmp_path / "job.log",
+        "epoch 1",
+    ):
         cap = _capture([live, gone], "half", 300)
-    finally:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
-        log.close()
     assert cap.returncode == 0, cap.stderr[-3000:]
     report = Report.model_validate_json(cap.stdout)
     assert [Path(f).name for f in report.trace_files] == [f"127.0.0.1_{live}.xplane.pb"]
