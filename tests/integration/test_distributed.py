@@ -52,23 +52,47 @@ def tfdoctor(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def test_two_workers_profile_into_one_run_and_the_straggler_is_found(tfd_home):
-    ports = free_ports(2)
-    args = [
-        "profile",
-        str(MULTI),
-        "--run-id",
-        "job",
-        "--steps",
-        "16",
-        "--profile-steps",
-        "5",
-        "--timeout",
-        "150",
-    ]
-    script = ["--", "--slow-worker", "1", "--slow-ms", "15"]
-    procs = [tfdoctor(*args, *script, env={**os.environ, "TF_CONFIG": tf_config(ports, i)}) for i in (1, 0)]
-    outs = [p.communicate(timeout=240)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs[1][-3000:]
+    """Two MultiWorkerMirroredStrategy workers under `tfdoctor profile --run-id job` merge into one run.
+
+    TensorFlow 2.21's profiler sometimes kills a worker when its trace stops (about 1 run in 3 here; see
+    test_capture_from_two_profiler_servers): then the worker says so, the chief's merged report names
+    it, and the job runs again, up to 5 times."""
+    for attempt in range(5):
+        ports = free_ports(2)
+        args = [
+            "profile",
+            str(MULTI),
+            "--run-id",
+            "job",
+            "--steps",
+            "16",
+            "--profile-steps",
+            "5",
+            "--timeout",
+            "150",
+            *(["--force"] if attempt else []),
+        ]
+        script = ["--", "--slow-worker", "1", "--slow-ms", "15"]
+        procs = [
+            tfdoctor(*args, *script, env={**os.environ, "TF_CONFIG": tf_config(ports, i)}) for i in (1, 0)
+        ]
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+        codes = [p.returncode for p in procs]
+        if codes == [0, 0]:
+            break
+        # only TensorFlow's crash at the trace's stop is forgiven, and it must be reported as such
+        both = "\n--- worker 1 ---\n".join(o[-3000:] for o in outs[::-1])
+        assert all(c == 0 or (c == 5 and "killed by SIG" in o) for c, o in zip(codes, outs, strict=True)), (
+            both
+        )
+        if codes == [5, 0]:  # the chief lived: its merged report names the worker that died
+            merged = Report.model_validate_json((tfd_home / "runs/job/report.json").read_text())
+            assert any(
+                n.startswith("worker-1 published no trace: the script's process died")
+                for n in merged.breakdown.notes
+            ), merged.breakdown.notes
+            assert "worker-1 published no trace" in outs[1]  # the chief's terminal shows the note
+    assert codes == [0, 0], both
     run = tfd_home / "runs" / "job"
     published = sorted(p.name for p in (run / "logdir/plugins/profile/workers").glob("*.xplane.pb"))
     assert published == ["worker-0.xplane.pb", "worker-1.xplane.pb"]
@@ -227,7 +251,7 @@ def test_capture_names_a_host_that_gives_no_trace_and_keeps_the_others(tfd_home,
         len(warning) == 1
         and f"127.0.0.1:{gone} gave no trace and no longer accepts connections" in warning[0]
     )
-    assert "tfdoctor profile --run-id" in warning[0]
+    assert "MultiWorkerMirroredStrategy" in warning[0] and "docs/distributed.md" in warning[0]
     assert any(f"127.0.0.1:{gone}" in n for n in report.breakdown.notes)
     assert report.breakdown.steps  # the live host's steps, from its markers
     run = tfd_home / "runs/half"

@@ -10,7 +10,7 @@ from tfdoctor.rules._distribution import read_loop
 
 from tfdoctor.analysis import analyze
 from tfdoctor.analysis.distributed import replica_ids, summary_for
-from tfdoctor.capture.multiworker import from_tf_config, missing_hosts, parse_addresses
+from tfdoctor.capture.multiworker import failed_workers, from_tf_config, missing_hosts, parse_addresses
 from tfdoctor.cli import main
 from tfdoctor.commands.scale import ScalePoint, parse_replicas, score
 from tfdoctor.errors import UsageError
@@ -125,6 +125,31 @@ def test_hosts_whose_trace_file_is_missing_are_named():
     # files named otherwise (a server naming itself): only the count tells
     assert missing_hosts(addrs, ["worker-a.xplane.pb"]) == ["grpc://127.0.0.1:6010"]
     assert missing_hosts(addrs, ["worker-a.xplane.pb", "worker-b.xplane.pb"]) == []
+
+
+def test_the_chief_names_workers_that_published_no_trace(tmp_path):
+    import json
+
+    from tfdoctor.store import RunDir
+
+    run = RunDir(tmp_path / "job")
+    done = {
+        "worker-1": {
+            "status": "failed",
+            "message": "the script's process died (killed by SIGSEGV) after 16 steps",
+        },
+        "worker-2": {"status": "complete", "trace": "logdir/plugins/profile/workers/worker-2.xplane.pb"},
+        "worker-3": {"status": "failed", "message": "the script failed after 3 steps: ValueError: x"},
+    }
+    for name, d in done.items():
+        (run.path / "workers" / name).mkdir(parents=True)
+        (run.path / "workers" / name / "worker.json").write_text(json.dumps(d))
+    notes = failed_workers(run, ["worker-1", "worker-2", "worker-3"])
+    assert len(notes) == 2
+    assert notes[0].startswith("worker-1 published no trace: the script's process died (killed by SIGSEGV)")
+    assert "TraceMeRecorder::Consume" in notes[0]  # a crash by signal: the likely cause is named
+    assert notes[1].startswith("worker-3 published no trace: the script failed after 3 steps")
+    assert "TraceMeRecorder" not in notes[1]
 
 
 def test_loop_source_check():

@@ -231,19 +231,39 @@ def capture_worker(
         if mine.file(name).exists():
             shutil.copyfile(mine.file(name), run.file(name))
     report = finish_run(store, run, result)
+    notes = []
     if missing:
-        note = f"no trace from {', '.join(missing)} within {wait_s:g} s; run tfdoctor analyze {run.id} later"
-        store.update(run, note=note)
+        notes.append(
+            f"no trace from {', '.join(missing)} within {wait_s:g} s; run tfdoctor analyze {run.id} later"
+        )
+    notes += failed_workers(run, [n for n in others if n not in missing])
+    if notes:
+        store.update(run, note="; ".join(notes))
         if report.breakdown is not None:
             report = report.model_copy(
                 update={
                     "breakdown": report.breakdown.model_copy(
-                        update={"notes": [*report.breakdown.notes, note]}
+                        update={"notes": [*report.breakdown.notes, *notes]}
                     )
                 }
             )
             run.write_report(report)
     return run, result, report
+
+
+def failed_workers(run: RunDir, names: list[str]) -> list[str]:
+    """A note for each worker that finished without publishing a trace (its ``worker.json`` says why)."""
+    out = []
+    for name in names:
+        done = worker_dir(run, name).read_json(DONE, {}) or {}
+        if done.get("trace"):
+            continue
+        why = done.get("message") or done.get("status") or "no reason recorded"
+        note = f"{name} published no trace: {why}; the merged analysis covers the other workers"
+        if "killed by SIG" in why:
+            note += f". {CRASH_HINT}"
+        out.append(note)
+    return out
 
 
 def _worker_report(mine: RunDir, result: CaptureResult) -> Report:
@@ -407,10 +427,10 @@ def answers(address: str, timeout_s: float = 3.0) -> bool:
 
 #: why a host that stopped answering during a trace most likely did (measured here; docs/distributed.md)
 CRASH_HINT = (
-    "TensorFlow's profiler can crash a MultiWorkerMirroredStrategy worker when a remote trace stops "
-    "(TF 2.21: an abort in TraceMeRecorder::Consume; here about 1 trace in 2 at 1500 ms, 1 in 8 at "
-    "400 ms): trace for shorter, or run `tfdoctor profile --run-id` on each worker, which stops its "
-    "trace at a step boundary"
+    "TensorFlow's profiler can crash a MultiWorkerMirroredStrategy worker when a trace stops (TF 2.21: "
+    "an abort in TraceMeRecorder::Consume; measured here with 2 workers: 1 remote trace in 2 at 1500 ms, "
+    "1 in 8 at 400 ms, and about 1 run in 3 under `tfdoctor profile --run-id`): keep traces short, and "
+    "see docs/distributed.md"
 )
 
 

@@ -19,8 +19,8 @@ class CaptureCommand:
     missing is traced again with the others (--attempts), then named in a warning.
 
     Caution: with TensorFlow 2.21, a trace of a MultiWorkerMirroredStrategy job can crash a worker when
-    it stops (a TensorFlow profiler bug; about 1 trace in 2 at 1500 ms here). Keep --duration-ms short,
-    or use `tfdoctor profile --run-id` on each worker (docs/distributed.md).
+    it stops (a TensorFlow profiler bug; about 1 trace in 2 at 1500 ms, 1 in 8 at 400 ms here). Keep
+    --duration-ms short (docs/distributed.md).
 
     Examples:
       tfdoctor capture grpc://localhost:6009 --duration-ms 2000
