@@ -137,7 +137,7 @@ def run_case(
     case: Showcase, made: tuple[str, str | None, str], store: RunStore, work: Path, steps: int, rounds: int
 ) -> dict:
     ref, fixed, what = made
-    row = {"case": case, "what": what, "rounds": [], "a": [], "b": []}
+    row = {"case": case, "what": what, "applies": fixed is not None, "rounds": [], "a": [], "b": []}
     if fixed is None:
         say(f"== {case.fix_id} on {case.example}: not applicable here ({what})")
         return row
@@ -165,7 +165,7 @@ def render(rows: list[dict], steps: int, rounds: int, wall: float) -> str:
     for r in rows:
         c: Showcase = r["case"]
         if not r["rounds"]:
-            verdict = "not applicable here" if r["what"] and not r["a"] else "no measurement"
+            verdict = "not applicable here" if not r["applies"] else "no measurement"
             table.append(
                 [f"`{c.fix_id}`", c.example, ", ".join(c.before) or "–", "", "", "", verdict, r["what"]]
             )

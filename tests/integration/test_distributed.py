@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tfdoctor.model import Report
+from tfdoctor.store import RunStore
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,6 +254,8 @@ def test_capture_names_a_host_that_gives_no_trace_and_keeps_the_others(tfd_home,
     )
     assert "MultiWorkerMirroredStrategy" in warning[0] and "docs/distributed.md" in warning[0]
     assert any(f"127.0.0.1:{gone}" in n for n in report.breakdown.notes)
+    stored = RunStore(tfd_home).get("half").report()  # the stored report is the one printed
+    assert stored.breakdown.notes == report.breakdown.notes
     assert report.breakdown.steps  # the live host's steps, from its markers
     run = tfd_home / "runs/half"
     assert not list(run.glob(".capture-try-*"))  # the tries' scratch directories are gone

@@ -319,7 +319,8 @@ def capture_grpc(
     opts = profiler_v2.ProfilerOptions(host_tracer_level=host_tracer_level, python_tracer_level=0)
     t0 = time.time_ns()
     hint = "is tf.profiler.experimental.server.start(PORT) running there, and training?"
-    best: tuple[Path, list[str]] | None = None  # (session dir, the addresses it lacks)
+    # (session dir, the addresses it lacks, those of them that no longer accept connections)
+    best: tuple[Path, list[str], list[str]] | None = None
     tries = max(1, attempts)
     for k in range(1, tries + 1):
         # each try writes into its own logdir: TensorFlow names the session by the second it started,
@@ -340,13 +341,14 @@ def capture_grpc(
             shutil.rmtree(tmp, ignore_errors=True)
             continue
         lacking = missing_hosts(addresses, [f.name for f in session.glob("*.xplane.pb")])
+        dead = [a for a in lacking if not answers(a)]
         if best is None or len(lacking) < len(best[1]):
             if best is not None:
                 shutil.rmtree(best[0].parents[2], ignore_errors=True)
-            best = (session, lacking)
+            best = (session, lacking, dead)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-        if not lacking or not any(answers(a) for a in lacking):
+        if len(dead) == len(lacking):
             break  # complete, or the missing hosts are gone (no longer accept connections): no retry helps
         # a host that answered after the client's deadline (a loaded machine serialising its trace) is
         # dropped by TensorFlow without an error: trace the whole session again, so the hosts' traces
@@ -355,7 +357,7 @@ def capture_grpc(
         msg = f"no trace from {label}: the profiler servers returned no trace file"
         store.update(run, status="failed", error=msg)
         raise TfdoctorError(msg, hint=hint)
-    session, lacking = best
+    session, lacking, dead = best
     dest = run.logdir / "plugins" / "profile" / session.name
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(session), str(dest))
@@ -367,7 +369,6 @@ def capture_grpc(
     )
     hosts = {p.name.removesuffix(".xplane.pb") for p in run.trace_files()}
     extra = {"captured_from": label, "hosts": ",".join(sorted(hosts))}
-    dead = [a for a in lacking if not answers(a)]
     if lacking:
         extra["hosts_without_trace"] = ",".join(lacking)
     if dead:
@@ -383,6 +384,7 @@ def capture_grpc(
         report = report.model_copy(
             update={"breakdown": bd.model_copy(update={"notes": [*bd.notes, note]}) if bd else bd}
         )
+    run.write_report(report)
     store.update(run, device=device_label(report.facts), note=f"{len(hosts)} host(s) from {label}")
     return run, report
 
