@@ -29,13 +29,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, md_table, median, say, update_section, versions
 
-from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+from tfdoctor.capture.runner import CaptureConfig, run_capture
 from tfdoctor.fixes import FixContext, Hardware, get_fix
 from tfdoctor.model import Facts
+from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
 
 EXAMPLES = ROOT / "examples"
-#: a gain smaller than this is not called one (the fix loop's own bar, tfdoctor.fixes.loop.MIN_GAIN)
+#: a gain smaller than this is not called one (the fix loop's own bar, tfdoctor.session.fix_loop.MIN_GAIN)
 BAR = 1.02
 
 

@@ -26,9 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, md_table, median, say, update_section, versions
 
-from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+from tfdoctor.capture.runner import CaptureConfig, run_capture
 from tfdoctor.fixes import FixContext, Hardware, all_fixes
-from tfdoctor.fixes.loop import FixLoop, LoopConfig
+from tfdoctor.session.build import finish_run
+from tfdoctor.session.fix_loop import FixLoop, LoopConfig
 from tfdoctor.store import RunStore
 
 EXAMPLES = ROOT / "examples"

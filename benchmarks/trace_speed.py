@@ -43,10 +43,9 @@ def worker(tool: str, path: str, trace_malloc: bool) -> dict:
     from _common import reset_peak_rss, rss_kib
 
     if tool == "tfdoctor":
-        from tfdoctor.rules import evaluate
-
         from tfdoctor.analysis import analyze
         from tfdoctor.model import Facts
+        from tfdoctor.rules import evaluate
         from tfdoctor.trace import load
     else:
         for cached in Path(path).parent.glob("*op_stats*"):

@@ -17,9 +17,8 @@ import pkgutil
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from tfdoctor.rules._base import ADVICE_IDS, FIX_IDS, SEVERITY_RANK, Context, Example, Rule, pct
-
 from tfdoctor.model import CATEGORY_LABELS, Facts, Finding
+from tfdoctor.rules._base import ADVICE_IDS, FIX_IDS, SEVERITY_RANK, Context, Example, Rule, pct
 
 if TYPE_CHECKING:
     from tfdoctor.analysis import Analysis

@@ -8,9 +8,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfdoctor.rules._base import REPO, Context
-
 from tfdoctor.model import DistributedSummary
+from tfdoctor.rules._base import REPO, Context
 
 #: the harness's strategy class names that mean one replica on one device
 ONE_DEVICE = ("", "_DefaultDistributionStrategy", "DefaultDistributionStrategy", "OneDeviceStrategy")

@@ -11,9 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tfdoctor.rules._base import REPO, Context, Example, Rule
-
 from tfdoctor.model import Facts, Finding, StepTiming
+from tfdoctor.rules._base import REPO, Context, Example, Rule
 
 if TYPE_CHECKING:
     from tfdoctor.analysis import Analysis

@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-from tfdoctor.rules._base import Context
 
 from tfdoctor.analysis import intervals as iv
 from tfdoctor.analysis.breakdown import active_device_planes, is_collective, is_host_op
+from tfdoctor.rules._base import Context
 
 GRAPH_BUILDING = "tf.function-graph_building"
 _COMPILE_RE = re.compile(

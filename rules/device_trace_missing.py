@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tfdoctor.rules._base import Context, Example, Rule
-
 from tfdoctor.model import Evidence, Finding
+from tfdoctor.rules._base import Context, Example, Rule
 
 PFE = "../shared/traces/PFE_TensorFlow_Profiler/applications/cnn"
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules._base import Context, Example, Rule, ms, pct
 from tfdoctor.rules._distribution import summary
-
-from tfdoctor.model import Evidence, Finding
 
 MIN_SHARE = 0.1  # collective time under this share of the step is not worth a finding
 MAX_OVERLAP = 0.3

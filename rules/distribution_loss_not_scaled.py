@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules._base import Context, Example, Rule
 from tfdoctor.rules._distribution import loop_source, multi_replica
-
-from tfdoctor.model import Evidence, Finding
 
 MIRRORED = "sample_traces/distribution-mirrored-cpu"
 SRC = "sample_traces/distribution-source"

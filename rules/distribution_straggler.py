@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules._base import Context, Example, Rule, ms, pct
 from tfdoctor.rules._distribution import summary
-
-from tfdoctor.model import Evidence, Finding
 
 
 class Straggler(Rule):

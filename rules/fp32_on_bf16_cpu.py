@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules import _figures as fig
 from tfdoctor.rules._base import Context, Example, Rule, pct
-
-from tfdoctor.model import Evidence, Finding
 
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 

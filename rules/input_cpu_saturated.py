@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules import _figures as fig
 from tfdoctor.rules._base import Context, Example, Rule, pct
-
-from tfdoctor.model import Evidence, Finding
 
 # stages that are parallel whatever their arguments (MapAndBatch is also what a *sequential* map fuses into)
 _PARALLEL_STAGES = (

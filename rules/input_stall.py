@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules import _figures as fig
 from tfdoctor.rules._base import Context, Example, Rule, pct, severity_for, us
-
-from tfdoctor.model import Evidence, Finding
 
 SHARED = "../shared/traces/PFE_TensorFlow_Profiler/applications/cnn"
 SLOW_GETNEXT_US = 50.0  # XProf's tf.data bottleneck analysis: a GetNext over 50 µs means the pipeline is slow

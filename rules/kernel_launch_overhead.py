@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules import _figures as fig
 from tfdoctor.rules._base import Context, Example, Rule, pct, severity_for, us
-
-from tfdoctor.model import Evidence, Finding
 
 PFE = "../shared/traces/PFE_TensorFlow_Profiler/applications/cnn/logs_load"
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules import _figures as fig
 from tfdoctor.rules._base import Context, Example, Rule, pct
-
-from tfdoctor.model import Evidence, Finding
 
 _CACHE_STAGES = ("MemoryCache", "Cache", "CacheDataset", "Snapshot", "SaveDataset", "LoadDataset")
 _MAP_STAGES = (

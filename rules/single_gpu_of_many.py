@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tfdoctor.rules._base import Context, Example, Rule, pct
-
 from tfdoctor.model import Evidence, Finding
+from tfdoctor.rules._base import Context, Example, Rule, pct
 
 SHARED = "../shared/traces"
 PFE = f"{SHARED}/PFE_TensorFlow_Profiler/applications/cnn/logs_load"

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
+#: the OS's words for a full disk ("No space left on device"), as a child's stderr carries them
+NO_SPACE = os.strerror(errno.ENOSPC)
+
 
 class TfdoctorError(Exception):
     """A user-facing failure. ``str(err)`` is the one line shown; ``exit_code`` is returned by the CLI."""

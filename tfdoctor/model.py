@@ -219,7 +219,7 @@ class FixTrial(_Frozen):
     patch: str = ""  # the unified diff of this fix alone
     runtime_switch: dict[str, str] = Field(default_factory=dict)  # harness options this fix sets
     run_id: str | None = None
-    # back-to-back confirmation of a single run that was not decisive (tfdoctor.fixes.loop): per round,
+    # back-to-back confirmation of a single run that was not decisive (tfdoctor.session.fix_loop): per round,
     # the trial's rate over the reference state's, both measured in that round; and the extra runs'
     # ids in the order they ran (reference and trial alternate first). Empty: decided on one run.
     paired_ratios: list[float] = Field(default_factory=list)

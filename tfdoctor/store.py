@@ -1,42 +1,27 @@
-"""The run store: one directory per run, plus an SQLite index (WAL) for fast listing.
-
-Layout (the directories are the source of truth; the index can always be rebuilt from them)::
+"""The run store: run directories (:mod:`tfdoctor.rundir`) under one home, plus an SQLite index (WAL).
 
     $TFDOCTOR_HOME (default ~/.tfdoctor)/
       index.sqlite
-      runs/<run_id>/
-        meta.json        id, script, args, kind, status, created, updated, error, parent
-        facts.json       what the harness recorded (tfdoctor.model.Facts)
-        steps.jsonl      one StepTiming per line, written as the script runs (progress)
-        report.json      tfdoctor.model.Report
-        stdout.log / stderr.log
-        logdir/          a standard TensorBoard logdir (plugins/profile/<ts>/<host>.xplane.pb)
-        fix.patch        the combined patch of kept fixes (``--fix``)
+      runs/<run_id>/   a RunDir
 
-Every JSON file is written atomically (temp file + ``os.replace``), so a reader never sees half a
-file and a crash never leaves a corrupt one. Run ids are ``[A-Za-z0-9._-]`` only: no path traversal.
+The directories are the source of truth; the index can always be rebuilt from them.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import re
 import secrets
 import socket
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfdoctor.errors import RunExists, TfdoctorError
-from tfdoctor.model import Report
-
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+from tfdoctor.rundir import RunDir, is_run_dir, now_iso, valid_run_id
 
 
 class RunNotFound(TfdoctorError):
@@ -60,91 +45,6 @@ def _alive(pid: int) -> bool:
 
 def default_home() -> Path:
     return Path(os.environ.get("TFDOCTOR_HOME") or Path.home() / ".tfdoctor")
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def is_run_dir(path: Path) -> bool:
-    """A directory written by tfdoctor (a stored run, or one copied elsewhere such as sample_traces/)."""
-    return any((path / name).is_file() for name in ("meta.json", "report.json", "facts.json"))
-
-
-def valid_run_id(run_id: str) -> bool:
-    return bool(RUN_ID_RE.match(run_id)) and ".." not in run_id
-
-
-@dataclass(frozen=True)
-class RunDir:
-    """One run's directory. Cheap to construct; reads files on demand."""
-
-    path: Path
-
-    @property
-    def id(self) -> str:
-        return self.path.name
-
-    @property
-    def logdir(self) -> Path:
-        return self.path / "logdir"
-
-    def file(self, name: str) -> Path:
-        return self.path / name
-
-    def read_json(self, name: str, default: Any = None) -> Any:
-        p = self.path / name
-        try:
-            return json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return default
-        except (OSError, ValueError) as e:
-            raise TfdoctorError(f"{p}: unreadable ({e})") from e
-
-    def write_json(self, name: str, obj: Any) -> None:
-        atomic_write_json(self.path / name, obj)
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        return self.read_json("meta.json", {}) or {}
-
-    def update_meta(self, **fields: Any) -> dict[str, Any]:
-        meta = self.meta
-        meta.update(fields)
-        meta["updated"] = now_iso()
-        self.write_json("meta.json", meta)
-        return meta
-
-    def report(self) -> Report | None:
-        data = self.read_json("report.json")
-        return None if data is None else Report.model_validate(data)
-
-    def write_report(self, report: Report) -> None:
-        atomic_write_text(self.path / "report.json", report.model_dump_json(indent=2) + "\n")
-
-    def trace_files(self) -> list[Path]:
-        return sorted(self.logdir.rglob("*.xplane.pb")) if self.logdir.exists() else []
 
 
 _SCHEMA = """

@@ -12,7 +12,8 @@ from fastapi import Depends, HTTPException, Request
 
 from tfdoctor.errors import TfdoctorError
 from tfdoctor.model import Report
-from tfdoctor.store import RunDir, RunStore, valid_run_id
+from tfdoctor.rundir import RunDir, valid_run_id
+from tfdoctor.store import RunStore
 
 
 @dataclass

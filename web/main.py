@@ -19,12 +19,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from tfdoctor.web import routes_api, routes_pages
-from tfdoctor.web.deps import Settings
 
 from tfdoctor import __version__
 from tfdoctor.report.html import environment, plotly_js_path
-from tfdoctor.store import RunDir, default_home
+from tfdoctor.rundir import RunDir
+from tfdoctor.store import default_home
+from tfdoctor.web import routes_api, routes_pages
+from tfdoctor.web.deps import Settings
 
 WEB_DIR = Path(__file__).resolve().parent
 DEFAULT_HOST = "127.0.0.1"

@@ -6,15 +6,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
-from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report
-from tfdoctor.web.schemas import ErrorBody, Health, Progress, RunDetail, RunSummary, TimelineFigure
-from tfdoctor.web.service import list_summaries, progress, summary
 
 from tfdoctor import __version__
 from tfdoctor.model import Finding
 from tfdoctor.report.charts import timeline_figure
 from tfdoctor.report.compare import Comparison, compare
 from tfdoctor.report.timeline import Timeline, timeline_for_run
+from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report
+from tfdoctor.web.schemas import ErrorBody, Health, Progress, RunDetail, RunSummary, TimelineFigure
+from tfdoctor.web.service import list_summaries, progress, summary
 
 router = APIRouter(prefix="/api", tags=["api"])
 NOT_FOUND = {404: {"model": ErrorBody, "description": "no such run"}}

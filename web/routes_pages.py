@@ -6,13 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
-from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report
-from tfdoctor.web.service import build_page, list_summaries
 
 from tfdoctor.report.compare import compare
 from tfdoctor.report.html import compare_page, render_compare, render_run, report_html
 from tfdoctor.report.timeline import timeline_for_run
-from tfdoctor.store import RunDir
+from tfdoctor.rundir import RunDir
+from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report
+from tfdoctor.web.service import build_page, list_summaries
 
 router = APIRouter(include_in_schema=False)
 

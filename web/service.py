@@ -6,13 +6,13 @@ import json
 import statistics
 from typing import Any
 
-from tfdoctor.web.deps import Settings, read_report
-from tfdoctor.web.schemas import Progress, RunSummary
-
 from tfdoctor.model import Report
 from tfdoctor.report.html import RunPage, after_run_id, run_page
 from tfdoctor.report.timeline import timeline_for_run
-from tfdoctor.store import RunDir, RunStore, valid_run_id
+from tfdoctor.rundir import RunDir, valid_run_id
+from tfdoctor.store import RunStore
+from tfdoctor.web.deps import Settings, read_report
+from tfdoctor.web.schemas import Progress, RunSummary
 
 MAX_BACKFILL = 100
 MAX_STEPS_FILE = 64 * 1024 * 1024  # steps.jsonl larger than this is not read for progress
@@ -126,8 +126,7 @@ def placeholder_report(run: RunDir) -> Report:
     """A report for a run that has none yet (running, or crashed before writing one)."""
     meta = run.meta
     from tfdoctor.model import Facts
-    from tfdoctor.pipeline import load_steps
-    from tfdoctor.store import now_iso
+    from tfdoctor.rundir import load_steps, now_iso
 
     facts = Facts.model_validate(run.read_json("facts.json", {}) or {})
     status = meta.get("status") or "running"

@@ -25,9 +25,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow import keras
 
-from tfdoctor.capture.clock import Windows
+from tfdoctor.capture.child.clock import Windows
 from tfdoctor.capture.inproc import capture_in_process
-from tfdoctor.store import RunDir
+from tfdoctor.rundir import RunDir
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--loop", choices=["function", "fit"], default="function")

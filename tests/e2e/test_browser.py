@@ -134,7 +134,7 @@ def _record_real_run(home: Path) -> str:
         runs = store.list()
         assert runs, f"tfdoctor profile made no run (rc {proc.returncode}):\n{proc.stderr[-3000:]}"
         return runs[0]["id"]
-    from tfdoctor.pipeline import build_report
+    from tfdoctor.session.build import build_report
 
     run = store.new_run("examples/tiny_eager_loop.py", ["--steps", "20"])
     script = home / "recorder.py"
@@ -181,6 +181,7 @@ def sample_runs(home, real_run):
 @pytest.fixture(scope="module")
 def server(home, real_run, sample_runs):
     import uvicorn
+
     from tfdoctor.web.main import create_app
 
     port = _free_port()

@@ -41,7 +41,7 @@ def tfdoctor_html(cell: dict) -> str:
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    from tfdoctor.notebook import ensure_kernelspec
+    from tfdoctor.notebook.magics import ensure_kernelspec
 
     ensure_kernelspec("python3")
     work = tmp_path_factory.mktemp("nb")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tfdoctor.capture.runner import CaptureConfig, run_capture
-from tfdoctor.pipeline import analyze_path
+from tfdoctor.session.build import analyze_path
 from tfdoctor.store import RunStore
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tfdoctor.cli import main
-from tfdoctor.fixes.loop import LoopConfig, run_fix_loop
+from tfdoctor.session.fix_loop import LoopConfig, run_fix_loop
 from tfdoctor.store import RunStore
 
 pytestmark = pytest.mark.integration
@@ -186,7 +186,8 @@ def test_each_fix_is_measured_on_its_example_and_decided(tfd_home, tmp_path, scr
     path = _copy(tmp_path, script)
     store = RunStore(tfd_home)
     run = store.new_run(str(path), run_id="b")
-    from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+    from tfdoctor.capture.runner import CaptureConfig, run_capture
+    from tfdoctor.session.build import finish_run
 
     res = run_capture(CaptureConfig(script=path, steps=14, warmup=3, profile_steps=2), run)
     report = finish_run(store, run, res)
@@ -271,7 +272,8 @@ def test_generator_cache_is_measured_with_its_cache_warm(tfd_home, tmp_path):
     path = _copy(tmp_path, "naive_loop.py")
     store = RunStore(tfd_home)
     run = store.new_run(str(path), run_id="b")
-    from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+    from tfdoctor.capture.runner import CaptureConfig, run_capture
+    from tfdoctor.session.build import finish_run
 
     res = run_capture(CaptureConfig(script=path, steps=14, profile_steps=2), run)
     report = finish_run(store, run, res)

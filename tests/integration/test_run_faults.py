@@ -313,7 +313,8 @@ def test_file_size_limit_while_writing_the_trace(tmp_path, earlier_store):
     """Without root (no tmpfs): the child's RLIMIT_FSIZE (ulimit -f) cuts the trace write short.
 
     Through the API: the interpreter is a wrapper that lowers the limit, then execs Python."""
-    from tfdoctor.capture.runner import CaptureConfig, finish_run, run_capture
+    from tfdoctor.capture.runner import CaptureConfig, run_capture
+    from tfdoctor.session.build import finish_run
 
     scene = Scene(tmp_path, earlier_store, script_with(BIG_TRACE))
     wrapper = tmp_path / "python-fsize"

@@ -35,7 +35,7 @@ def no_patches_left() -> None:
     import keras
     from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
-    from tfdoctor.capture import hooks
+    from tfdoctor.capture.child import hooks
 
     assert hooks._PATCHES == []
     assert not getattr(keras.Model.fit, "__tfdoctor__", False)
@@ -81,7 +81,7 @@ def test_fit_cell_is_profiled_in_the_kernel_and_shown_inline(shell):
 
 
 def Windows_profile(steps: int) -> int:
-    from tfdoctor.capture.clock import Windows
+    from tfdoctor.capture.child.clock import Windows
 
     return Windows.split(steps).profile
 

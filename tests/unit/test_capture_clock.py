@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from tfdoctor.capture.clock import (
+from tfdoctor.capture.child.clock import (
     MEMO_WARMUP_MAX_S,
     MEMO_WARMUP_MAX_STEPS,
     MemoScanner,
@@ -20,7 +20,7 @@ from tfdoctor.capture.clock import (
     Windows,
     settled,
 )
-from tfdoctor.capture.hooks import PostImportHooks, first_dim, is_user_file, scalar_loss
+from tfdoctor.capture.child.hooks import PostImportHooks, first_dim, is_user_file, scalar_loss
 from tfdoctor.capture.runner import check_script
 from tfdoctor.errors import UsageError
 from tfdoctor.model import Facts, StepTiming
@@ -192,7 +192,7 @@ def test_helpers_find_batches_losses_and_user_code(tmp_path):
     assert scalar_loss(np.zeros(3)) is None
     assert is_user_file(str(tmp_path / "train.py"))
     assert not is_user_file(np.__file__)
-    assert not is_user_file(__import__("tfdoctor.capture.hooks").__file__)
+    assert not is_user_file(__import__("tfdoctor.capture.child.hooks", fromlist=["x"]).__file__)
 
 
 # -- the adaptive warm-up ------------------------------------------------------------------------------

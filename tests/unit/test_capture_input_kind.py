@@ -7,7 +7,7 @@ import gc
 import queue
 import threading
 
-from tfdoctor.capture.hooks import user_generator
+from tfdoctor.capture.child.hooks import user_generator
 
 
 def batches(n):

@@ -6,15 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tfdoctor.rules._distribution import read_loop
 
 from tfdoctor.analysis import analyze
 from tfdoctor.analysis.distributed import replica_ids, summary_for
-from tfdoctor.capture.multiworker import failed_workers, from_tf_config, missing_hosts, parse_addresses
+from tfdoctor.capture.workers import from_tf_config, missing_hosts, parse_addresses
 from tfdoctor.cli import main
 from tfdoctor.commands.scale import ScalePoint, parse_replicas, score
 from tfdoctor.errors import UsageError
 from tfdoctor.model import Facts
+from tfdoctor.rules._distribution import read_loop
+from tfdoctor.session.distributed import failed_workers
 from tfdoctor.trace import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,7 +131,7 @@ def test_hosts_whose_trace_file_is_missing_are_named():
 def test_the_chief_names_workers_that_published_no_trace(tmp_path):
     import json
 
-    from tfdoctor.store import RunDir
+    from tfdoctor.rundir import RunDir
 
     run = RunDir(tmp_path / "job")
     done = {

@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tfdoctor.capture.clock import Windows
+from tfdoctor.capture.child.clock import Windows
 from tfdoctor.capture.runner import CaptureResult
 from tfdoctor.fixes import all_fixes
-from tfdoctor.fixes.loop import (
+from tfdoctor.fixes.workspace import backup_path, make_workspace, unified_diff
+from tfdoctor.model import Facts, Finding, FixSummary, Report, StepTiming, Throughput
+from tfdoctor.report.terminal import fix_table
+from tfdoctor.rundir import RunDir
+from tfdoctor.session.fix_loop import (
     DECISIVE,
     MEMO_COLD,
     FixLoop,
@@ -29,10 +33,7 @@ from tfdoctor.fixes.loop import (
     output_change,
     settles,
 )
-from tfdoctor.fixes.workspace import backup_path, make_workspace, unified_diff
-from tfdoctor.model import Facts, Finding, FixSummary, Report, StepTiming, Throughput
-from tfdoctor.report.terminal import fix_table
-from tfdoctor.store import RunDir, RunStore
+from tfdoctor.store import RunStore
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

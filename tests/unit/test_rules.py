@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
+
+from tfdoctor.model import Facts
 from tfdoctor.rules import ADVICE_IDS, FIX_IDS, Context, all_rules, evaluate, get_rule, run_rules
 from tfdoctor.rules._base import Example
 from tfdoctor.rules._examples import example_path, load_example, run_example
-
-from tfdoctor.model import Facts
 
 HEADINGS = ("What it detects:", "Why it costs throughput:", "Evidence:", "Fix:", "Fix safety:")
 CASES = [(r.ID, i, ex) for r in all_rules() for i, ex in enumerate(r.EXAMPLES)]

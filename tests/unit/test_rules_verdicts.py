@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
-from tfdoctor.rules import evaluate
 
 from tfdoctor.analysis import analyze
 from tfdoctor.errors import TraceError
 from tfdoctor.model import Facts
+from tfdoctor.rules import evaluate
 from tfdoctor.trace import load
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"

@@ -9,7 +9,8 @@ import pytest
 
 from tfdoctor.errors import RunExists, TfdoctorError
 from tfdoctor.model import Report
-from tfdoctor.store import RunDir, RunNotFound, RunStore, atomic_write_json, default_home, valid_run_id
+from tfdoctor.rundir import RunDir, atomic_write_json, valid_run_id
+from tfdoctor.store import RunNotFound, RunStore, default_home
 
 
 def test_default_home_follows_the_environment(tfd_home):

@@ -98,7 +98,7 @@ def test_size_limit_is_a_clear_error(tmp_path):
 def test_reader_does_not_import_tensorflow():
     code = (
         "import sys, glob; from tfdoctor.trace import load; from tfdoctor.analysis import analyze;"
-        "import tfdoctor.pipeline, tfdoctor.rules, tfdoctor.report.terminal;"
+        "import tfdoctor.session.build, tfdoctor.rules, tfdoctor.report.terminal;"
         f"[analyze(load(f)) for f in glob.glob({str(SHARED)!r} + '/**/*.xplane.pb', recursive=True)];"
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
     )

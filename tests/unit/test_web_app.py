@@ -8,10 +8,10 @@ import os
 import pytest
 import web_samples as ws
 from fastapi.testclient import TestClient
-from tfdoctor.web.main import create_app
 
 from tfdoctor.cli import build_parser
 from tfdoctor.store import RunStore
+from tfdoctor.web.main import create_app
 
 HTML = {"Accept": "text/html"}
 

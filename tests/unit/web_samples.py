@@ -24,7 +24,8 @@ from tfdoctor.model import (
     StepTiming,
     Throughput,
 )
-from tfdoctor.store import RunDir, RunStore
+from tfdoctor.rundir import RunDir
+from tfdoctor.store import RunStore
 
 HOSTILE = "<script>alert(1)</script>"
 

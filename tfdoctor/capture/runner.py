@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import errno
 import importlib.metadata
 import importlib.util
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -27,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.capture.clock import Windows
-from tfdoctor.errors import RunError, TensorFlowMissing, TraceError, UsageError
+from tfdoctor.capture.child.clock import Windows
+from tfdoctor.errors import NO_SPACE, TensorFlowMissing, UsageError
 from tfdoctor.model import Facts, RunStatus, StepTiming
-from tfdoctor.store import RunDir, atomic_write_json
+from tfdoctor.rundir import RunDir, atomic_write_json
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +67,7 @@ class CaptureConfig:
         in a collective for another that already stopped)."""
         if self.warmup is not None:
             return False
-        from tfdoctor.capture.multiworker import from_tf_config
+        from tfdoctor.capture.workers import from_tf_config
 
         try:
             return from_tf_config({**os.environ, **self.env}) is None
@@ -298,7 +296,7 @@ def run_capture(
     term_installed, previous_term = _term_as_interrupt()
     with open(run.file("stdout.log"), "wb") as out, open(run.file("stderr.log"), "wb") as err:
         proc = subprocess.Popen(
-            [cfg.python, "-m", "tfdoctor.capture.harness", str(run.file("capture.json"))],
+            [cfg.python, "-m", "tfdoctor.capture.child.harness", str(run.file("capture.json"))],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -411,8 +409,8 @@ def _collect(
         except ValueError:
             pass
         message = f"the script's process died ({how}) after {n} steps"
-        if _NO_SPACE in stderr_tail:  # the harness could not write its files: the disk filled up
-            message = f"the disk filled up while the run was being written ({_NO_SPACE}) after {n} steps"
+        if NO_SPACE in stderr_tail:  # the harness could not write its files: the disk filled up
+            message = f"the disk filled up while the run was being written ({NO_SPACE}) after {n} steps"
         error = message + ("\n" + stderr_tail if stderr_tail else "")
     if harness.get("profiler_error") and status == "complete" and not message:
         message = f"no trace: {harness['profiler_error']} (the timing window was measured)"
@@ -441,88 +439,3 @@ def _collect(
 def load_capture_config(run: RunDir) -> dict[str, Any]:
     """The capture.json written for a run (what was run, with which windows and switches)."""
     return json.loads(run.file("capture.json").read_text(encoding="utf-8"))
-
-
-def device_label(facts: Facts | None) -> str | None:
-    """A short device label for the run index: "2x NVIDIA H200", "CPU"."""
-    if facts is None or not facts.devices:
-        return None
-    gpus = facts.gpus
-    if gpus:
-        model = gpus[0].model or "GPU"
-        return f"{len(gpus)}x {model}" if len(gpus) > 1 else model
-    return "CPU"
-
-
-_NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
-
-
-def _is_disk_full(e: BaseException) -> bool:
-    if isinstance(e, OSError):
-        return e.errno in (errno.ENOSPC, errno.EDQUOT)
-    return isinstance(e, sqlite3.OperationalError) and "full" in str(e)
-
-
-def _drop_unreadable_traces(run: RunDir) -> list[Path]:
-    """Remove trace files that cannot be read (the profiler's write was cut short by a full disk)."""
-    from tfdoctor.trace import read_xplane
-
-    dropped = []
-    for path in run.trace_files():
-        try:
-            read_xplane(path)
-        except TraceError:
-            path.unlink(missing_ok=True)
-            dropped.append(path)
-    return dropped
-
-
-def finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
-    """After a capture: status into the store, the report built and written, throughput indexed.
-
-    ``store`` is a :class:`tfdoctor.store.RunStore`; returns the :class:`tfdoctor.model.Report`.
-    A full disk is a result too: the truncated trace (unreadable) is removed to make room, and the
-    run is recorded as failed with that reason; when even that cannot be written, RunError says so.
-    """
-    try:
-        return _finish_run(store, run, result)
-    except (OSError, sqlite3.Error) as e:
-        if not _is_disk_full(e):
-            raise
-        first = e
-    dropped = _drop_unreadable_traces(run)
-    msg = f"the disk is full ({_NO_SPACE}) under {run.path.parent}: the run could not be written completely"
-    if dropped:
-        msg += " and its truncated trace was removed"
-    result.status = "failed"
-    result.message = msg
-    result.error = f"{msg}\n{first}"
-    result.trace_files = run.trace_files()
-    try:
-        return _finish_run(store, run, result)
-    except (OSError, sqlite3.Error) as e:
-        if not _is_disk_full(e):
-            raise
-        raise RunError(f"{msg}; not even its status could be saved ({e})", run_dir=str(run.path)) from None
-
-
-def _finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
-    from tfdoctor.pipeline import build_report
-
-    store.update(run, status=result.status, error=result.message if result.status != "complete" else None)
-    report = build_report(run)
-    if report.error is None and result.error and result.status != "complete":
-        report = report.model_copy(update={"error": result.error})
-    if result.status == "complete" and result.message and report.breakdown is not None:
-        notes = [*report.breakdown.notes, result.message]  # the report says it too, not only the CLI
-        report = report.model_copy(update={"breakdown": report.breakdown.model_copy(update={"notes": notes})})
-    run.write_report(report)
-    tp = report.throughput
-    store.update(
-        run,
-        examples_per_s=tp.examples_per_s if tp else None,
-        steps_per_s=tp.steps_per_s if tp else None,
-        device=device_label(result.facts),
-        note=result.message if result.status == "complete" else None,
-    )
-    return report

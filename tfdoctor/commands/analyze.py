@@ -7,9 +7,10 @@ from pathlib import Path
 from rich.console import Console
 
 from tfdoctor.errors import UsageError
-from tfdoctor.pipeline import build_report, report_from_trace
 from tfdoctor.report.terminal import render
-from tfdoctor.store import RunStore, is_run_dir
+from tfdoctor.rundir import is_run_dir
+from tfdoctor.session.build import build_report, report_from_trace
+from tfdoctor.store import RunStore
 
 
 class AnalyzeCommand:

@@ -5,7 +5,8 @@ import sys
 
 from rich.console import Console
 
-from tfdoctor.capture.multiworker import capture_grpc, lacking_note, parse_addresses
+from tfdoctor.capture.workers import lacking_note, parse_addresses
+from tfdoctor.session.distributed import capture_grpc
 from tfdoctor.store import RunStore
 
 

@@ -14,10 +14,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tfdoctor.capture.runner import CaptureProgress, check_tensorflow, load_capture_config
 from tfdoctor.errors import RunExists, TfdoctorError, UsageError
 from tfdoctor.fixes import all_fixes
-from tfdoctor.fixes.loop import Event, FixLoop, LoopConfig
 from tfdoctor.fixes.workspace import backup_path
 from tfdoctor.model import Report
-from tfdoctor.store import RunDir, RunStore
+from tfdoctor.rundir import RunDir
+from tfdoctor.session.fix_loop import Event, FixLoop, LoopConfig
+from tfdoctor.store import RunStore
 
 
 class FixProgress:

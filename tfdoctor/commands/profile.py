@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -15,12 +14,12 @@ from tfdoctor.capture.runner import (
     CaptureResult,
     check_script,
     check_tensorflow,
-    finish_run,
-    run_capture,
 )
 from tfdoctor.errors import RunError, TensorFlowMissing, TfdoctorError, UsageError
 from tfdoctor.model import Report
-from tfdoctor.store import RunDir, RunStore
+from tfdoctor.rundir import RunDir
+from tfdoctor.session.profile import profile_script
+from tfdoctor.store import RunStore
 
 EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130
@@ -192,19 +191,13 @@ class ProfileCommand:
     def capture(
         self, store: RunStore, cfg: CaptureConfig, args: argparse.Namespace, err: Console
     ) -> tuple[RunDir, CaptureResult, Report]:
-        from tfdoctor.capture.multiworker import capture_worker, from_tf_config
-
-        ident = from_tf_config()
-        if ident is not None:  # one worker of a multi-worker job (TF_CONFIG): its part of one shared run
-            with ProgressDisplay(err, f"{Path(str(cfg.script)).name} [{ident.name}]") as display:
-                return capture_worker(
-                    store, cfg, ident, run_id=args.run_id, force=args.force, progress=display
-                )
-        run = store.new_run(str(cfg.script), cfg.args, run_id=args.run_id, force=args.force)
-        with ProgressDisplay(err, Path(str(cfg.script)).name) as display:
-            result = run_capture(cfg, run, progress=display)
-        report = finish_run(store, run, result)
-        return run, result, report
+        return profile_script(
+            store,
+            cfg,
+            run_id=args.run_id,
+            force=args.force,
+            display=lambda label: ProgressDisplay(err, label),
+        )
 
     def show(self, report: Report, run: RunDir, args: argparse.Namespace, out: Console) -> None:
         if args.json:

@@ -42,7 +42,7 @@ class ReportCommand:
         report = run.report()
         if report is None:
             # no report.json yet (a run that is going, or crashed early): build one from what is there
-            from tfdoctor.pipeline import build_report
+            from tfdoctor.session.build import build_report
 
             report = build_report(run)
         if args.html:

@@ -9,10 +9,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tfdoctor.capture.runner import finish_run, run_capture
 from tfdoctor.commands.profile import ProfileCommand, ProgressDisplay
 from tfdoctor.errors import RunError, UsageError
-from tfdoctor.store import RunStore, now_iso
+from tfdoctor.rundir import now_iso
+from tfdoctor.session.profile import profile_script
+from tfdoctor.store import RunStore
 
 #: the scaling efficiency data parallelism reaches on well-fed models (the seed talks: 80-95 % to 8 GPUs)
 GOOD_EFFICIENCY = 0.8
@@ -114,17 +115,15 @@ class ScaleCommand(ProfileCommand):
         points: list[ScalePoint] = []
         for n in counts:
             cfg.switches = {**cfg.switches, "logical_devices": str(n)}
-            run = store.new_run(
-                str(cfg.script),
-                cfg.args,
+            run, result, report = profile_script(
+                store,
+                cfg,
                 kind="profile",
                 parent=base.id,
                 run_id=f"{base.id}-r{n}",
                 force=args.force,
+                display=lambda _label, n=n: ProgressDisplay(err, f"{stem} ×{n}"),
             )
-            with ProgressDisplay(err, f"{stem} ×{n}") as display:
-                result = run_capture(cfg, run, progress=display)
-            report = finish_run(store, run, result)
             tp = report.throughput
             ran = report.facts.num_replicas if report.facts.strategy else 1
             points.append(

@@ -571,7 +571,7 @@ def render_run(
 
 def write_output(path: Path, text: str, *, force: bool) -> Path:
     """Write ``text`` to ``path``; an existing file is kept unless ``force``."""
-    from tfdoctor.store import atomic_write_text
+    from tfdoctor.rundir import atomic_write_text
 
     path = Path(path)
     if path.exists() and not force:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from tfdoctor.analysis.breakdown import INPUT_NAMES, is_collective, is_dispatch, is_function_run, is_host_op
 from tfdoctor.errors import TraceError
-from tfdoctor.store import RunDir, atomic_write_text
+from tfdoctor.rundir import RunDir, atomic_write_text
 
 TIMELINE_VERSION = 1
 CACHE_NAME = "timeline.json"
@@ -372,7 +372,7 @@ def timeline_for_run(
     if not build:
         return None
     from tfdoctor.analysis.steps import find_steps
-    from tfdoctor.pipeline import load_steps
+    from tfdoctor.rundir import load_steps
     from tfdoctor.trace import load
 
     try:

@@ -1,4 +1,4 @@
-"""The child process: ``python -m tfdoctor.capture.harness <run_dir>/capture.json``.
+"""The child process: ``python -m tfdoctor.capture.child.harness <run_dir>/capture.json``.
 
 Installs the step hooks (as post-import hooks, so TensorFlow is imported by the script, not by us),
 runs the user's script with ``runpy.run_path(script, run_name="__main__")`` (``sys.argv`` swapped,
@@ -6,8 +6,8 @@ runs the user's script with ``runpy.run_path(script, run_name="__main__")`` (``s
 (warm-up → timing → profile) and stops the script cleanly once the planned steps are done.
 
 The warm-up is adaptive when ``capture.json`` says ``warmup_adaptive`` (no ``--warmup`` given): a
-:class:`~tfdoctor.capture.clock.Warmup` fed with the hooks' tracing events and a
-:class:`~tfdoctor.capture.clock.MemoScanner` over the script's globals (``sys.modules["__main__"]``
+:class:`~tfdoctor.capture.child.clock.Warmup` fed with the hooks' tracing events and a
+:class:`~tfdoctor.capture.child.clock.MemoScanner` over the script's globals (``sys.modules["__main__"]``
 while ``runpy`` runs it), never extended past half of the run's ``timeout_s``.
 
 Writes into the run directory: ``steps.jsonl`` (as it goes), ``facts.json``, ``harness.json``
@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.capture.clock import (
+from tfdoctor.capture.child.clock import (
     WARMUP_TIMEOUT_SHARE,
     MemoScanner,
     StepClock,
@@ -38,9 +38,9 @@ from tfdoctor.capture.clock import (
     Window,
     Windows,
 )
-from tfdoctor.capture.hooks import PostImportHooks, Tracker, install
+from tfdoctor.capture.child.hooks import PostImportHooks, Tracker, install
 from tfdoctor.model import Device, Facts
-from tfdoctor.store import atomic_write_json
+from tfdoctor.rundir import atomic_write_json
 
 INPUT_MARKER = "tfdoctor_input"
 STEP_MARKER = "train"
@@ -283,7 +283,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m tfdoctor.capture.harness CAPTURE.json", file=sys.stderr)
+        print("usage: python -m tfdoctor.capture.child.harness CAPTURE.json", file=sys.stderr)
         return 2
     cfg = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     run_dir = Path(cfg["run_dir"])

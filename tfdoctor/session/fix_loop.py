@@ -24,12 +24,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, finish_run, run_capture
+from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
 from tfdoctor.fixes.workspace import make_workspace, unified_diff
 from tfdoctor.model import Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
-from tfdoctor.store import RunDir, RunStore
+from tfdoctor.rundir import RunDir
+from tfdoctor.session.build import finish_run
+from tfdoctor.store import RunStore
 
 #: a kept fix must gain at least this much even when the noise band is narrower
 MIN_GAIN = 0.02

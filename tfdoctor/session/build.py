@@ -7,29 +7,17 @@ imports TensorFlow.
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 from tfdoctor.analysis import Analysis, analyze
-from tfdoctor.errors import TraceError
+from tfdoctor.capture.runner import CaptureResult
+from tfdoctor.errors import NO_SPACE, RunError, TraceError
 from tfdoctor.model import Breakdown, Facts, Report, StepTiming, Throughput
-from tfdoctor.store import RunDir, now_iso
-from tfdoctor.trace import load
-
-
-def load_steps(run: RunDir) -> list[StepTiming]:
-    path = run.file("steps.jsonl")
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            out.append(StepTiming.model_validate_json(line))
-        except ValueError:
-            continue  # a line cut short by a crash: the rest of the run still counts
-    return out
+from tfdoctor.rundir import RunDir, load_steps, now_iso, worker_steps_by_host
+from tfdoctor.trace import load, read_xplane
 
 
 def timing_throughput(steps: list[StepTiming], batch_size: int | None) -> Throughput | None:
@@ -50,8 +38,6 @@ def _distributed(analysis: Analysis | None, facts: Facts, run: RunDir | None = N
 
     workers = None
     if run is not None and (run.path / "workers").is_dir():
-        from tfdoctor.capture.multiworker import worker_steps_by_host
-
         workers = worker_steps_by_host(run)
     return summary_for(analysis, facts, workers)
 
@@ -127,3 +113,84 @@ def report_from_trace(path: str | Path) -> Report:
         verdict=verdict,
         trace_files=trace.source.split(";"),
     )
+
+
+# -- after a capture -------------------------------------------------------------------------------
+
+
+def device_label(facts: Facts | None) -> str | None:
+    """A short device label for the run index: "2x NVIDIA H200", "CPU"."""
+    if facts is None or not facts.devices:
+        return None
+    gpus = facts.gpus
+    if gpus:
+        model = gpus[0].model or "GPU"
+        return f"{len(gpus)}x {model}" if len(gpus) > 1 else model
+    return "CPU"
+
+
+def _is_disk_full(e: BaseException) -> bool:
+    if isinstance(e, OSError):
+        return e.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(e, sqlite3.OperationalError) and "full" in str(e)
+
+
+def _drop_unreadable_traces(run: RunDir) -> list[Path]:
+    """Remove trace files that cannot be read (the profiler's write was cut short by a full disk)."""
+    dropped = []
+    for path in run.trace_files():
+        try:
+            read_xplane(path)
+        except TraceError:
+            path.unlink(missing_ok=True)
+            dropped.append(path)
+    return dropped
+
+
+def finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
+    """After a capture: status into the store, the report built and written, throughput indexed.
+
+    ``store`` is a :class:`tfdoctor.store.RunStore`; returns the :class:`tfdoctor.model.Report`.
+    A full disk is a result too: the truncated trace (unreadable) is removed to make room, and the
+    run is recorded as failed with that reason; when even that cannot be written, RunError says so.
+    """
+    try:
+        return _finish_run(store, run, result)
+    except (OSError, sqlite3.Error) as e:
+        if not _is_disk_full(e):
+            raise
+        first = e
+    dropped = _drop_unreadable_traces(run)
+    msg = f"the disk is full ({NO_SPACE}) under {run.path.parent}: the run could not be written completely"
+    if dropped:
+        msg += " and its truncated trace was removed"
+    result.status = "failed"
+    result.message = msg
+    result.error = f"{msg}\n{first}"
+    result.trace_files = run.trace_files()
+    try:
+        return _finish_run(store, run, result)
+    except (OSError, sqlite3.Error) as e:
+        if not _is_disk_full(e):
+            raise
+        raise RunError(f"{msg}; not even its status could be saved ({e})", run_dir=str(run.path)) from None
+
+
+def _finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
+    store.update(run, status=result.status, error=result.message if result.status != "complete" else None)
+    report = build_report(run)
+    if report.error is None and result.error and result.status != "complete":
+        report = report.model_copy(update={"error": result.error})
+    if result.status == "complete" and result.message and report.breakdown is not None:
+        notes = [*report.breakdown.notes, result.message]  # the report says it too, not only the CLI
+        report = report.model_copy(update={"breakdown": report.breakdown.model_copy(update={"notes": notes})})
+    run.write_report(report)
+    tp = report.throughput
+    store.update(
+        run,
+        examples_per_s=tp.examples_per_s if tp else None,
+        steps_per_s=tp.steps_per_s if tp else None,
+        device=device_label(result.facts),
+        note=result.message if result.status == "complete" else None,
+    )
+    return report

@@ -26,14 +26,11 @@ TensorFlow is imported lazily (only ``capture_grpc`` and the harness side need i
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,81 +39,23 @@ from tfdoctor.capture.runner import (
     CaptureProgress,
     CaptureResult,
     check_tensorflow,
-    device_label,
-    finish_run,
     run_capture,
 )
+from tfdoctor.capture.workers import (
+    CRASH_HINT,
+    WorkerIdentity,
+    answers,
+    first_line,
+    lacking_note,
+    missing_hosts,
+)
 from tfdoctor.errors import RunExists, TensorFlowMissing, TfdoctorError, UsageError
-from tfdoctor.model import Report, StepTiming
-from tfdoctor.store import RunDir, RunStore, atomic_write_json, now_iso, valid_run_id
-
-SESSION = "workers"  # the profile session directory every worker publishes its trace into
-WORKER_ROLES = ("chief", "worker")
-DONE = "worker.json"  # written into workers/<task>/ when the worker has published (or failed)
-
-
-@dataclass(frozen=True)
-class WorkerIdentity:
-    """This process's task in a multi-worker cluster, from ``TF_CONFIG``."""
-
-    task_type: str
-    task_index: int
-    cluster: dict[str, list[str]]
-
-    @property
-    def name(self) -> str:
-        return f"{self.task_type}-{self.task_index}"
-
-    @property
-    def n_workers(self) -> int:
-        return sum(len(self.cluster.get(r, [])) for r in WORKER_ROLES)
-
-    @property
-    def is_chief(self) -> bool:
-        if self.cluster.get("chief"):
-            return self.task_type == "chief"
-        return self.task_type == "worker" and self.task_index == 0
-
-    def all_names(self) -> list[str]:
-        return [f"{r}-{i}" for r in WORKER_ROLES for i in range(len(self.cluster.get(r, [])))]
-
-
-def from_tf_config(env: Mapping[str, str] | None = None) -> WorkerIdentity | None:
-    """The worker identity when ``TF_CONFIG`` describes a cluster of two or more training tasks.
-
-    None without ``TF_CONFIG`` or for a one-task cluster; UsageError for a ``TF_CONFIG`` that is not
-    valid JSON or names no task of the cluster.
-    """
-    env = os.environ if env is None else env
-    raw = env.get("TF_CONFIG", "").strip()
-    if not raw:
-        return None
-    try:
-        cfg = json.loads(raw)
-        cluster = {str(k): [str(a) for a in v] for k, v in (cfg.get("cluster") or {}).items()}
-        task = cfg.get("task") or {}
-        ident = WorkerIdentity(str(task.get("type", "")), int(task.get("index", 0)), cluster)
-    except (ValueError, TypeError, AttributeError) as e:
-        raise UsageError(f"TF_CONFIG is not a valid cluster description ({e})") from None
-    if ident.n_workers < 2:
-        return None
-    if ident.task_type not in WORKER_ROLES or ident.task_index >= len(cluster.get(ident.task_type, [])):
-        raise UsageError(
-            f"TF_CONFIG task {ident.name} is not a training task of its cluster "
-            f"({', '.join(ident.all_names())}); tfdoctor profiles chief and worker tasks"
-        )
-    return ident
-
+from tfdoctor.model import Report
+from tfdoctor.rundir import WORKER_DONE, RunDir, atomic_write_json, now_iso, valid_run_id
+from tfdoctor.session.build import build_report, device_label, finish_run
+from tfdoctor.store import RunStore
 
 # -- one run, several workers ----------------------------------------------------------------------
-
-
-def worker_dir(run: RunDir, name: str) -> RunDir:
-    return RunDir(run.path / "workers" / name)
-
-
-def published_trace(run: RunDir, name: str) -> Path:
-    return run.logdir / "plugins" / "profile" / SESSION / f"{name}.xplane.pb"
 
 
 def _claim(store: RunStore, run_id: str, script: str, args: list[str], ident: WorkerIdentity, force: bool):
@@ -124,8 +63,8 @@ def _claim(store: RunStore, run_id: str, script: str, args: list[str], ident: Wo
     if not valid_run_id(run_id):
         raise UsageError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-'")
     run = RunDir(store.runs_dir / run_id)
-    mine = worker_dir(run, ident.name)
-    theirs_done = mine.file(DONE).exists() or mine.file("capture.json").exists()
+    mine = run.worker(ident.name)
+    theirs_done = mine.file(WORKER_DONE).exists() or mine.file("capture.json").exists()
     chief_done = ident.is_chief and run.file("report.json").exists()
     if (theirs_done or chief_done) and not force:
         raise RunExists(
@@ -134,7 +73,7 @@ def _claim(store: RunStore, run_id: str, script: str, args: list[str], ident: Wo
         )
     if mine.path.exists():
         shutil.rmtree(mine.path)
-    published_trace(run, ident.name).unlink(missing_ok=True)
+    run.published_trace(ident.name).unlink(missing_ok=True)
     if ident.is_chief:
         for name in ("report.json", "facts.json", "steps.jsonl"):
             run.file(name).unlink(missing_ok=True)
@@ -159,13 +98,13 @@ def publish(run: RunDir, mine: RunDir, name: str, result: CaptureResult) -> Path
     target = None
     if result.trace_files:
         src = max(result.trace_files, key=lambda p: (p.parent.name, p.stat().st_mtime))
-        target = published_trace(run, name)
+        target = run.published_trace(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp")
         shutil.copyfile(src, tmp)
         os.replace(tmp, target)
     atomic_write_json(
-        mine.file(DONE),
+        mine.file(WORKER_DONE),
         {
             "name": name,
             "status": result.status,
@@ -182,20 +121,10 @@ def wait_for_workers(run: RunDir, names: list[str], timeout_s: float, poll_s: fl
     """Wait until every named worker has published (or failed); returns the ones still missing."""
     deadline = time.monotonic() + timeout_s
     while True:
-        missing = [n for n in names if not worker_dir(run, n).file(DONE).exists()]
+        missing = [n for n in names if not run.worker(n).file(WORKER_DONE).exists()]
         if not missing or time.monotonic() >= deadline:
             return missing
         time.sleep(poll_s)
-
-
-def worker_steps(run: RunDir) -> dict[str, list[StepTiming]]:
-    """Each worker's harness step clock (``workers/<task>/steps.jsonl``), keyed by worker name."""
-    from tfdoctor.pipeline import load_steps
-
-    root = run.path / "workers"
-    if not root.is_dir():
-        return {}
-    return {d.name: load_steps(RunDir(d)) for d in sorted(root.iterdir()) if d.is_dir()}
 
 
 def capture_worker(
@@ -255,7 +184,7 @@ def failed_workers(run: RunDir, names: list[str]) -> list[str]:
     """A note for each worker that finished without publishing a trace (its ``worker.json`` says why)."""
     out = []
     for name in names:
-        done = worker_dir(run, name).read_json(DONE, {}) or {}
+        done = run.worker(name).read_json(WORKER_DONE, {}) or {}
         if done.get("trace"):
             continue
         why = done.get("message") or done.get("status") or "no reason recorded"
@@ -267,8 +196,6 @@ def failed_workers(run: RunDir, names: list[str]) -> list[str]:
 
 
 def _worker_report(mine: RunDir, result: CaptureResult) -> Report:
-    from tfdoctor.pipeline import build_report
-
     mine.update_meta(status=result.status, error=result.message if result.status != "complete" else None)
     report = build_report(mine)
     mine.write_report(report)
@@ -276,22 +203,6 @@ def _worker_report(mine: RunDir, result: CaptureResult) -> Report:
 
 
 # -- on-demand capture from profiler servers --------------------------------------------------------
-
-
-def parse_addresses(text: str) -> list[str]:
-    """``grpc://h1:6009,grpc://h2:6009`` (or without the scheme) -> ``["grpc://h1:6009", ...]``."""
-    out = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        bare = part.removeprefix("grpc://")
-        host, sep, port = bare.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise UsageError(f"{part!r} is not a profiler address: use grpc://HOST:PORT")
-        out.append(f"grpc://{bare}")
-    if not out:
-        raise UsageError("no profiler address given: use grpc://HOST:PORT[,grpc://HOST2:PORT]")
-    return out
 
 
 def capture_grpc(
@@ -333,7 +244,7 @@ def capture_grpc(
             shutil.rmtree(tmp, ignore_errors=True)
             if best is not None:  # a retry for a missing host failed: keep the session we have
                 break
-            msg = f"no trace from {label}: {_first_line(e)}"
+            msg = f"no trace from {label}: {first_line(e)}"
             store.update(run, status="failed", error=msg)
             raise TfdoctorError(msg, hint=hint) from None
         session = _newest_session(tmp)
@@ -375,8 +286,6 @@ def capture_grpc(
         extra["hosts_not_answering"] = ",".join(dead)
     atomic_write_json(run.file("facts.json"), {"extra": extra})
     store.update(run, status="complete" if run.trace_files() else "no_steps")
-    from tfdoctor.pipeline import build_report
-
     report = build_report(run)
     if lacking:
         bd = report.breakdown
@@ -406,89 +315,4 @@ def _newest_session(logdir: Path) -> Path | None:
     return sessions[-1] if sessions else None
 
 
-def missing_hosts(addresses: list[str], files: list[str]) -> list[str]:
-    """The addresses no trace file stands for. TensorFlow names a host's file after the address it was
-    asked (``10.0.0.2:6009`` -> ``10.0.0.2_6009.xplane.pb``); when the names follow another scheme (a
-    server naming itself), only the count can tell, and the addresses beyond it are the missing ones."""
-    stems = {f.removesuffix(".xplane.pb") for f in files}
-    expected = {a: a.removeprefix("grpc://").replace(":", "_") for a in addresses}
-    if stems & set(expected.values()):
-        return [a for a, stem in expected.items() if stem not in stems]
-    return addresses[len(stems) :] if len(stems) < len(addresses) else []
-
-
-def answers(address: str, timeout_s: float = 3.0) -> bool:
-    """Does anything still accept connections at ``grpc://HOST:PORT``? (After a trace: is the job alive?)"""
-    host, _, port = address.removeprefix("grpc://").rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-#: why a host that stopped answering during a trace most likely did (measured here; docs/distributed.md)
-CRASH_HINT = (
-    "TensorFlow's profiler can crash a MultiWorkerMirroredStrategy worker when a trace stops (TF 2.21: "
-    "an abort in TraceMeRecorder::Consume; measured here with 2 workers: 1 remote trace in 2 at 1500 ms, "
-    "1 in 8 at 400 ms, and about 1 run in 3 under `tfdoctor profile --run-id`): keep traces short, and "
-    "see docs/distributed.md"
-)
-
-
-def lacking_note(lacking: list[str], dead: list[str], tries: int) -> str:
-    """The report's note (and the command's warning) for hosts whose trace is missing."""
-    alive = [a for a in lacking if a not in dead]
-    bits = []
-    if dead:
-        bits.append(
-            f"{', '.join(dead)} gave no trace and no longer accepts connections: its process has probably "
-            "died during the trace. " + CRASH_HINT
-        )
-    if alive:
-        bits.append(f"no trace from {', '.join(alive)} in {tries} tries")
-    return "; ".join(bits) + ". The analysis covers the other hosts only."
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(getattr(e, "message", "") or e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
 # -- logical devices (the harness's ``logical_devices`` switch) -----------------------------------
-
-
-def configure_logical_devices(tf: Any, n: int) -> str:
-    """Before the script touches a device: make ``n`` replicas' worth of devices visible.
-
-    With GPUs, the first ``n`` physical GPUs stay visible (the rest are hidden); without GPUs, the CPU
-    is split into ``n`` logical devices, so that ``MirroredStrategy`` can run ``n`` replicas on it.
-    Returns what was done, for the run's facts.
-    """
-    if n < 1:
-        raise ValueError(f"logical devices: need at least 1 (got {n})")
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        if n > len(gpus):
-            return f"{n} replicas asked, {len(gpus)} GPUs present: all kept"
-        tf.config.set_visible_devices(gpus[:n], "GPU")
-        return f"{n} of {len(gpus)} GPUs visible"
-    cpus = tf.config.list_physical_devices("CPU")
-    if n > 1:
-        tf.config.set_logical_device_configuration(
-            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
-        )
-    return f"CPU split into {n} logical device(s)"
-
-
-def worker_steps_by_host(run: RunDir) -> dict[str, list[StepTiming]]:
-    """:func:`worker_steps` keyed by every name the merged trace may give the worker's host: the
-    worker's name (its published file) and the hostname its harness recorded."""
-    out: dict[str, list[StepTiming]] = {}
-    for name, steps in worker_steps(run).items():
-        out[name] = steps
-        facts = worker_dir(run, name).read_json("facts.json", {}) or {}
-        host = facts.get("hostname")
-        if host and host not in out:
-            out[host] = steps
-    return out

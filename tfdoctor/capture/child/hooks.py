@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from tfdoctor.capture.clock import StepClock, StopCapture
+from tfdoctor.capture.child.clock import StepClock, StopCapture
 from tfdoctor.model import DatasetStage
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -766,7 +766,7 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
         tf.config.optimizer.set_jit(jit == "1")
     replicas = tracker.switches.get("logical_devices")  # tfdoctor scale --replicas: before any device use
     if replicas:
-        from tfdoctor.capture.multiworker import configure_logical_devices
+        from tfdoctor.capture.child.devices import configure_logical_devices
 
         tracker.switches["logical_devices_done"] = configure_logical_devices(tf, int(replicas))
 

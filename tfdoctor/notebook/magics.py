@@ -26,7 +26,6 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -237,7 +236,7 @@ class TfdoctorMagics(Magics):
             run = store.get(args.run)
             report = run.report()
             if report is None:
-                from tfdoctor.pipeline import build_report
+                from tfdoctor.session.build import build_report
 
                 report = build_report(run)
             display_report(report, run, store)
@@ -261,7 +260,7 @@ class TfdoctorMagics(Magics):
                 cfg = cmd.config(args)
         except (_HelpShown, SystemExit):
             return  # -h: the help was printed
-        from tfdoctor.capture.runner import finish_run, run_capture
+        from tfdoctor.session.profile import profile_script
         from tfdoctor.store import RunStore
 
         with _user_errors():
@@ -270,13 +269,12 @@ class TfdoctorMagics(Magics):
                 run = self._profile_script_cli(store, argv, args)
                 result = None
             else:
-                run = store.new_run(str(cfg.script), cfg.args, run_id=args.run_id, force=args.force)
-                with _progress(Path(str(cfg.script)).name) as progress:
-                    result = run_capture(cfg, run, progress=progress)
-                finish_run(store, run, result)
+                run, result, _ = profile_script(
+                    store, cfg, run_id=args.run_id, force=args.force, display=_progress
+                )
             report = run.report()
             if report is None:
-                from tfdoctor.pipeline import build_report
+                from tfdoctor.session.build import build_report
 
                 report = build_report(run)
         notes = []
@@ -316,7 +314,7 @@ class TfdoctorMagics(Magics):
         except _HelpShown:
             print(parser.format_help())
             return
-        from tfdoctor.capture.clock import Windows
+        from tfdoctor.capture.child.clock import Windows
 
         try:
             windows = Windows.split(args.steps, args.warmup, args.profile_steps)
@@ -340,7 +338,7 @@ class TfdoctorMagics(Magics):
         label = f"cell In[{shell.execution_count}]"
         from tfdoctor.capture import inproc
         from tfdoctor.capture.inproc import StateSnapshot, capture_in_process
-        from tfdoctor.capture.runner import finish_run
+        from tfdoctor.session.build import finish_run
         from tfdoctor.store import RunStore
 
         if inproc.busy():
@@ -408,10 +406,11 @@ class TfdoctorMagics(Magics):
         notes: list[str],
     ) -> Any:
         """Measure each candidate fix as a reversible change; keep those beyond the noise band."""
-        from tfdoctor.capture.inproc import KERNEL_FIXES, NotInKernel, capture_in_process, kernel_fix
-        from tfdoctor.capture.runner import finish_run
+        from tfdoctor.capture.inproc import capture_in_process
         from tfdoctor.model import FixSummary, FixTrial
         from tfdoctor.rules import FIX_IDS
+        from tfdoctor.session.build import finish_run
+        from tfdoctor.session.kernel import KERNEL_FIXES, NotInKernel, kernel_fix
 
         assert self.shell is not None
         ns = self.shell.user_ns

@@ -1,6 +1,6 @@
 """The harness's step clock: step boundaries, windows, steps.jsonl, step markers, the clean stop.
 
-TensorFlow-free: the hooks (:mod:`tfdoctor.capture.hooks`) tell the clock *when* things happen
+TensorFlow-free: the hooks (:mod:`tfdoctor.capture.child.hooks`) tell the clock *when* things happen
 (``touch`` = the loop did something, ``compute_start`` = the step's math began, ``end_step``), and
 the clock turns that into :class:`~tfdoctor.model.StepTiming` lines, window changes and marker
 calls on a :class:`Markers` implementation (the harness's profiler control).

@@ -1,0 +1,185 @@
+"""One run's directory: the ONLY module that names the files in it.
+
+Layout (the directories are the source of truth; the store's index can always be rebuilt from them)::
+
+    runs/<run_id>/
+      meta.json        id, script, args, kind, status, created, updated, error, parent
+      capture.json     what was run, with which windows and switches (the parent writes it)
+      harness.json     what the harness did (windows as they happened, warm-up, hook errors)
+      facts.json       what the harness recorded (tfdoctor.model.Facts)
+      steps.jsonl      one StepTiming per line, written as the script runs (progress)
+      report.json      tfdoctor.model.Report
+      stdout.log / stderr.log
+      logdir/          a standard TensorBoard logdir (plugins/profile/<ts>/<host>.xplane.pb)
+      fix.patch        the combined patch of kept fixes (``--fix``)
+      workers/<task>/  a multi-worker job: each worker's own run directory (+ worker.json when done)
+
+Every JSON file is written atomically (temp file + ``os.replace``), so a reader never sees half a
+file and a crash never leaves a corrupt one. Run ids are ``[A-Za-z0-9._-]`` only: no path traversal.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfdoctor.errors import TfdoctorError
+from tfdoctor.model import Report, StepTiming
+
+# the files of a run directory (RunDir.file(NAME))
+META = "meta.json"
+CAPTURE = "capture.json"
+HARNESS = "harness.json"
+FACTS = "facts.json"
+STEPS = "steps.jsonl"
+REPORT = "report.json"
+STDOUT = "stdout.log"
+STDERR = "stderr.log"
+PATCH = "fix.patch"
+LOGDIR = "logdir"
+WORKERS = "workers"  # a multi-worker job's per-worker run directories
+WORKER_DONE = "worker.json"  # written into workers/<task>/ when the worker has published (or failed)
+WORKER_SESSION = "workers"  # the profile session directory every worker publishes its trace into
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def is_run_dir(path: Path) -> bool:
+    """A directory written by tfdoctor (a stored run, or one copied elsewhere such as sample_traces/)."""
+    return any((path / name).is_file() for name in (META, REPORT, FACTS))
+
+
+def valid_run_id(run_id: str) -> bool:
+    return bool(RUN_ID_RE.match(run_id)) and ".." not in run_id
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run's directory. Cheap to construct; reads files on demand."""
+
+    path: Path
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def logdir(self) -> Path:
+        return self.path / LOGDIR
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def read_json(self, name: str, default: Any = None) -> Any:
+        p = self.path / name
+        try:
+            return json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return default
+        except (OSError, ValueError) as e:
+            raise TfdoctorError(f"{p}: unreadable ({e})") from e
+
+    def write_json(self, name: str, obj: Any) -> None:
+        atomic_write_json(self.path / name, obj)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.read_json(META, {}) or {}
+
+    def update_meta(self, **fields: Any) -> dict[str, Any]:
+        meta = self.meta
+        meta.update(fields)
+        meta["updated"] = now_iso()
+        self.write_json(META, meta)
+        return meta
+
+    def report(self) -> Report | None:
+        data = self.read_json(REPORT)
+        return None if data is None else Report.model_validate(data)
+
+    def write_report(self, report: Report) -> None:
+        atomic_write_text(self.path / REPORT, report.model_dump_json(indent=2) + "\n")
+
+    def trace_files(self) -> list[Path]:
+        return sorted(self.logdir.rglob("*.xplane.pb")) if self.logdir.exists() else []
+
+    def steps(self) -> list[StepTiming]:
+        """steps.jsonl: the harness's step clock (a line cut short by a crash is skipped)."""
+        return load_steps(self)
+
+    def worker(self, name: str) -> RunDir:
+        """A multi-worker job's run directory for worker ``name`` (``workers/<name>/``)."""
+        return RunDir(self.path / WORKERS / name)
+
+    def published_trace(self, name: str) -> Path:
+        """Where worker ``name`` publishes its trace: one host file of the run's one TensorBoard session."""
+        return self.logdir / "plugins" / "profile" / WORKER_SESSION / f"{name}.xplane.pb"
+
+    def worker_names(self) -> list[str]:
+        root = self.path / WORKERS
+        return sorted(d.name for d in root.iterdir() if d.is_dir()) if root.is_dir() else []
+
+
+def load_steps(run: RunDir) -> list[StepTiming]:
+    path = run.file(STEPS)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            out.append(StepTiming.model_validate_json(line))
+        except ValueError:
+            continue  # a line cut short by a crash: the rest of the run still counts
+    return out
+
+
+def worker_steps(run: RunDir) -> dict[str, list[StepTiming]]:
+    """Each worker's step timings (``workers/<task>/steps.jsonl``), keyed by task name."""
+    return {name: load_steps(run.worker(name)) for name in run.worker_names()}
+
+
+def worker_steps_by_host(run: RunDir) -> dict[str, list[StepTiming]]:
+    """:func:`worker_steps` keyed by every name the merged trace may give the worker's host: the
+    worker's name (its published file) and the hostname its harness recorded."""
+    out: dict[str, list[StepTiming]] = {}
+    for name, steps in worker_steps(run).items():
+        out[name] = steps
+        facts = run.worker(name).read_json(FACTS, {}) or {}
+        host = facts.get("hostname")
+        if host and host not in out:
+            out[host] = steps
+    return out
