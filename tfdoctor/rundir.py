@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from tfdoctor.errors import TfdoctorError
 from tfdoctor.model import Report, StepTiming
 
@@ -73,6 +75,26 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+class HarnessRecord(BaseModel):
+    """harness.json: what the harness (or the in-kernel capture) did. Written by the child as it goes
+    (``started_ns``, windows entered) and completed at its end; absent when the child died."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str | None = None
+    error: str | None = None
+    steps: int | None = None
+    warmup: dict[str, Any] | None = None
+    windows_actual: dict[str, int] | None = None
+    why_no_steps: str | None = None
+    # what the capture itself could not do (a hook that raised, facts it could not collect): never
+    # swallowed, the report says it
+    hook_errors: list[str] = Field(default_factory=list)
+    profiler_error: str | None = None
+    profile_started_ns: int | None = None
+    profile_stopped_ns: int | None = None
 
 
 def is_run_dir(path: Path) -> bool:
@@ -133,6 +155,11 @@ class RunDir:
 
     def trace_files(self) -> list[Path]:
         return sorted(self.logdir.rglob("*.xplane.pb")) if self.logdir.exists() else []
+
+    def harness(self) -> HarnessRecord | None:
+        """harness.json, typed; None when the child never wrote it."""
+        data = self.read_json(HARNESS)
+        return None if data is None else HarnessRecord.model_validate(data)
 
     def steps(self) -> list[StepTiming]:
         """steps.jsonl: the harness's step clock (a line cut short by a crash is skipped)."""

@@ -16,7 +16,7 @@ from tfdoctor.analysis import Analysis, analyze
 from tfdoctor.capture.runner import CaptureResult
 from tfdoctor.errors import NO_SPACE, RunError, TraceError
 from tfdoctor.model import Breakdown, Facts, Report, StepTiming, Throughput
-from tfdoctor.rundir import RunDir, load_steps, now_iso, worker_steps_by_host
+from tfdoctor.rundir import HarnessRecord, RunDir, load_steps, now_iso, worker_steps_by_host
 from tfdoctor.trace import load, read_xplane
 
 
@@ -59,11 +59,13 @@ def build_report(run: RunDir) -> Report:
     meta = run.meta
     facts = Facts.model_validate(run.read_json("facts.json", {}) or {})
     steps = load_steps(run)
-    profiler_error = (run.read_json("harness.json", {}) or {}).get("profiler_error")
+    harness = run.harness() or HarnessRecord()
+    profiler_error = harness.profiler_error
     why = f"the profiler failed: {profiler_error}" if profiler_error else "the profile window was not reached"
     analysis, notes = (None, [f"no trace recorded ({why})"])
     if run.trace_files():
         analysis, notes = analyze_path(run.logdir, steps)
+    notes = [*notes, *capture_problem_notes(harness.hook_errors)]
     breakdown = analysis.breakdown if analysis is not None else None
     if breakdown is not None and notes:
         breakdown = breakdown.model_copy(update={"notes": [*breakdown.notes, *notes]})
@@ -87,6 +89,22 @@ def build_report(run: RunDir) -> Report:
         trace_files=[str(p.relative_to(run.path)) for p in run.trace_files()],
         logdir="logdir" if run.logdir.exists() else None,
     )
+
+
+def capture_problem_notes(errors: list[str]) -> list[str]:
+    """One report note per thing tfdoctor's capture could not do (a hook that raised, facts it could
+    not collect), its first line only: the figures that depend on it may be missing or wrong."""
+    out = []
+    for e in errors:
+        lines = [ln.strip() for ln in e.strip().splitlines() if ln.strip()]
+        if not lines:
+            continue
+        what = lines[0].rstrip(":")
+        last = lines[-1] if len(lines) > 1 else ""
+        out.append(
+            f"tfdoctor's capture hit a problem ({what}{': ' + last if last and last != what else ''}); figures that depend on it may be incomplete"
+        )
+    return out
 
 
 def report_from_trace(path: str | Path) -> Report:

@@ -176,8 +176,10 @@ def collect_facts(tracker: Tracker) -> Facts:
                 elif d.device_type == "CPU":
                     model = _cpu_model()
                 devices.append(Device(name=d.name, kind=d.device_type, model=model, compute_capability=cc))
-        except Exception:
-            pass
+        except Exception as e:  # said in the report: without devices every rule reads the run as CPU-only
+            tracker.errors.append(
+                f"listing devices (tf.config.list_physical_devices): {type(e).__name__}: {e}"
+            )
         data["devices"] = devices
         try:
             data["auto_jit"] = bool(tf.config.optimizer.get_jit())
