@@ -64,52 +64,72 @@ def _user_tb(exc: BaseException, skip: int) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
-def capture_in_process(
-    execute: Callable[[], Any],
-    run: RunDir,
-    windows: Windows,
-    *,
-    label: str = "<cell>",
-    profiler_options: dict[str, int] | None = None,
-) -> InProcessResult:
-    """Run ``execute()`` with the step hooks installed, for at most ``windows.total`` steps.
+class InProcessCapture:
+    """One in-process capture, opened and closed around code the caller runs itself.
 
-    Never raises for the code's own failures: they are in the result (``exception``, ``capture.error``).
-    Raises :class:`TensorFlowMissing` when TensorFlow cannot be imported, :class:`CaptureBusy` when
-    called from inside another in-process capture.
+    :meth:`start` installs the hooks and the clock; the caller runs its code (a cell, the body of a
+    ``with tfdoctor.profile():`` block, a Keras ``fit``); :meth:`stop` with the exception that code
+    raised (or None) uninstalls everything and writes the run files. ``stop`` never raises for the
+    code's own failures: they are in the result. :func:`capture_in_process` is the callable form.
     """
-    global _active
-    if _active:
-        raise CaptureBusy("a tfdoctor capture is already running in this interpreter (nested %%tfdoctor?)")
-    check_tensorflow()
-    from tfdoctor.capture.child import hooks
-    from tfdoctor.capture.child.harness import ProfilerMarkers, collect_facts
 
-    run.path.mkdir(parents=True, exist_ok=True)
-    for name in ("steps.jsonl", "harness.json", "facts.json"):
-        run.file(name).unlink(missing_ok=True)
-    atomic_write_json(
-        run.file("capture.json"),
-        {
-            "mode": "in-process",
-            "script": label,
-            "pid": os.getpid(),
-            "run_dir": str(run.path),
-            "logdir": str(run.logdir),
-            "windows": {"warmup": windows.warmup, "timing": windows.timing, "profile": windows.profile},
-        },
-    )
-    markers = ProfilerMarkers(run.logdir, profiler_options) if windows.profile else None
-    clock = StepClock(windows, run.file("steps.jsonl"), markers)
-    tracker = hooks.Tracker(clock, {})
-    import_hooks = hooks.PostImportHooks()
-    models: list[Any] = []
-    exc: BaseException | None = None
-    error: str | None = None
-    outcome = "finished"
-    t0 = time.monotonic()
-    _active = True
-    try:
+    def __init__(
+        self,
+        run: RunDir,
+        windows: Windows,
+        *,
+        label: str = "<cell>",
+        profiler_options: dict[str, int] | None = None,
+        soft_stop: bool = False,
+    ):
+        self.run = run
+        self.windows = windows
+        self.label = label
+        self.profiler_options = profiler_options
+        #: Keras fit is ended with ``model.stop_training`` at the planned step (fit returns normally
+        #: with the remaining steps skipped) instead of StopCapture raised through it
+        self.soft_stop = soft_stop
+        self.models: list[Any] = []
+        self.clock: StepClock | None = None
+        self.tracker: Any = None
+        self.markers: Any = None
+        self._import_hooks: Any = None
+        self._t0 = 0.0
+
+    def start(self) -> InProcessCapture:
+        """Install the hooks. Raises TensorFlowMissing, CaptureBusy (nothing installed then)."""
+        global _active
+        if _active:
+            raise CaptureBusy(
+                "a tfdoctor capture is already running in this interpreter (nested %%tfdoctor?)"
+            )
+        check_tensorflow()
+        from tfdoctor.capture.child import hooks
+        from tfdoctor.capture.child.harness import ProfilerMarkers
+
+        run, windows = self.run, self.windows
+        run.path.mkdir(parents=True, exist_ok=True)
+        for name in ("steps.jsonl", "harness.json", "facts.json"):
+            run.file(name).unlink(missing_ok=True)
+        atomic_write_json(
+            run.file("capture.json"),
+            {
+                "mode": "in-process",
+                "script": self.label,
+                "pid": os.getpid(),
+                "run_dir": str(run.path),
+                "logdir": str(run.logdir),
+                "windows": {"warmup": windows.warmup, "timing": windows.timing, "profile": windows.profile},
+            },
+        )
+        self.markers = ProfilerMarkers(run.logdir, self.profiler_options) if windows.profile else None
+        self.clock = StepClock(windows, run.file("steps.jsonl"), self.markers)
+        tracker = hooks.Tracker(self.clock, {})
+        if self.soft_stop:
+            tracker.soft_stop_fit = True
+        self.tracker = tracker
+        self._import_hooks = hooks.PostImportHooks()
+        models = self.models
         fit_begin = tracker.fit_begin
 
         def note_fit(model: Any, x: Any, batch_size: Any) -> None:
@@ -118,91 +138,146 @@ def capture_in_process(
             fit_begin(model, x, batch_size)
 
         tracker.fit_begin = note_fit  # type: ignore[method-assign]
-        hooks.install(tracker, import_hooks)
+        self._t0 = time.monotonic()
+        _active = True
         try:
-            execute()
-        except StopCapture:
-            outcome = "complete"
-        except KeyboardInterrupt as e:
-            outcome, exc = "interrupted", e
-        except BaseException as e:  # the code's own error, SystemExit included: a result, not ours
-            outcome, exc = "error", e
-            error = _user_tb(e, skip=1)
-        planned_done = clock.index >= windows.total
-    finally:
+            hooks.install(tracker, self._import_hooks)
+        except BaseException:
+            self._uninstall()
+            raise
+        return self
+
+    def _uninstall(self) -> None:
+        global _active
+        from tfdoctor.capture.child import hooks
+
+        assert self.clock is not None
         try:
-            clock.close()
+            self.clock.close()
         except Exception as e:  # the profiler could not stop: said in harness.json, not hidden
-            tracker.errors.append(f"stopping the profiler: {e}")
+            self.tracker.errors.append(f"stopping the profiler: {e}")
         hooks.uninstall()
-        import_hooks.callbacks.clear()
-        if import_hooks in sys.meta_path:
-            sys.meta_path.remove(import_hooks)
+        self._import_hooks.callbacks.clear()
+        if self._import_hooks in sys.meta_path:
+            sys.meta_path.remove(self._import_hooks)
         _active = False
-    if planned_done and outcome != "interrupted":
-        outcome, error, exc = "complete", None, None  # a failure caused by our stop is not the user's
-    wall = time.monotonic() - t0
 
-    facts = None
+    def stop(self, exc: BaseException | None, *, skip_frames: int = 0) -> InProcessResult:
+        """Uninstall everything and write the run files; ``exc`` is what the code raised (or None).
+        ``skip_frames``: frames of the traceback that are the caller's, not the code's."""
+        from tfdoctor.capture.child.harness import collect_facts
+
+        assert self.clock is not None
+        clock, tracker, markers, windows, run = self.clock, self.tracker, self.markers, self.windows, self.run
+        error: str | None = None
+        if exc is None:
+            outcome = "finished"
+        elif isinstance(exc, StopCapture):
+            outcome, exc = "complete", None
+        elif isinstance(exc, KeyboardInterrupt):
+            outcome = "interrupted"
+        else:  # the code's own error, SystemExit included: a result, not ours
+            outcome = "error"
+            error = _user_tb(exc, skip=skip_frames)
+        planned_done = clock.index >= windows.total
+        self._uninstall()
+        if planned_done and outcome != "interrupted":
+            outcome, error, exc = "complete", None, None  # a failure caused by our stop is not the user's
+        wall = time.monotonic() - self._t0
+
+        facts = None
+        try:
+            facts = collect_facts(tracker)
+            atomic_write_json(run.file("facts.json"), facts.model_dump(mode="json"))
+        except Exception:
+            tracker.errors.append(traceback.format_exc(limit=5))
+        n = clock.index
+        why = None if n else tracker.why_no_steps()
+        atomic_write_json(
+            run.file("harness.json"),
+            {
+                "status": outcome,
+                "error": error,
+                "steps": n,
+                "why_no_steps": why,
+                "hook_errors": tracker.errors,
+                "profiler_error": markers.error if markers is not None else None,
+                "profile_started_ns": markers.started_ns if markers is not None else None,
+                "profile_stopped_ns": markers.stopped_ns if markers is not None else None,
+            },
+        )
+        from tfdoctor.rundir import load_steps
+
+        steps = load_steps(run)
+        status: RunStatus
+        message = None
+        what = "the cell" if self.label.startswith("cell") else "the code"
+        if outcome == "complete":
+            status = "complete"
+        elif outcome == "interrupted":
+            status = "interrupted"
+            message = f"interrupted after {n} step{'s' if n != 1 else ''}"
+            error = message
+        elif outcome == "error":
+            status = "failed"
+            message = f"{what} raised after {n} step{'s' if n != 1 else ''}: {exception_line(exc)}"
+        elif n:
+            status = "complete"
+            if n < windows.total:
+                message = f"{what} ended by itself after {n} of {windows.total} steps" + (
+                    "" if run.trace_files() else f", before the profile window (no trace); try --steps {n}"
+                )
+        else:
+            status = "no_steps"
+            message = f"no training steps seen: {why or what + ' ended without training'}"
+            error = message
+        result = CaptureResult(
+            status=status,
+            returncode=None,
+            windows=windows,
+            steps=steps,
+            facts=facts,
+            trace_files=run.trace_files(),
+            error=error,
+            message=message,
+            why_no_steps=why,
+            wall_s=wall,
+            harness=run.read_json("harness.json", {}) or {},
+        )
+        return InProcessResult(capture=result, exception=exc, step_fn=tracker.step_fn, models=self.models)
+
+
+def exception_line(exc: BaseException | None) -> str:
+    """``Type: first line of the message`` (a multi-line message's first line, not its last)."""
+    if exc is None:
+        return ""
+    text = str(exc).strip()
+    first = text.splitlines()[0].strip() if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def capture_in_process(
+    execute: Callable[[], Any],
+    run: RunDir,
+    windows: Windows,
+    *,
+    label: str = "<cell>",
+    profiler_options: dict[str, int] | None = None,
+    soft_stop: bool = False,
+) -> InProcessResult:
+    """Run ``execute()`` with the step hooks installed, for at most ``windows.total`` steps.
+
+    Never raises for the code's own failures: they are in the result (``exception``, ``capture.error``).
+    Raises :class:`TensorFlowMissing` when TensorFlow cannot be imported, :class:`CaptureBusy` when
+    called from inside another in-process capture.
+    """
+    cap = InProcessCapture(run, windows, label=label, profiler_options=profiler_options, soft_stop=soft_stop)
+    cap.start()
     try:
-        facts = collect_facts(tracker)
-        atomic_write_json(run.file("facts.json"), facts.model_dump(mode="json"))
-    except Exception:
-        tracker.errors.append(traceback.format_exc(limit=5))
-    n = clock.index
-    why = None if n else tracker.why_no_steps()
-    atomic_write_json(
-        run.file("harness.json"),
-        {
-            "status": outcome,
-            "error": error,
-            "steps": n,
-            "why_no_steps": why,
-            "hook_errors": tracker.errors,
-            "profiler_error": markers.error if markers is not None else None,
-            "profile_started_ns": markers.started_ns if markers is not None else None,
-            "profile_stopped_ns": markers.stopped_ns if markers is not None else None,
-        },
-    )
-    from tfdoctor.rundir import load_steps
-
-    steps = load_steps(run)
-    status: RunStatus
-    message = None
-    if outcome == "complete":
-        status = "complete"
-    elif outcome == "interrupted":
-        status = "interrupted"
-        message = f"interrupted after {n} step{'s' if n != 1 else ''}"
-        error = message
-    elif outcome == "error":
-        status = "failed"
-        last = (traceback.format_exception_only(type(exc), exc)[-1].strip()) if exc is not None else ""
-        message = f"the cell raised after {n} step{'s' if n != 1 else ''}: {last}"
-    elif n:
-        status = "complete"
-        if n < windows.total:
-            message = f"the cell ended by itself after {n} of {windows.total} steps" + (
-                "" if run.trace_files() else f", before the profile window (no trace); try --steps {n}"
-            )
-    else:
-        status = "no_steps"
-        message = f"no training steps seen: {why or 'the cell ended without training'}"
-        error = message
-    result = CaptureResult(
-        status=status,
-        returncode=None,
-        windows=windows,
-        steps=steps,
-        facts=facts,
-        trace_files=run.trace_files(),
-        error=error,
-        message=message,
-        why_no_steps=why,
-        wall_s=wall,
-        harness=run.read_json("harness.json", {}) or {},
-    )
-    return InProcessResult(capture=result, exception=exc, step_fn=tracker.step_fn, models=models)
+        execute()
+    except BaseException as e:
+        return cap.stop(e, skip_frames=1)
+    return cap.stop(None)
 
 
 # -- the user's variables ------------------------------------------------------------------------
