@@ -257,6 +257,10 @@ class Tracker:
         self.batch_votes: Counter[int] = Counter()
         self.modules: dict[str, Any] = {}
         self.errors: list[str] = []
+        #: in-process captures (notebook, in-script API): at the planned step, Keras fit is ended with
+        #: ``model.stop_training`` and returns normally (its History bound) instead of StopCapture
+        #: raised through it; the harness keeps the hard stop (the rest of the script must not run)
+        self.soft_stop_fit = False
 
     # -- helpers -------------------------------------------------------------------------------
     def on_main(self) -> bool:
@@ -884,7 +888,12 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
             tracker._guard("fit batch begin", tracker.fit_batch_begin)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            tracker._guard("fit batch end", lambda: tracker.fit_batch_end(logs))
+            try:
+                tracker._guard("fit batch end", lambda: tracker.fit_batch_end(logs))
+            except StopCapture:
+                if not tracker.soft_stop_fit or getattr(self, "model", None) is None:
+                    raise
+                self.model.stop_training = True
 
     fit_owner = next((c for c in keras.Model.__mro__ if "fit" in c.__dict__), None)
     if fit_owner is not None:
