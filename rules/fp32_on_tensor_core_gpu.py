@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfdoctor.model import Evidence, Finding
+from tfdoctor.model import TENSOR_CORE_CC, Evidence, Finding
 from tfdoctor.rules import _figures as fig
 from tfdoctor.rules._base import Context, Example, Rule, pct
 
@@ -61,7 +61,7 @@ class Fp32OnTensorCoreGpu(Rule):
         cc = ctx.compute_capability
         if cc is None:
             return self.undecided("the GPU's compute capability is unknown (tensor cores need 7.0+)")
-        if cc < 7.0 or ctx.mixed_policy or d.fp16_kernel_share >= 0.1:
+        if cc < TENSOR_CORE_CC or ctx.mixed_policy or d.fp16_kernel_share >= 0.1:
             return None
         gaps = fig.device_gaps(ctx)
         mm = gaps.matmul_kernel_share if gaps else 0.0

@@ -65,6 +65,10 @@ class DatasetStage(_Frozen):
     detail: str = ""
 
 
+#: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)
+TENSOR_CORE_CC = 7.0
+
+
 class Facts(_Frozen):
     """What the harness recorded about the run, independent of the trace."""
 
@@ -100,6 +104,12 @@ class Facts(_Frozen):
     memo_warm: bool | None = None  # the caches served the warm-up's last step (hit rate >= 90 %) or were full
     dataset: list[DatasetStage] = Field(default_factory=list)
     source: dict[str, str] = Field(default_factory=dict)  # role -> "file.py:LINE" (e.g. "step_fn")
+    # a remote capture (`tfdoctor capture grpc://...`): from where, which hosts gave a trace, which did not
+    # and which of those no longer accepted connections afterwards (their process probably died)
+    captured_from: str | None = None
+    hosts: list[str] = Field(default_factory=list)
+    hosts_without_trace: list[str] = Field(default_factory=list)
+    hosts_not_answering: list[str] = Field(default_factory=list)
     extra: dict[str, str] = Field(default_factory=dict)
 
     @property

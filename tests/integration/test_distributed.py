@@ -221,14 +221,14 @@ def test_capture_from_two_profiler_servers(tfd_home, tmp_path):
             break
         # one host's trace is missing: TensorFlow's crash of that worker (its server is gone with it)
         assert "no longer accepts connections" in cap.stderr, cap.stderr[-2000:]
-        assert report.facts.extra["hosts_not_answering"], report.facts.extra
+        assert report.facts.hosts_not_answering, report.facts
         assert any("no longer accepts connections" in n for n in report.breakdown.notes)
         died.append(attempt)
     assert len(report.trace_files) == 2, f"the trace killed a worker in every one of {len(died) + 1} tries"
     assert report.breakdown.source.endswith("markers")  # the job's own Trace("train", step_num=...)
     assert len(report.distributed.workers) == 2
     assert all(w.collective_ms > 0 for w in report.distributed.workers)
-    assert "hosts_without_trace" not in report.facts.extra
+    assert report.facts.hosts_without_trace == []
 
 
 def test_capture_names_a_host_that_gives_no_trace_and_keeps_the_others(tfd_home, tmp_path):
@@ -245,8 +245,8 @@ def test_capture_names_a_host_that_gives_no_trace_and_keeps_the_others(tfd_home,
     assert cap.returncode == 0, cap.stderr[-3000:]
     report = Report.model_validate_json(cap.stdout)
     assert [Path(f).name for f in report.trace_files] == [f"127.0.0.1_{live}.xplane.pb"]
-    assert report.facts.extra["hosts_without_trace"] == f"grpc://127.0.0.1:{gone}"
-    assert report.facts.extra["hosts_not_answering"] == f"grpc://127.0.0.1:{gone}"
+    assert report.facts.hosts_without_trace == [f"grpc://127.0.0.1:{gone}"]
+    assert report.facts.hosts_not_answering == [f"grpc://127.0.0.1:{gone}"]
     warning = [ln for ln in cap.stderr.splitlines() if ln.startswith("warning:")]
     assert (
         len(warning) == 1

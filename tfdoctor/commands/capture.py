@@ -52,13 +52,10 @@ class CaptureCommand:
         run, report = capture_grpc(
             store, addresses, args.duration_ms, run_id=args.run_id, force=args.force, attempts=args.attempts
         )
-        extra = report.facts.extra or {}
-        lacking = [a for a in extra.get("hosts_without_trace", "").split(",") if a]
-        if lacking:
-            dead = [a for a in extra.get("hosts_not_answering", "").split(",") if a]
-            err.print(
-                "warning: " + lacking_note(lacking, dead, max(1, args.attempts)), markup=False, soft_wrap=True
-            )
+        facts = report.facts
+        if facts.hosts_without_trace:
+            note = lacking_note(facts.hosts_without_trace, facts.hosts_not_answering, max(1, args.attempts))
+            err.print("warning: " + note, markup=False, soft_wrap=True)
         if args.json:
             sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         else:

@@ -27,7 +27,7 @@ from libcst.codemod import (
     transform_module,
 )
 
-from tfdoctor.model import Facts, Finding
+from tfdoctor.model import TENSOR_CORE_CC, Facts, Finding
 
 #: prefix of codemod warnings that describe Python side effects the fix changes (tf-function)
 SIDE_EFFECT = "side effect: "
@@ -44,7 +44,7 @@ class Hardware:
     @property
     def tensor_core_gpu(self) -> bool:
         """Every GPU has tensor cores (compute capability 7.0 or newer)."""
-        return bool(self.gpu_compute_capability) and min(self.gpu_compute_capability) >= 7.0
+        return bool(self.gpu_compute_capability) and min(self.gpu_compute_capability) >= TENSOR_CORE_CC
 
     @classmethod
     def detect(cls, facts: Facts | None, cpuinfo: str | Path = "/proc/cpuinfo") -> Hardware:

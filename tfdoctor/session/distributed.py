@@ -50,8 +50,8 @@ from tfdoctor.capture.workers import (
     missing_hosts,
 )
 from tfdoctor.errors import RunExists, TensorFlowMissing, TfdoctorError, UsageError
-from tfdoctor.model import Report
-from tfdoctor.rundir import WORKER_DONE, RunDir, atomic_write_json, now_iso, valid_run_id
+from tfdoctor.model import Facts, Report
+from tfdoctor.rundir import FACTS, WORKER_DONE, RunDir, atomic_write_json, now_iso, valid_run_id
 from tfdoctor.session.build import build_report, device_label, finish_run
 from tfdoctor.store import RunStore
 
@@ -278,13 +278,9 @@ def capture_grpc(
         run.file("capture.json"),
         {"addresses": addresses, "duration_ms": duration_ms, "started_ns": t0, "ended_ns": time.time_ns()},
     )
-    hosts = {p.name.removesuffix(".xplane.pb") for p in run.trace_files()}
-    extra = {"captured_from": label, "hosts": ",".join(sorted(hosts))}
-    if lacking:
-        extra["hosts_without_trace"] = ",".join(lacking)
-    if dead:
-        extra["hosts_not_answering"] = ",".join(dead)
-    atomic_write_json(run.file("facts.json"), {"extra": extra})
+    hosts = sorted({p.name.removesuffix(".xplane.pb") for p in run.trace_files()})
+    facts = Facts(captured_from=label, hosts=hosts, hosts_without_trace=lacking, hosts_not_answering=dead)
+    atomic_write_json(run.file(FACTS), facts.model_dump(mode="json", exclude_defaults=True))
     store.update(run, status="complete" if run.trace_files() else "no_steps")
     report = build_report(run)
     if lacking:

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfdoctor.capture.inproc import namespace_objects
+from tfdoctor.fixes.steps_per_execution import DEFAULT_N as SPE_DEFAULT_N
+from tfdoctor.model import TENSOR_CORE_CC
 
 #: fixes that can run inside the kernel as reversible switches (everything else needs the script)
 KERNEL_FIXES = ("xla-jit", "tf-function", "mixed-precision", "steps-per-execution")
 
 
-SPE_TRIAL = 8  # steps_per_execution tried by the steps-per-execution fix
+SPE_TRIAL = SPE_DEFAULT_N  # steps_per_execution tried by the steps-per-execution fix
 
 
 class NotInKernel(Exception):
@@ -162,7 +164,7 @@ def kernel_fix(
             gpus = [d for d in (getattr(facts, "devices", None) or []) if d.kind == "GPU"]
             if gpus:
                 cc = gpus[0].compute_capability or "0"
-                if float(cc) < 7.0:
+                if float(cc) < TENSOR_CORE_CC:
                     raise NotInKernel(f"the GPU (compute capability {cc}) has no fast float16")
                 policy = "mixed_float16"
             elif cpu_has_bf16():
