@@ -219,17 +219,17 @@ def compute_details(trace: Trace, steps: Steps) -> Details:
             coll_ov += iv.measure(iv.intersect(coll_s, comp))
             busy = iv.measure(iv.clip(iv.union_sets(*busy_sets), lo, hi))
             d.per_device_busy[p.name] = busy / span
-        n = len(devices)
-        d.kernels_per_step = k_count / n / len(steps)
+        n_dev = len(devices)
+        d.kernels_per_step = k_count / n_dev / len(steps)
         d.kernel_mean_us = k_time / k_count / 1e6 if k_count else 0.0
         d.small_kernel_share = small / k_count if k_count else 0.0
         d.fp16_kernel_share = fp16_t / k_time if k_time else 0.0
         d.tensor_core_share = tc_t / k_time if k_time else 0.0
         d.device_busy_share = float(np.mean(list(d.per_device_busy.values())))
-        d.h2d_ms_per_step = h2d / n / len(steps) / 1e9
-        d.d2h_ms_per_step = d2h / n / len(steps) / 1e9
+        d.h2d_ms_per_step = h2d / n_dev / len(steps) / 1e9
+        d.d2h_ms_per_step = d2h / n_dev / len(steps) / 1e9
         d.h2d_overlap = h2d_ov / h2d if h2d else 0.0
-        d.collective_ms_per_step = coll / n / len(steps) / 1e9
+        d.collective_ms_per_step = coll / n_dev / len(steps) / 1e9
         d.collective_overlap = coll_ov / coll if coll else 0.0
     return d
 

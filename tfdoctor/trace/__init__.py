@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from tfdoctor.errors import TraceError
+from tfdoctor.trace._io import is_regular, open_regular
 from tfdoctor.trace.chrome import parse_chrome, read_chrome
 from tfdoctor.trace.model import Line, Plane, Trace
 from tfdoctor.trace.xplane import parse_xspace, read_xplane
@@ -53,11 +54,14 @@ def find_session(path: str | os.PathLike[str]) -> list[Path]:
         return [p]
     if not p.exists():
         raise TraceError(f"{p}: no such file or directory")
-    xplanes = sorted(p.rglob("*.xplane.pb"))
+    if not p.is_dir():  # a FIFO, socket or device given by name: never opened
+        open_regular(str(p))  # raises the TraceError that names what it is
+    # regular files only: a FIFO named *.xplane.pb in a logdir would block the reader forever
+    xplanes = sorted(x for x in p.rglob("*.xplane.pb") if is_regular(x))
     if xplanes:
         newest = max({x.parent for x in xplanes}, key=lambda d: (d.name, str(d)))
         return sorted(x for x in xplanes if x.parent == newest)
-    jsons = sorted(x for x in p.rglob("*.trace.json*") if x.is_file())
+    jsons = sorted(x for x in p.rglob("*.trace.json*") if is_regular(x))
     if jsons:
         newest = max({x.parent for x in jsons}, key=lambda d: (d.name, str(d)))
         return sorted(x for x in jsons if x.parent == newest)
@@ -71,20 +75,21 @@ def find_session(path: str | os.PathLike[str]) -> list[Path]:
 
 
 def _read_one(p: Path, max_bytes: int | None) -> Trace:
-    kw = {} if max_bytes is None else {"max_bytes": max_bytes}
+    kw: dict[str, int] = {} if max_bytes is None else {"max_bytes": max_bytes}
     if p.name.endswith(".xplane.pb") or p.suffix == ".pb":
-        return read_xplane(p, **kw)
+        return read_xplane(p, **kw)  # type: ignore[arg-type]
     if _is_json_trace(p):
         return read_chrome(p, **kw)
-    # unknown suffix: sniff
-    try:
-        with open(p, "rb") as f:
+    # unknown suffix: sniff (a regular file only)
+    f, _ = open_regular(str(p))
+    with f:
+        try:
             head = f.read(64).lstrip()
-    except OSError as e:
-        raise TraceError(f"{p}: cannot read ({e.strerror or e})") from None
+        except OSError as e:
+            raise TraceError(f"{p}: cannot read ({e.strerror or e})") from None
     if head[:1] in (b"{", b"[") or head[:2] == b"\x1f\x8b":
         return read_chrome(p, **kw)
-    return read_xplane(p, **kw)
+    return read_xplane(p, **kw)  # type: ignore[arg-type]
 
 
 def load_many(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> list[Trace]:

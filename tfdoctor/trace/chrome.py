@@ -7,45 +7,85 @@ events are kept; counters, instants and flows are skipped. These files carry no 
 
 from __future__ import annotations
 
-import gzip
 import json
+import math
 import os
-import zlib
 from typing import Any
 
 import numpy as np
 
 from tfdoctor.errors import TraceError
-from tfdoctor.trace.model import Line, Plane, Trace
+from tfdoctor.trace._io import inflate, read_regular
+from tfdoctor.trace.model import Line, Plane, Trace, check_consistent
 from tfdoctor.trace.xplane import EVENT_STATS
 
-DEFAULT_MAX_BYTES = 1024**3
+#: the most bytes of JSON read (inflated): real TF trace.json.gz files are tens of MiB inflated; a small
+#: file that inflates past this is refused while inflating (a 0.9 MB gzip of 0.9 GiB drove RSS to 2.5 GB)
+DEFAULT_MAX_BYTES = 256 * 1024**2
+#: the most trace events kept: XProf's trace viewer caps its JSON at 1,000,000 events too. Counted while
+#: parsing (each event is reduced to a tuple as it is parsed), so a file of tiny events stops early
+MAX_EVENTS = 1_000_000
+#: the largest |timestamp| or duration accepted, in µs (~3,000 years: absolute epoch times in µs are ~1.7e15);
+#: beyond it a value is not a time. The span of the events is bounded again after (2^62 ps, ~53 days)
+_MAX_US = 1e17
 
 
-def _read_bytes(p: str, max_bytes: int) -> bytes:
+class _TooMany(Exception):
+    pass
+
+
+def _read_bytes(p: str, max_bytes: int) -> bytes | bytearray:
+    raw = read_regular(p, max_bytes)
+    if raw[:2] == b"\x1f\x8b":
+        return inflate(p, raw, max_bytes)
+    return raw
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a trace can hold")
+
+
+def _parse_int(text: str) -> int | float:
+    # a 4,000-digit timestamp is not a time: do not build the integer (and refuse it below)
+    return int(text) if len(text) <= 24 else float("inf")
+
+
+def _decode(data: bytes | bytearray, source: str) -> Any:
+    count = 0
+
+    def hook(d: dict) -> Any:
+        nonlocal count
+        if "ph" in d:
+            count += 1
+            if count > MAX_EVENTS:
+                raise _TooMany
+            args = d.get("args")
+            if isinstance(args, dict) and args:
+                d["args"] = {k: v for k, v in args.items() if k in EVENT_STATS or k == "name"}
+        return d
+
     try:
-        with open(p, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            if head == b"\x1f\x8b":
-                with gzip.GzipFile(fileobj=f) as g:
-                    data = g.read(max_bytes + 1)
-            else:
-                data = f.read(max_bytes + 1)
-    except (OSError, EOFError, zlib.error) as e:
-        raise TraceError(f"{p}: cannot read ({e})") from None
-    if len(data) > max_bytes:
-        raise TraceError(f"{p}: over the {max_bytes / 1024**2:.0f} MiB limit for a JSON trace")
-    return data
-
-
-def parse_chrome(data: bytes, source: str = "<bytes>") -> Trace:
-    if not data.strip():
-        raise TraceError(f"{source}: empty JSON trace")
-    try:
-        doc = json.loads(data)
+        return json.loads(data, object_hook=hook, parse_constant=_reject_constant, parse_int=_parse_int)
+    except _TooMany:
+        raise TraceError(
+            f"{source}: more than {MAX_EVENTS:,} events (XProf's trace viewer limit too): profile fewer steps"
+        ) from None
     except (ValueError, RecursionError) as e:
         raise TraceError(f"{source}: not valid JSON ({str(e)[:120]})") from None
+
+
+def _number(v: Any) -> float | None:
+    """A finite JSON number as float; None for anything else (absent, bool, string, NaN, out of range)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) and abs(f) <= _MAX_US else None
+
+
+def parse_chrome(data: bytes | bytearray, source: str = "<bytes>") -> Trace:
+    if not data.strip():
+        raise TraceError(f"{source}: empty JSON trace")
+    doc = _decode(data, source)
     if isinstance(doc, dict):
         events = doc.get("traceEvents")
     elif isinstance(doc, list):
@@ -58,6 +98,8 @@ def parse_chrome(data: bytes, source: str = "<bytes>") -> Trace:
     thread_names: dict[tuple[Any, Any], str] = {}
     spans: dict[tuple[Any, Any], list[tuple[float, float, str, dict]]] = {}
     open_b: dict[tuple[Any, Any], list[tuple[float, str, dict]]] = {}
+    bad_ts = bad_dur = 0
+    bad_example = ""
     for ev in events:
         if not isinstance(ev, dict):
             continue
@@ -67,7 +109,8 @@ def parse_chrome(data: bytes, source: str = "<bytes>") -> Trace:
             continue
         name = ev.get("name")
         name = name if isinstance(name, str) else str(name)
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        raw_args = ev.get("args")
+        args: dict = raw_args if isinstance(raw_args, dict) else {}
         if ph == "M":
             label = args.get("name")
             if isinstance(label, str):
@@ -76,24 +119,54 @@ def parse_chrome(data: bytes, source: str = "<bytes>") -> Trace:
                 elif name == "thread_name":
                     thread_names[(pid, tid)] = label
             continue
-        ts = ev.get("ts")
-        if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+        if ph not in ("X", "B", "E"):
+            continue
+        ts = _number(ev.get("ts"))
+        if ts is None:
+            if "ts" in ev:  # present but not a usable time (an event without "ts" is skipped, as before)
+                bad_ts += 1
+                bad_example = bad_example or f"{name!r} has ts={str(ev.get('ts'))[:24]}"
             continue
         if ph == "X":
-            dur = ev.get("dur", 0)
-            if not isinstance(dur, (int, float)) or isinstance(dur, bool) or dur < 0:
-                dur = 0
-            spans.setdefault((pid, tid), []).append((float(ts), float(dur), name, args))
+            dur = _number(ev.get("dur", 0))
+            if dur is None or dur < 0:
+                bad_dur += 1
+                bad_example = bad_example or f"{name!r} has dur={str(ev.get('dur'))[:24]}"
+                continue
+            spans.setdefault((pid, tid), []).append((ts, dur, name, args))
         elif ph == "B":
             open_b.setdefault((pid, tid), []).append((float(ts), name, args))
         elif ph == "E":
             stack = open_b.get((pid, tid))
             if stack:
                 t0, nm, a = stack.pop()
-                spans.setdefault((pid, tid), []).append((t0, max(0.0, float(ts) - t0), nm, a))
+                if ts < t0:
+                    bad_dur += 1
+                    bad_example = bad_example or f"{nm!r} ends before it begins"
+                    continue
+                spans.setdefault((pid, tid), []).append((t0, ts - t0, nm, a))
+    if bad_ts or bad_dur:
+        what = ", ".join(
+            x
+            for x in (
+                f"{bad_ts} events without a usable timestamp" if bad_ts else "",
+                f"{bad_dur} events with a negative or unusable duration" if bad_dur else "",
+            )
+            if x
+        )
+        raise TraceError(
+            f"{source}: inconsistent trace: {what} (e.g. {bad_example}): timestamps must be finite "
+            "microseconds (NaN, Infinity and values past 2^62 ps are refused)"
+        )
     if not spans:
         raise TraceError(f"{source}: JSON trace holds no timed events")
     t_min = min(s[0] for lst in spans.values() for s in lst)
+    t_max = max(s[0] + s[1] for lst in spans.values() for s in lst)
+    if (t_max - t_min) * 1e6 >= 1 << 62:
+        raise TraceError(
+            f"{source}: inconsistent trace: its events span {(t_max - t_min) / 86400e6:,.0f} days "
+            "(timestamps from different clocks, or corrupt)"
+        )
     planes: dict[Any, Plane] = {}
     name_maps: dict[Any, dict[str, int]] = {}
     for (pid, tid), lst in sorted(spans.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
@@ -139,7 +212,7 @@ def parse_chrome(data: bytes, source: str = "<bytes>") -> Trace:
                 stats=stats,
             )
         )
-    return Trace(planes=list(planes.values()), origin_ns=0, source=source, format="chrome")
+    return check_consistent(Trace(planes=list(planes.values()), origin_ns=0, source=source, format="chrome"))
 
 
 def read_chrome(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:

@@ -161,3 +161,53 @@ class Trace:
                 for p in self.planes
             ],
         }
+
+
+#: the largest |start| or duration accepted (2^62 ps, ~53 days): start + duration then fits in int64
+MAX_PS = 1 << 62
+
+
+def check_consistent(trace: Trace) -> Trace:
+    """Refuse a trace whose times cannot be right, naming what is wrong (a TraceError, one line):
+    negative durations, times past ~53 days from the trace's origin (overflowed or corrupt values), or
+    every event at time zero with no duration (no timestamps at all). Zero durations of single events are
+    fine (instant events); a trace of nothing else is not."""
+    from tfdoctor.errors import TraceError
+
+    n = neg = far = 0
+    any_time = False
+    example = ""
+    for plane, ln in trace.iter_lines():
+        if not len(ln):
+            continue
+        n += len(ln)
+        bad = ln.dur_ps < 0
+        if bad.any():
+            neg += int(bad.sum())
+            i = int(np.flatnonzero(bad)[0])
+            example = example or (
+                f"{plane.event_names[ln.name_idx[i]][:60]!r} on {plane.name} lasts {int(ln.dur_ps[i]) / 1e9:.3f} ms"
+            )
+        out = (np.abs(ln.start_ps) > MAX_PS) | (ln.dur_ps > MAX_PS)
+        if out.any():
+            far += int(out.sum())
+            i = int(np.flatnonzero(out)[0])
+            example = example or f"{plane.event_names[ln.name_idx[i]][:60]!r} on {plane.name}"
+        if not any_time and (ln.start_ps.any() or ln.dur_ps.any()):
+            any_time = True
+    if neg or far:
+        what = ", ".join(
+            x
+            for x in (
+                f"{neg} events with a negative duration" if neg else "",
+                f"{far} events at times or with durations past 2^62 ps (overflowed)" if far else "",
+            )
+            if x
+        )
+        raise TraceError(f"{trace.source}: inconsistent trace: {what} (e.g. {example}); refused")
+    if n and not any_time:
+        raise TraceError(
+            f"{trace.source}: inconsistent trace: all {n} events are at time 0 with no duration "
+            "(the timestamps are missing); refused"
+        )
+    return trace

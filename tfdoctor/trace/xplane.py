@@ -15,8 +15,9 @@ from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from tfdoctor.errors import TraceError
+from tfdoctor.trace._io import open_regular
 from tfdoctor.trace._xplane_descriptor import SERIALIZED
-from tfdoctor.trace.model import Line, Plane, Trace
+from tfdoctor.trace.model import Line, Plane, Trace, check_consistent
 
 #: Per-event stats kept as arrays (the rest are skipped: decoding every stat costs the most time).
 EVENT_STATS = frozenset(
@@ -41,7 +42,7 @@ EVENT_STATS = frozenset(
 )
 #: Events whose stats are always decoded (step markers). Other events' stats are decoded only with
 #: ``all_stats=True``: walking every event's stats is most of the decoding time.
-MARKER_EVENTS = frozenset({"train", "TraceContext", "tfdoctor_input", "Steps"})
+MARKER_EVENTS = frozenset({"train", "TraceContext", "Profiled batch", "tfdoctor_input", "Steps"})
 #: Stats kept from event metadata (XLA modules/ops).
 META_STATS = frozenset({"tf_op", "hlo_category", "program_id", "flops", "bytes_accessed", "source"})
 
@@ -74,7 +75,7 @@ def parse_xspace(data: bytes, source: str = "<bytes>", *, all_stats: bool = Fals
         from tfdoctor.trace._xplane_columnar import Unsupported, convert_columnar
 
         try:
-            return convert_columnar(data, source)
+            return check_consistent(convert_columnar(data, source))
         except (Unsupported, IndexError, OverflowError, ValueError, TypeError):
             pass  # anything unexpected: the protobuf path below gives the result or the TraceError
     xs = _xspace_class()()
@@ -85,9 +86,10 @@ def parse_xspace(data: bytes, source: str = "<bytes>", *, all_stats: bool = Fals
     if not xs.planes:
         raise TraceError(f"{source}: xplane.pb holds no planes (is it an XSpace? {len(data)} bytes)")
     try:
-        return _convert(xs, source, all_stats)
+        trace = _convert(xs, source, all_stats)
     except (OverflowError, ValueError, TypeError) as e:
         raise TraceError(f"{source}: xplane.pb holds inconsistent values ({e})") from None
+    return check_consistent(trace)
 
 
 def _convert(xs: Any, source: str, all_stats: bool = False) -> Trace:
@@ -135,6 +137,7 @@ def _convert(xs: Any, source: str, all_stats: bool = False) -> Trace:
             stats: dict[str, np.ndarray] = {}
             if wanted and n:
                 cols: dict[str, list] = {}
+                which: range | list[int]
                 if all_stats:
                     which = range(n)
                 else:
@@ -193,18 +196,17 @@ def read_xplane(
     path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES, all_stats: bool = False
 ) -> Trace:
     p = os.fspath(path)
-    try:
-        size = os.path.getsize(p)
-    except OSError as e:
-        raise TraceError(f"{p}: cannot read ({e.strerror or e})") from None
-    if size > max_bytes:
-        raise TraceError(
-            f"{p}: {size / 1024**2:.0f} MiB is over the {max_bytes / 1024**2:.0f} MiB limit for one xplane; "
-            "profile fewer steps (--profile-steps) or raise the limit (--max-trace-mb)"
-        )
-    try:
-        with open(p, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise TraceError(f"{p}: cannot read ({e.strerror or e})") from None
+    f, size = open_regular(p)  # regular files only: a FIFO named *.xplane.pb must not block the reader
+    with f:
+        if size > max_bytes:
+            raise TraceError(
+                f"{p}: {size / 1024**2:.0f} MiB is over the {max_bytes / 1024**2:.0f} MiB limit for one xplane; "
+                "profile fewer steps (--profile-steps) or raise the limit (--max-trace-mb)"
+            )
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as e:
+            raise TraceError(f"{p}: cannot read ({e.strerror or e})") from None
+    if len(data) > max_bytes:
+        raise TraceError(f"{p}: grew past the {max_bytes / 1024**2:.0f} MiB limit while being read")
     return parse_xspace(data, source=p, all_stats=all_stats)
