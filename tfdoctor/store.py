@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tfdoctor.errors import RunExists, TfdoctorError
-from tfdoctor.rundir import RunDir, is_run_dir, now_iso, valid_run_id
+from tfdoctor.rundir import META, RunDir, is_run_dir, now_iso, valid_run_id
 
 
 class RunNotFound(TfdoctorError):
@@ -217,7 +217,7 @@ class RunStore:
         if not self.runs_dir.is_dir():
             return 0
         for path in sorted(self.runs_dir.iterdir()):
-            if path.is_dir() and valid_run_id(path.name) and (path / "meta.json").is_file():
+            if path.is_dir() and valid_run_id(path.name) and (path / META).is_file():
                 run = RunDir(path)
                 try:
                     self._index(run, run.meta)

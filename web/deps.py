@@ -12,7 +12,7 @@ from fastapi import Depends, HTTPException, Request
 
 from tfdoctor.errors import TfdoctorError
 from tfdoctor.model import Report
-from tfdoctor.rundir import RunDir, valid_run_id
+from tfdoctor.rundir import REPORT, RunDir, valid_run_id
 from tfdoctor.store import RunStore
 
 
@@ -63,7 +63,7 @@ RunDep = Annotated[RunDir, Depends(get_run)]
 
 def read_report(settings: Settings, run: RunDir) -> tuple[Report | None, str | None]:
     """(report or None, why it could not be read) — cached per run by the file's mtime and size."""
-    path = run.file("report.json")
+    path = run.file(REPORT)
     try:
         st = path.stat()
     except FileNotFoundError:

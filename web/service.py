@@ -9,7 +9,7 @@ from typing import Any
 from tfdoctor.model import Report
 from tfdoctor.report.html import RunPage, after_run_id, run_page
 from tfdoctor.report.timeline import timeline_for_run
-from tfdoctor.rundir import RunDir, valid_run_id
+from tfdoctor.rundir import FACTS, PATCH, REPORT, STEPS, RunDir, valid_run_id
 from tfdoctor.store import RunStore
 from tfdoctor.web.deps import Settings, read_report
 from tfdoctor.web.schemas import Progress, RunSummary
@@ -71,7 +71,7 @@ def summary(run: RunDir, report: Report | None = None) -> RunSummary:
 
 def _tail_steps(run: RunDir) -> tuple[int, list[dict[str, Any]]]:
     """(number of step lines, the last ones parsed) of steps.jsonl, read in bounded size."""
-    path = run.file("steps.jsonl")
+    path = run.file(STEPS)
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -118,7 +118,7 @@ def progress(run: RunDir) -> Progress:
         last_loss=losses[-1] if losses else None,
         updated=meta.get("updated"),
         error=meta.get("error"),
-        has_report=run.file("report.json").is_file(),
+        has_report=run.file(REPORT).is_file(),
     )
 
 
@@ -128,7 +128,7 @@ def placeholder_report(run: RunDir) -> Report:
     from tfdoctor.model import Facts
     from tfdoctor.rundir import load_steps, now_iso
 
-    facts = Facts.model_validate(run.read_json("facts.json", {}) or {})
+    facts = Facts.model_validate(run.read_json(FACTS, {}) or {})
     status = meta.get("status") or "running"
     return Report(
         run_id=run.id,
@@ -159,7 +159,7 @@ def build_page(settings: Settings, store: RunStore, run: RunDir) -> tuple[RunPag
     aid = after_run_id(report)
     if aid and valid_run_id(aid) and (store.runs_dir / aid).is_dir():
         after, _ = read_report(settings, RunDir(store.runs_dir / aid))
-    patch_file = run.file("fix.patch")
+    patch_file = run.file(PATCH)
     patch_text = None
     if patch_file.is_file() and patch_file.stat().st_size < 2_000_000:
         patch_text = patch_file.read_text(encoding="utf-8", errors="replace")

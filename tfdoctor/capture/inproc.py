@@ -32,7 +32,7 @@ from tfdoctor.capture.child.clock import StepClock, StopCapture, Windows
 from tfdoctor.capture.runner import CaptureResult, check_tensorflow
 from tfdoctor.errors import TfdoctorError
 from tfdoctor.model import RunStatus
-from tfdoctor.rundir import RunDir, atomic_write_json
+from tfdoctor.rundir import CAPTURE, FACTS, HARNESS, STEPS, RunDir, atomic_write_json
 
 _active = False  # one in-process capture at a time (hooks and the profiler are process-global)
 
@@ -109,10 +109,10 @@ class InProcessCapture:
 
         run, windows = self.run, self.windows
         run.path.mkdir(parents=True, exist_ok=True)
-        for name in ("steps.jsonl", "harness.json", "facts.json"):
+        for name in (STEPS, HARNESS, FACTS):
             run.file(name).unlink(missing_ok=True)
         atomic_write_json(
-            run.file("capture.json"),
+            run.file(CAPTURE),
             {
                 "mode": "in-process",
                 "script": self.label,
@@ -123,7 +123,7 @@ class InProcessCapture:
             },
         )
         self.markers = ProfilerMarkers(run.logdir, self.profiler_options) if windows.profile else None
-        self.clock = StepClock(windows, run.file("steps.jsonl"), self.markers)
+        self.clock = StepClock(windows, run.file(STEPS), self.markers)
         tracker = hooks.Tracker(self.clock, {})
         if self.soft_stop:
             tracker.soft_stop_fit = True
@@ -188,13 +188,13 @@ class InProcessCapture:
         facts = None
         try:
             facts = collect_facts(tracker)
-            atomic_write_json(run.file("facts.json"), facts.model_dump(mode="json"))
+            atomic_write_json(run.file(FACTS), facts.model_dump(mode="json"))
         except Exception:
             tracker.errors.append(traceback.format_exc(limit=5))
         n = clock.index
         why = None if n else tracker.why_no_steps()
         atomic_write_json(
-            run.file("harness.json"),
+            run.file(HARNESS),
             {
                 "status": outcome,
                 "error": error,
@@ -242,7 +242,7 @@ class InProcessCapture:
             message=message,
             why_no_steps=why,
             wall_s=wall,
-            harness=run.read_json("harness.json", {}) or {},
+            harness=run.read_json(HARNESS, {}) or {},
         )
         return InProcessResult(capture=result, exception=exc, step_fn=tracker.step_fn, models=self.models)
 

@@ -28,7 +28,7 @@ from typing import Any
 from tfdoctor.capture.child.clock import Windows
 from tfdoctor.errors import NO_SPACE, TensorFlowMissing, UsageError
 from tfdoctor.model import Facts, RunStatus, StepTiming
-from tfdoctor.rundir import RunDir, atomic_write_json
+from tfdoctor.rundir import CAPTURE, FACTS, HARNESS, STDERR, STDOUT, STEPS, RunDir, atomic_write_json
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -253,7 +253,7 @@ def run_capture(
     check_tensorflow()
     windows = cfg.windows()
     run.path.mkdir(parents=True, exist_ok=True)
-    for name in ("steps.jsonl", "harness.json", "facts.json"):
+    for name in (STEPS, HARNESS, FACTS):
         run.file(name).unlink(missing_ok=True)
     cwd = Path(cfg.cwd).resolve() if cfg.cwd is not None else Path.cwd()
     capture = {
@@ -269,8 +269,8 @@ def run_capture(
         "timeout_s": cfg.timeout_s,
         "env": dict(cfg.env),
     }
-    atomic_write_json(run.file("capture.json"), capture)
-    tail = _StepTail(run.file("steps.jsonl"))
+    atomic_write_json(run.file(CAPTURE), capture)
+    tail = _StepTail(run.file(STEPS))
 
     def report(phase: str) -> None:
         if progress is None:
@@ -294,9 +294,9 @@ def run_capture(
     t0 = time.monotonic()
     stopped_for: str | None = None
     term_installed, previous_term = _term_as_interrupt()
-    with open(run.file("stdout.log"), "wb") as out, open(run.file("stderr.log"), "wb") as err:
+    with open(run.file(STDOUT), "wb") as out, open(run.file(STDERR), "wb") as err:
         proc = subprocess.Popen(
-            [cfg.python, "-m", "tfdoctor.capture.child.harness", str(run.file("capture.json"))],
+            [cfg.python, "-m", "tfdoctor.capture.child.harness", str(run.file(CAPTURE))],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -348,14 +348,14 @@ def _collect(
     cfg: CaptureConfig,
     wall: float,
 ) -> CaptureResult:
-    harness = run.read_json("harness.json", {}) or {}
+    harness = run.read_json(HARNESS, {}) or {}
     planned, windows = windows, actual_windows(windows, steps, harness)
     longer = windows.warmup - planned.warmup
     grown = f"the warm-up grew by {longer} step{'s' if longer != 1 else ''} past the planned {planned.warmup}"
-    facts_data = run.read_json("facts.json")
+    facts_data = run.read_json(FACTS)
     facts = Facts.model_validate(facts_data) if facts_data else None
     trace_files = run.trace_files()
-    stderr_tail = _tail(run.file("stderr.log"))
+    stderr_tail = _tail(run.file(STDERR))
     h_status = harness.get("status")
     error: str | None = harness.get("error")
     message: str | None = None
@@ -429,7 +429,7 @@ def _collect(
         message=message,
         why_no_steps=why if n == 0 else None,
         stderr_tail=stderr_tail,
-        stdout_tail=_tail(run.file("stdout.log")),
+        stdout_tail=_tail(run.file(STDOUT)),
         wall_s=wall,
         harness=harness,
         tf_missing=tf_missing,
@@ -438,4 +438,4 @@ def _collect(
 
 def load_capture_config(run: RunDir) -> dict[str, Any]:
     """The capture.json written for a run (what was run, with which windows and switches)."""
-    return json.loads(run.file("capture.json").read_text(encoding="utf-8"))
+    return json.loads(run.file(CAPTURE).read_text(encoding="utf-8"))

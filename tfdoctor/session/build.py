@@ -16,7 +16,7 @@ from tfdoctor.analysis import Analysis, analyze
 from tfdoctor.capture.runner import CaptureResult
 from tfdoctor.errors import NO_SPACE, RunError, TraceError
 from tfdoctor.model import Breakdown, Facts, Report, StepTiming, Throughput
-from tfdoctor.rundir import HarnessRecord, RunDir, load_steps, now_iso, worker_steps_by_host
+from tfdoctor.rundir import FACTS, LOGDIR, HarnessRecord, RunDir, load_steps, now_iso, worker_steps_by_host
 from tfdoctor.trace import load, read_xplane
 
 
@@ -57,7 +57,7 @@ def analyze_path(
 
 def build_report(run: RunDir) -> Report:
     meta = run.meta
-    facts = Facts.model_validate(run.read_json("facts.json", {}) or {})
+    facts = Facts.model_validate(run.read_json(FACTS, {}) or {})
     steps = load_steps(run)
     harness = run.harness() or HarnessRecord()
     profiler_error = harness.profiler_error
@@ -87,7 +87,7 @@ def build_report(run: RunDir) -> Report:
         findings=findings,
         verdict=verdict,
         trace_files=[str(p.relative_to(run.path)) for p in run.trace_files()],
-        logdir="logdir" if run.logdir.exists() else None,
+        logdir=LOGDIR if run.logdir.exists() else None,
     )
 
 

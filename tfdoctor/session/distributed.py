@@ -51,7 +51,18 @@ from tfdoctor.capture.workers import (
 )
 from tfdoctor.errors import RunExists, TensorFlowMissing, TfdoctorError, UsageError
 from tfdoctor.model import Facts, Report
-from tfdoctor.rundir import FACTS, WORKER_DONE, RunDir, atomic_write_json, now_iso, valid_run_id
+from tfdoctor.rundir import (
+    CAPTURE,
+    FACTS,
+    META,
+    REPORT,
+    STEPS,
+    WORKER_DONE,
+    RunDir,
+    atomic_write_json,
+    now_iso,
+    valid_run_id,
+)
 from tfdoctor.session.build import build_report, device_label, finish_run
 from tfdoctor.store import RunStore
 
@@ -64,8 +75,8 @@ def _claim(store: RunStore, run_id: str, script: str, args: list[str], ident: Wo
         raise UsageError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-'")
     run = RunDir(store.runs_dir / run_id)
     mine = run.worker(ident.name)
-    theirs_done = mine.file(WORKER_DONE).exists() or mine.file("capture.json").exists()
-    chief_done = ident.is_chief and run.file("report.json").exists()
+    theirs_done = mine.file(WORKER_DONE).exists() or mine.file(CAPTURE).exists()
+    chief_done = ident.is_chief and run.file(REPORT).exists()
     if (theirs_done or chief_done) and not force:
         raise RunExists(
             f"run {run_id} already holds {ident.name}'s capture at {mine.path}; "
@@ -75,10 +86,10 @@ def _claim(store: RunStore, run_id: str, script: str, args: list[str], ident: Wo
         shutil.rmtree(mine.path)
     run.published_trace(ident.name).unlink(missing_ok=True)
     if ident.is_chief:
-        for name in ("report.json", "facts.json", "steps.jsonl"):
+        for name in (REPORT, FACTS, STEPS):
             run.file(name).unlink(missing_ok=True)
     mine.path.mkdir(parents=True)
-    if ident.is_chief or not run.file("meta.json").exists():
+    if ident.is_chief or not run.file(META).exists():
         fields: dict[str, Any] = {
             "id": run_id,
             "script": script,
@@ -156,7 +167,7 @@ def capture_worker(
         return run, result, own
     others = [n for n in ident.all_names() if n != ident.name]
     missing = wait_for_workers(run, others, wait_s)
-    for name in ("facts.json", "steps.jsonl"):
+    for name in (FACTS, STEPS):
         if mine.file(name).exists():
             shutil.copyfile(mine.file(name), run.file(name))
     report = finish_run(store, run, result)
@@ -275,7 +286,7 @@ def capture_grpc(
     for leftover in run.path.glob(".capture-try-*"):
         shutil.rmtree(leftover, ignore_errors=True)
     atomic_write_json(
-        run.file("capture.json"),
+        run.file(CAPTURE),
         {"addresses": addresses, "duration_ms": duration_ms, "started_ns": t0, "ended_ns": time.time_ns()},
     )
     hosts = sorted({p.name.removesuffix(".xplane.pb") for p in run.trace_files()})

@@ -29,7 +29,7 @@ from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
 from tfdoctor.fixes.workspace import make_workspace, unified_diff
 from tfdoctor.model import Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
-from tfdoctor.rundir import RunDir
+from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
 
@@ -382,7 +382,7 @@ class FixLoop:
             throughput=base_tp,
             examples=examples_per_step(self.report.steps, facts),
             steps=self.report.steps,
-            stdout=_read(self.baseline.file("stdout.log")),
+            stdout=_read(self.baseline.file(STDOUT)),
             facts=facts,
         )
         hardware = Hardware.detect(facts)
@@ -460,7 +460,7 @@ class FixLoop:
             wall_s=time.monotonic() - t0,
             confirm_rounds=max(0, self.cfg.confirm_rounds),
         )
-        self.baseline.file("fix.patch").write_text(patch, encoding="utf-8")
+        self.baseline.file(PATCH).write_text(patch, encoding="utf-8")
         report = self.report.model_copy(update={"fix": summary})
         self.baseline.write_report(report)
         self.store.update(self.baseline, speedup=combined_speedup)
@@ -474,7 +474,7 @@ class FixLoop:
     ) -> tuple[RunDir, CaptureResult, Report]:
         run = self.store.new_run(str(self.script), self.cfg.args, kind="fix", parent=self.baseline.id)
         self.store.update(run, fix=label)
-        run.file("fix.patch").write_text(
+        run.file(PATCH).write_text(
             unified_diff(self.script.read_text(encoding="utf-8"), code, self.relpath), encoding="utf-8"
         )
         work = Path(tempfile.mkdtemp(prefix="tfdoctor-fix-"))
@@ -570,7 +570,7 @@ class FixLoop:
             throughput=tp,
             examples=examples,
             steps=res.steps,
-            stdout=_read(run.file("stdout.log")),
+            stdout=_read(run.file(STDOUT)),
             facts=res.facts or before.facts,
         )
         # sanity first: a fast but broken run is rejected whatever its speed

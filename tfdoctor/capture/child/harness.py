@@ -40,7 +40,7 @@ from tfdoctor.capture.child.clock import (
 )
 from tfdoctor.capture.child.hooks import PostImportHooks, Tracker, install
 from tfdoctor.model import Device, Facts
-from tfdoctor.rundir import atomic_write_json
+from tfdoctor.rundir import FACTS, HARNESS, STEPS, atomic_write_json
 
 INPUT_MARKER = "tfdoctor_input"
 STEP_MARKER = "train"
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         "started_ns": time.time_ns(),
         "windows": cfg["windows"],
     }
-    atomic_write_json(run_dir / "harness.json", harness)
+    atomic_write_json(run_dir / HARNESS, harness)
     markers = ProfilerMarkers(Path(cfg["logdir"]), cfg.get("profiler_options")) if windows.profile else None
     tracker: Tracker | None = None
 
@@ -307,12 +307,12 @@ def main(argv: list[str] | None = None) -> int:
         harness["windows_entered_ns"] = {**harness.get("windows_entered_ns", {}), window: time.time_ns()}
         if window == "timing" and tracker is not None:  # an early facts.json, in case the run dies
             try:
-                atomic_write_json(run_dir / "facts.json", collect_facts(tracker).model_dump(mode="json"))
+                atomic_write_json(run_dir / FACTS, collect_facts(tracker).model_dump(mode="json"))
             except Exception:
                 pass
 
     warmup = make_warmup(windows, cfg, harness["started_ns"])
-    clock = StepClock(windows, run_dir / "steps.jsonl", markers, on_window=on_window, warmup=warmup)
+    clock = StepClock(windows, run_dir / STEPS, markers, on_window=on_window, warmup=warmup)
     tracker = Tracker(clock, cfg.get("switches") or {})
     hooks = PostImportHooks()
     install(tracker, hooks)
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
 
     facts_error = None
     try:
-        atomic_write_json(run_dir / "facts.json", collect_facts(tracker).model_dump(mode="json"))
+        atomic_write_json(run_dir / FACTS, collect_facts(tracker).model_dump(mode="json"))
     except Exception:
         facts_error = traceback.format_exc(limit=5)
     harness.update(
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         profile_stopped_ns=markers.stopped_ns if markers is not None else None,
     )
     try:
-        atomic_write_json(run_dir / "harness.json", harness)
+        atomic_write_json(run_dir / HARNESS, harness)
     except OSError as e:  # a full disk: one line for the parent (it reads stderr), not a traceback
         print(f"tfdoctor harness: cannot write {run_dir / 'harness.json'}: {e}", file=sys.stderr)
     code = {"complete": 0, "finished": 0, "interrupted": 130}.get(outcome, 1)
