@@ -6,7 +6,8 @@ package, so adding a rule means adding a module. IDs: 0xx meta (what could not b
 6xx distribution.
 
 ``evaluate(analysis, facts) -> (findings, verdict)`` is what the pipeline calls: findings sorted by
-estimated saving then severity (undecided ones last), and a one-sentence verdict on what bounds the run.
+estimated saving then severity (undecided ones last), and a one-sentence verdict: what the highest-saving
+finding names, with its figure (the breakdown's largest category beside it when that is another one).
 Nothing here imports TensorFlow.
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "all_rules",
     "evaluate",
     "get_rule",
+    "top_finding",
     "verdict",
 ]
 
@@ -122,22 +124,44 @@ _FAMILY_CATEGORIES = {
 }
 
 
-def _cause(f: Finding) -> str:
-    """The short cause in a finding's claim: 1xx/3xx claims read "<share>; <cause>", others "<cause>; <detail>"."""
-    head, _, tail = f.claim.partition("; ")
-    return tail if f.rule_id[3:4] in ("1", "3") else head
+#: the verdict's label for a finding of each rule family (the ID's hundreds digit); a rule's HEADLINE wins
+_FAMILY_HEADLINE = {
+    "1": "Input-bound",
+    "2": "Launch-bound",
+    "3": "Copy-bound",
+    "4": "Compute-bound",
+    "5": "Launch-bound",
+    "6": "Scaling-bound",
+}
 
 
-def verdict(ctx: Context, findings: list[Finding]) -> str:
-    """One sentence: what bounds this run, with the number and the named cause when a finding has one."""
-    if ctx.analysis is None:
-        return "Not diagnosed: no trace was analysed."
-    if not ctx.has_steps:
-        return f"Not diagnosed: {ctx.analysis.why_no_steps or 'no steps were found in the trace'}."
+def _headline(f: Finding, ctx: Context) -> str:
+    try:
+        own = get_rule(f.rule_id).HEADLINE
+    except KeyError:
+        own = ""
+    label = own or _FAMILY_HEADLINE.get(f.rule_id[3:4], "Bound")
+    if label == "Launch-bound" and not ctx.is_accelerator_run:
+        label = "Dispatch-bound"  # no kernels to launch on a CPU: ops are dispatched
+    return label
+
+
+def top_finding(findings: list[Finding]) -> Finding | None:
+    """The finding that heads the verdict: the decided one with the highest estimated saving
+    (``findings`` come sorted by saving); None when no finding estimates a saving."""
+    for f in findings:
+        if f.decided and f.est_saving > 0 and f.severity in ("high", "medium", "low"):
+            return f
+    return None
+
+
+def _largest(ctx: Context) -> tuple[str, str, str]:
+    """(category, label, what) of the largest step-time category (input wait at 20 % and up wins, as XProf's
+    'HIGHLY input-bound')."""
     share = ctx.share
     cat = max((c for c in share if c != "other"), key=lambda c: share[c], default="other")
     if share.get("input_wait", 0.0) >= 0.2:
-        cat = "input_wait"  # XProf: 20 % waiting for input makes a run highly input-bound
+        cat = "input_wait"
     label, what = _BOUND.get(cat, ("Bound", CATEGORY_LABELS.get(cat, cat)))
     if cat == "device_compute" and not ctx.has_device_trace:
         what = (
@@ -145,17 +169,37 @@ def verdict(ctx: Context, findings: list[Finding]) -> str:
         )
     if cat == "dispatch" and not ctx.is_accelerator_run:
         label, what = "Dispatch-bound", "is op dispatch on the host"
-    cause = ""
-    for f in findings:
-        if (
-            f.decided
-            and f.severity in ("high", "medium")
-            and cat in _FAMILY_CATEGORIES.get(f.rule_id[3:4], ())
-        ):
-            cause = _cause(f)
-            break
-    sentence = f"{label}: {pct(share.get(cat, 0.0))} of step time {what}"
-    return sentence + (f" ({cause.rstrip('.')})." if cause else ".")
+    return cat, label, what
+
+
+def verdict(ctx: Context, findings: list[Finding]) -> str:
+    """One sentence on what bounds this run. It names what the highest-saving finding names, with that
+    finding's figures and estimated saving; the breakdown's largest category is added when it is another
+    one (so the two never contradict each other silently). Without a finding that estimates a saving, the
+    largest category is the verdict. A GPU run without device events says so first."""
+    if ctx.analysis is None:
+        return "Not diagnosed: no trace was analysed."
+    if not ctx.has_steps:
+        return f"Not diagnosed: {ctx.analysis.why_no_steps or 'no steps were found in the trace'}."
+    share = ctx.share
+    cat, label, what = _largest(ctx)
+    largest = f"{pct(share.get(cat, 0.0))} of step time {what}"
+    if ctx.is_accelerator_run and not ctx.has_device_trace:
+        return (
+            f"No device trace: the run had a GPU but the trace holds no kernels or copies (device tracing "
+            f"failed: give the profiler CUPTI access, e.g. libcupti on LD_LIBRARY_PATH and "
+            f"NVreg_RestrictProfilingToAdminUsers=0, and keep device_tracer_level=1), so only the host side is "
+            f"classified: {largest}."
+        )
+    top = top_finding(findings)
+    if top is None:
+        return f"{label}: {largest}."
+    sentence = (
+        f"{_headline(top, ctx)}: {top.claim.rstrip('.')} ({top.rule_id}, est. saving {pct(top.est_saving)})"
+    )
+    if cat not in _FAMILY_CATEGORIES.get(top.rule_id[3:4], ()) and share.get(cat, 0.0) > 0:
+        sentence += f"; largest share: {largest}"
+    return sentence + "."
 
 
 def evaluate(analysis: Analysis | None, facts: Facts) -> tuple[list[Finding], str]:

@@ -52,6 +52,7 @@ ADVICE_IDS: frozenset[str] = frozenset(
         "global-batch-loss",
         "overlap-allreduce",
         "balance-workers",
+        "host-work-outside-step",
     }
 )
 
@@ -83,6 +84,8 @@ class Rule:
     DEVICE: ClassVar[bool] = False
     #: a meta rule runs after the others and reports on what they could not evaluate
     META: ClassVar[bool] = False
+    #: the verdict's label when this rule's finding heads it ("Input-bound"); "" = its family's label
+    HEADLINE: ClassVar[str] = ""
     EXAMPLES: ClassVar[list[Example]] = []
 
     def detect(self, ctx: Context) -> Finding | None:  # pragma: no cover - abstract
@@ -91,7 +94,7 @@ class Rule:
     # -- building findings ------------------------------------------------------------------------
     def finding(
         self,
-        severity: Severity,
+        severity: Severity | str,  # checked by Finding (a Literal): rules compute it as a str
         claim: str,
         evidence: list[Evidence] | None = None,
         est_saving: float = 0.0,
@@ -100,7 +103,7 @@ class Rule:
         return Finding(
             rule_id=self.ID,
             name=self.NAME,
-            severity=severity,
+            severity=severity,  # type: ignore[arg-type]
             claim=claim,
             evidence=evidence or [],
             est_saving=round(max(0.0, min(1.0, est_saving)), 4),

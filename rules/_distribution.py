@@ -90,11 +90,11 @@ def read_loop(path: Path) -> LoopSource | None:
     seen: set[int] = set()
     for depth in range(2):
         nxt = []
-        for fn in todo:
-            if id(fn) in seen:
+        for fn_def in todo:
+            if id(fn_def) in seen:
                 continue
-            seen.add(id(fn))
-            for node in ast.walk(fn):
+            seen.add(id(fn_def))
+            for node in ast.walk(fn_def):
                 if isinstance(node, ast.Call):
                     name = _attr(node.func)
                     if name in MEAN_CALLS:

@@ -11,6 +11,7 @@ import numpy as np
 
 from tfdoctor.analysis import intervals as iv
 from tfdoctor.analysis.breakdown import active_device_planes, is_collective, is_host_op
+from tfdoctor.analysis.ops import is_matmul_or_conv, op_type
 from tfdoctor.rules._base import Context
 
 GRAPH_BUILDING = "tf.function-graph_building"
@@ -25,27 +26,6 @@ _XLA_RUN_RE = re.compile(
 _MATMUL_KERNEL_RE = re.compile(
     r"gemm|conv|cudnn|winograd|implicit_convolve|wgrad|dgrad|fprop|matmul|cutlass|xmma|hmma|s884|s1688|h884|h1688",
     re.I,
-)
-MATMUL_OPS = (
-    "MatMul",
-    "_MklMatMul",
-    "_FusedMatMul",
-    "_MklFusedMatMul",
-    "BatchMatMulV2",
-    "BatchMatMulV3",
-    "_MklBatchMatMulV2",
-    "Conv2D",
-    "_MklConv2D",
-    "_FusedConv2D",
-    "_MklFusedConv2D",
-    "_MklNativeConv2D",
-    "_MklNativeFusedConv2D",
-    "Conv2DBackpropInput",
-    "Conv2DBackpropFilter",
-    "_MklConv2DBackpropInput",
-    "_MklConv2DBackpropFilter",
-    "Einsum",
-    "_MklEinsum",
 )
 
 
@@ -178,7 +158,7 @@ class CpuOps:
     small_share_count: float  # ops under SMALL_US, share of op count
     small_share_time: float  # union of small ops, share of step time
     op_time_share: float  # union of all ops, share of step time
-    matmul_share: float  # MatMul/Conv time, share of op time (sum of durations)
+    matmul_share: float  # MatMul/Conv families (tfdoctor.analysis.ops), share of op time (sum of durations)
     top_types: list[tuple[str, int]]
 
 
@@ -190,9 +170,9 @@ def cpu_ops(ctx: Context) -> CpuOps:
         # op kernels of the step: executor threads and eager kernels on the main thread, not tf.data's
         s, e, n = _host_events(ctx, is_host_op, skip_tfdata=True)
         d_us = (e - s) / 1e6
-        types = np.array([str(x).rsplit(":", 1)[-1] for x in n], dtype=object)
+        types = np.array([op_type(str(x)) for x in n], dtype=object)
         small = d_us < SMALL_US
-        mm = np.isin(types, MATMUL_OPS)
+        mm = np.array([is_matmul_or_conv(t) for t in types.tolist()], dtype=bool)
         total = float(d_us.sum()) or 1.0
         uniq, counts = np.unique(types, return_counts=True) if types.size else (np.array([]), np.array([]))
         top = sorted(zip(uniq.tolist(), counts.tolist(), strict=True), key=lambda kv: -kv[1])[:5]

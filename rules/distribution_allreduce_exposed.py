@@ -36,6 +36,7 @@ class AllreduceNotOverlapped(Rule):
 
     ID = "TFD605"
     NAME = "distribution-allreduce-exposed"
+    HEADLINE = "Communication-bound"
     EXAMPLES = [
         Example(
             "sample_traces/distribution-two-workers", True, "two CPU workers, MultiWorkerMirroredStrategy"
@@ -44,7 +45,7 @@ class AllreduceNotOverlapped(Rule):
             "sample_traces/distribution-mirrored-cpu", False, "two logical CPU replicas: 19 %, overlapped"
         ),
         Example(
-            "../shared/traces/tensorflow-profiler/demo/plugins/profile/GPU-multi-worker",
+            "sample_traces/third_party/tensorflow-profiler/demo/plugins/profile/GPU-multi-worker",
             False,
             "no collectives traced",
         ),

@@ -6,7 +6,7 @@ from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules._base import Context, Example, Rule, pct
 from tfdoctor.rules._distribution import multi_replica, summary
 
-V100 = "../shared/traces/tensorflow-profiler/demo/plugins/profile/GPU-multi-worker"
+V100 = "sample_traces/third_party/tensorflow-profiler/demo/plugins/profile/GPU-multi-worker"
 PFE = "../shared/traces/PFE_TensorFlow_Profiler/applications/cnn/logs_load/download512-20210202-131913"
 
 

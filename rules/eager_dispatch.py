@@ -35,6 +35,7 @@ class EagerDispatch(Rule):
 
     ID = "TFD201"
     NAME = "eager-dispatch"
+    HEADLINE = "Dispatch-bound"
     EXAMPLES = [
         Example("sample_traces/rules-eager-loop", True, "plain-Python train step: ~86 eager ops per step"),
         Example("sample_traces/rules-well-fed", False, "tf.function step"),

@@ -15,7 +15,9 @@ class Fp32OnBf16Cpu(Rule):
     What it detects:
         A CPU-only run whose CPU has bfloat16 instructions (``amx_bf16`` or ``avx512_bf16`` in the CPU
         flags the harness recorded), a float32 dtype policy, op kernels taking 40 % or more of step time and
-        MatMul/Conv ops 40 % or more of op time. Never fires without those flags: no fp16/bf16 advice on a
+        MatMul/Conv ops 40 % or more of op time. Ops are classified by op type family
+        (``tfdoctor.analysis.ops``), so oneDNN's renamed kernels count (``_MklNativeFusedConv2D``,
+        ``_MklNativeConv2DBackpropFilterWithBias``, ``_MklFusedMatMul``, ...). Never fires without those flags: no fp16/bf16 advice on a
         CPU that would emulate it.
 
     Why it costs throughput:
@@ -48,6 +50,14 @@ class Fp32OnBf16Cpu(Rule):
             "the same run on a CPU without bf16 instructions",
             {"extra": {"cpu_count": "2", "cpu_flags": "avx2 fma"}},
         ),
+        Example(
+            "sample_traces/keras-conv2d",
+            True,
+            "Keras Conv2D model, TensorBoard(profile_batch=2): oneDNN kernels (_MklNativeFusedConv2D, "
+            "_MklNativeConv2DBackpropFilter...) on an AVX512-BF16 CPU",
+        ),
+        Example("sample_traces/keras-dense", True, "Keras Dense model (512-wide), one profiled step"),
+        Example("sample_traces/keras-conv2d-bf16", False, "the Conv2D model under mixed_bfloat16"),
         Example(
             "sample_traces/rules-small-ops-no-xla",
             False,

@@ -35,6 +35,7 @@ class FunctionRetracing(Rule):
 
     ID = "TFD204"
     NAME = "function-retracing"
+    HEADLINE = "Tracing-bound"
     EXAMPLES = [
         Example("sample_traces/rules-retracing", True, "a new batch size each step: 8 traces in 8 calls"),
         Example("sample_traces/rules-well-fed", False, "traced once, in warm-up"),

@@ -15,6 +15,8 @@ class HostDeviceCopies(Rule):
         On a GPU trace: host→device plus device→host copies take 10 % or more of step time (time in which
         the GPU does nothing else). Named when visible: the batch is fed from numpy every step (the harness
         saw ``fit(numpy)`` / numpy input), the copies do not overlap compute (not prefetched to the device).
+        Input transfer counts as a copy: the device's MemcpyH2D and the host's sends of the batch to the
+        device (``IteratorGetNext/_N:_Send`` in Keras ``fit`` traces), which are not kernel launches.
 
     Why it costs throughput:
         A synchronous copy of the batch at the start of each step keeps the GPU waiting; copies from
@@ -71,6 +73,10 @@ class HostDeviceCopies(Rule):
             ),
             Evidence(label="per step", value=f"H2D {ms(d.h2d_ms_per_step)}, D2H {ms(d.d2h_ms_per_step)}"),
             Evidence(label="H2D overlapping compute", value=pct(d.h2d_overlap)),
+            Evidence(
+                label="batch sends (IteratorGetNext _Send)",
+                value=f"{pct(_send_share(ctx))} of step time, counted as H2D (input transfer)",
+            ),
             Evidence(label="input", value=ctx.facts.input_kind, source=ctx.source("fit", "dataset", "input")),
         ]
         claim = f"{pct(share)} of step time is host↔device copies ({ms(d.h2d_ms_per_step)} H2D per step)"
@@ -79,6 +85,19 @@ class HostDeviceCopies(Rule):
         est = share * (1.0 - d.h2d_overlap)
         sev = "high" if share >= 0.2 else "medium"
         return self.finding(sev, claim, ev, est_saving=est, fix_ids=["tfdata-prefetch", "prefetch-to-device"])
+
+
+def _send_share(ctx: Context) -> float:
+    """Share of step time the host spends sending the batch to the device (``IteratorGetNext/_N:_Send``)."""
+    from tfdoctor.analysis import intervals as iv
+
+    res = ctx.analysis.result if ctx.analysis is not None else None
+    st = ctx.analysis.steps if ctx.analysis is not None else None
+    if res is None or st is None:
+        return 0.0
+    send = res.sets.get("input_send", iv.EMPTY)
+    span = float((st.ends - st.starts).sum()) or 1.0
+    return float(iv.per_window(send, st.starts, st.ends).sum()) / span
 
 
 RULE = HostDeviceCopies

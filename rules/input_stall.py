@@ -58,6 +58,11 @@ class InputStall(Rule):
         ),
         Example("sample_traces/rules-input-autotuned-saturated", True, "AUTOTUNE map, still ~75 % wait"),
         Example("sample_traces/rules-well-fed", False, "cache + parallel map + prefetch: under 5 % wait"),
+        Example(
+            "sample_traces/third_party/sagemaker-debugger/tests/profiler/resources/tfprofiler_timeline_traces",
+            True,
+            "TF 2.3 CPU, Keras profile_batch: one train_function call, GetNext 42 % of it (XProf: HIGHLY, 61 %)",
+        ),
         Example(f"{SHARED}/logs_load/download8-20210202-122657", False, "GPU, fit(numpy): under 1 % wait"),
     ]
 

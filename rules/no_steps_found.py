@@ -5,7 +5,7 @@ from __future__ import annotations
 from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules._base import Context, Example, Rule
 
-SAGEMAKER = "../shared/traces/sagemaker-debugger/tests/profiler/resources"
+SAGEMAKER = "sample_traces/third_party/sagemaker-debugger/tests/profiler/resources"
 
 
 class NoStepsFound(Rule):
@@ -35,7 +35,17 @@ class NoStepsFound(Rule):
     NAME = "no-steps-found"
     META = True
     EXAMPLES = [
-        Example(f"{SAGEMAKER}/tfprofiler_timeline_traces", True, "TF 2.3 trace.json.gz without step markers"),
+        Example(
+            "sample_traces/no-steps", True, "eager ops under the plain profiler: no markers, no step function"
+        ),
+        Example(
+            f"{SAGEMAKER}/tfprofiler_timeline_traces",
+            False,
+            "TF 2.3 Keras profile_batch trace.json.gz: no markers, but its one train_function call is a step",
+        ),
+        Example(
+            "sample_traces/keras-conv2d", False, "Keras 3 TensorBoard(profile_batch=2): one 'Profiled batch'"
+        ),
         Example("sample_traces/rules-well-fed", False, "steps marked by the harness"),
     ]
 

@@ -37,6 +37,7 @@ class PerStepOverhead(Rule):
 
     ID = "TFD203"
     NAME = "per-step-overhead"
+    HEADLINE = "Host-bound"
     EXAMPLES = [
         Example(
             "sample_traces/rules-keras-fit-tiny", True, "fit, batch 8, ~1 ms steps, steps_per_execution=1"

@@ -70,7 +70,7 @@ class SingleGpuOfMany(Rule):
             {"devices": _TWO_GPUS["devices"][:1]},
         ),
         Example(
-            f"{SHARED}/tensorflow-profiler/demo/plugins/profile/GPU-multi-worker",
+            "sample_traces/third_party/tensorflow-profiler/demo/plugins/profile/GPU-multi-worker",
             False,
             "8x V100 under MultiWorkerMirroredStrategy",
             {

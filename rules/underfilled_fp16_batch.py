@@ -37,6 +37,7 @@ class UnderfilledFp16Batch(Rule):
 
     ID = "TFD401"
     NAME = "underfilled-fp16-batch"
+    HEADLINE = "Launch-bound"
     DEVICE = True
     EXAMPLES = [
         Example(

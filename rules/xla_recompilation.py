@@ -35,6 +35,7 @@ class XlaRecompilation(Rule):
 
     ID = "TFD502"
     NAME = "xla-recompilation"
+    HEADLINE = "Compile-bound"
     EXAMPLES = [
         Example("sample_traces/rules-xla-recompile", True, "jit_compile=True, batch size changes every step"),
         Example("sample_traces/rules-small-ops-xla", False, "jit_compile=True, compiled once in warm-up"),

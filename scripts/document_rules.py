@@ -44,6 +44,45 @@ def _sections(rule: Rule) -> tuple[str, dict[str, str]]:
     return summary.replace("\n", " "), {k: " ".join(v.split()) for k, v in sections.items()}
 
 
+VERDICT_AND_XPROF = """
+## The verdict
+
+The one-sentence verdict names what the **highest-saving finding** names, with its figures and its estimated
+saving: `Launch-bound: 66 % of step time is spent launching kernels while the GPU idles 86 %; ... (TFD202,
+est. saving 33 %).` When the breakdown's largest category is another one, it is added (`; largest share: 57 %
+of step time is device compute`), so the headline and the breakdown never contradict each other silently;
+input wait at 20 % or more is always the largest share named (XProf's *HIGHLY input-bound*). Without a
+finding that estimates a saving, the largest category is the verdict. A GPU run whose trace holds no device
+events says that first (`No device trace: ...`, with what to do about CUPTI). The label comes from the rule
+(`HEADLINE`) or its family: 1xx Input-bound, 2xx Launch-bound (Dispatch-bound on a CPU), 3xx Copy-bound,
+4xx Compute-bound, 5xx Launch-bound, 6xx Scaling-bound.
+
+## Where we differ from XProf
+
+Checked on every trace in `../shared/traces` with an XProf verdict (`PROFILER_VERDICTS.jsonl`) and on the
+Keras profiles recorded here (`tests/unit/test_rules_verdicts.py`, `test_xprof_agreement.py`):
+
+- **Keras 3 `TensorBoard(profile_batch=2)` on TF 2.21** (`sample_traces/keras-*`): XProf 2.24 says "No step
+  time measured" (its step grouping does not know Keras 3's `Profiled batch` marker). We take that marker
+  as the one step and diagnose it (with the note that one step is little evidence).
+- **SageMaker TF 2.3 CPU profile** (one `train_function` call): XProf says HIGHLY input-bound, 61 %; we say
+  Input-bound, 42 %. XProf's step starts at the function's first op; ours is the whole call, including the
+  37 ms before its first op (function instantiation on the first profiled call). Same level, same cause.
+- **Kernel launch** (PFE RTX 5000 runs, T4 run): ours is 1.7-7.5 points above XProf's *Kernel Launch* (20 vs
+  18.6, 40 vs 36.9, 66 vs 61.5, 75 vs 71.3, T4 21 vs 13.7 %): every instant the GPU idles while the host
+  dispatches is launch for us; XProf splits part of it into *All Others*. The input sends
+  (`IteratorGetNext/_N:_Send`) are input transfer (H2D), not launch: counted as launch they added 1-4.5
+  points.
+- **"POTENTIALLY input-bound"** (PFE, T4): XProf's *All Others* time, not time waiting for input. Our input
+  wait there is under 5 %; the unexplained share is TFD205 (T4: 16 % unexplained, XProf 24.3 % All Others).
+- **Empty GPU plane** (PFE `log_prefetch`): XProf gives no verdict; ours is `No device trace: ...`.
+- **Tool protos only** (tensorflow/profiler demo `GPU-input-bound`, `GPU-compute-bound`): no trace to read;
+  we refuse with a TraceError that says so; XProf's verdicts there come from its stored overview page.
+- **TF1 `timeline.json`** (dlperf AlexNet inference) and a profile of a few eager ops: no training steps;
+  `Not diagnosed` (TFD001), XProf likewise measures no step time.
+"""
+
+
 def render() -> str:
     rules = all_rules()
     out = [
@@ -64,6 +103,7 @@ def render() -> str:
             f"| [{r.ID}](#{r.ID.lower()}-{r.NAME}) | {r.NAME} | {FAMILIES.get(r.ID[3], '?')} | "
             f"{'yes' if r.DEVICE else ''} |"
         )
+    out += ["", *VERDICT_AND_XPROF.strip().splitlines()]
     family = None
     for r in rules:
         if r.ID[3] != family:

@@ -30,9 +30,19 @@ def _overview(logdir: Path, tmp: Path) -> str:
 def test_step_time_and_input_verdict_agree_with_xprof(logdir, tmp_path):
     ov = _overview(logdir, tmp_path)
     m = re.search(r'steptime_ms_average":"([\d.]+)"', ov)
-    assert m, "XProf found no steps although tfdoctor's markers are in the trace"
+    assert m, "XProf's overview has no step time field"
     xprof_ms = float(m.group(1))
     a = analyze(load(logdir))
+    if logdir.parent.name == "no-steps":  # neither finds a step in a few eager ops
+        assert a.steps is None and "No step time measured" in ov
+        return
+    if logdir.parent.name.startswith("keras-"):
+        # Keras 3 TensorBoard(profile_batch=2) on TF 2.21: XProf 2.24 groups no step ("No step time
+        # measured": its step grouping does not know Keras 3's "Profiled batch" marker); we take that
+        # marker as the step (docs/rules.md, "Where we differ from XProf")
+        assert xprof_ms == 0.0 and "No step time measured" in ov
+        assert a.steps is not None and len(a.steps) == 1 and a.steps.source == "keras markers"
+        return
     assert a.breakdown.avg_step_ms == pytest.approx(xprof_ms, rel=0.15)
     inp = re.search(r"because ([\d.]+)% of the total step time sampled is waiting for input", ov)
     if inp and float(inp.group(1)) >= 20.0:  # XProf: HIGHLY input-bound

@@ -36,8 +36,9 @@ def analyze(trace: Trace, harness_steps: list[StepTiming] | None = None) -> Anal
     steps = find_steps(trace, harness_steps)
     if steps is None:
         why = (
-            "no step markers ('train' / 'TraceContext'), no XProf 'Steps' line and no repeated traced "
-            "function in the trace" + ("" if harness_steps else ", and no harness step clock")
+            "no step markers ('train' / 'TraceContext' / 'Profiled batch'), no XProf 'Steps' line, no repeated "
+            "traced function and no call of a train function in the trace"
+            + ("" if harness_steps else ", and no harness step clock")
         )
         return Analysis(trace=trace, steps=None, breakdown=None, details=Details(), why_no_steps=why)
     # a merged multi-host trace: the breakdown is the stepping host's (its input wait, its devices);
@@ -49,6 +50,11 @@ def analyze(trace: Trace, harness_steps: list[StepTiming] | None = None) -> Anal
 
         scope = host_trace(trace, steps.host_plane.host)
         notes.append(f"{len(hosts)} hosts in the trace: breakdown of {steps.host_plane.host}")
+    if len(steps) == 1:
+        notes.append(
+            "one profiled step (a Keras profile_batch profile or a single call of the step function): the "
+            "breakdown describes that step only; profile several steps for firmer figures"
+        )
     res = compute_breakdown(scope, steps, notes)
     return Analysis(
         trace=trace,

@@ -56,6 +56,17 @@ LAUNCH_NAMES = {
 }
 
 
+_INPUT_SEND_RE = re.compile(
+    r"^(?:[^:]*/)?(?:IteratorGetNext|MultiDeviceIteratorGetNext)[^:]*:_(?:Host)?Send$"
+)
+
+
+def is_input_send(name: str) -> bool:
+    """The batch sent to the device on the input path: ``IteratorGetNext/_1:_Send`` (Keras ``fit`` on a
+    GPU copies each input tensor of ``IteratorGetNext`` with a ``_Send`` op). Input transfer, not launch."""
+    return bool(_INPUT_SEND_RE.match(name))
+
+
 def is_collective(name: str) -> bool:
     low = name.lower()
     return "collective" in low or "allreduce" in low or "all_reduce" in low or "nccl" in low
@@ -121,7 +132,7 @@ def _set(plane: Plane, line: Line, pred, cache: dict) -> iv.IntervalSet:
 
 def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSet]:
     cache: dict = {}
-    inp, coll, ops, disp, wait, func, kern = [], [], [], [], [], [], []
+    inp, coll, ops, disp, wait, func, kern, send = [], [], [], [], [], [], [], []
     main = steps.main_line
     for plane in trace.host_planes():
         for ln in plane.lines:
@@ -136,8 +147,17 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
                     ops.append(_set(plane, ln, is_host_op, cache))
             elif not ln.name.startswith("tf_data"):
                 if gpu:
-                    # host-side events of a GPU run's executor threads are kernel launches/op dispatch
-                    disp.append(_set(plane, ln, lambda n: is_host_op(n) or n in DISPATCH_NAMES, cache))
+                    # host-side events of a GPU run's executor threads are kernel launches/op dispatch, but
+                    # the batch's sends to the device are input transfer
+                    send.append(_set(plane, ln, is_input_send, cache))
+                    disp.append(
+                        _set(
+                            plane,
+                            ln,
+                            lambda n: (is_host_op(n) or n in DISPATCH_NAMES) and not is_input_send(n),
+                            cache,
+                        )
+                    )
                 else:
                     ops.append(_set(plane, ln, is_cpu_work, cache))
     main_set = iv.EMPTY
@@ -152,6 +172,7 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
         "host_ops": iv.union_sets(*ops, eager_kern) if not gpu else iv.union_sets(*ops),
         "dispatch": iv.union_sets(*disp, fn) if not gpu else iv.union_sets(*disp),
         "wait": iv.union_sets(*wait),
+        "input_send": iv.union_sets(*send),
         "function": fn,
         "main_busy": main_set,
     }
@@ -208,7 +229,7 @@ def _classify(window_lo: np.ndarray, window_hi: np.ndarray, ordered: list[tuple[
         taken = iv.union_sets(taken, s)
     total = window_hi - window_lo
     covered = sum(out[c] for c in CATEGORIES)
-    return out, total - covered
+    return out, total - covered, taken
 
 
 def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None) -> BreakdownResult:
@@ -226,26 +247,31 @@ def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None
     per_device: dict[str, dict[str, float]] = {}
     if gpu:
         results = []
+        unexplained = iv.EMPTY
         for plane in devices:
             dev = _device_sets(plane)
             ordered = [
                 ("collective", iv.union_sets(dev["collective"], host["collective"])),
                 ("device_compute", dev["device_compute"]),
-                ("h2d", dev["h2d"]),
+                # input transfer: the device's H2D copies and the host's sends of the batch (IteratorGetNext _Send)
+                ("h2d", iv.union_sets(dev["h2d"], host["input_send"])),
                 ("d2h", dev["d2h"]),
                 ("input_wait", host["input"]),
                 ("dispatch", host["dispatch"]),
                 ("device_idle", host["wait"]),
                 ("host_compute", host["main_busy"]),
             ]
-            out, rest = _classify(lo, hi, ordered)
+            out, rest, taken = _classify(lo, hi, ordered)
             out["other"] = out["other"] + rest
             results.append((plane, out, dev))
+            if len(results) == 1:  # the unexplained time of the first device: what "other" is made of
+                unexplained = iv.subtract(iv.union(lo, hi), taken)
             tot = float((hi - lo).sum()) or 1.0
             per_device[plane.name] = {c: float(out[c].sum()) / tot for c in CATEGORIES}
         # the breakdown shown is the mean over active devices (per step)
         per_step = {c: np.mean([r[1][c] for r in results], axis=0).astype(np.int64) for c in CATEGORIES}
         sets = {**host, **{f"{k}@{results[0][0].name}": v for k, v in results[0][2].items()}}
+        sets["unexplained"] = unexplained
         device_kind = devices[0].device_kind or "GPU"
     else:
         ordered = [
@@ -254,8 +280,9 @@ def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None
             ("device_compute", host["host_ops"]),
             ("dispatch", host["dispatch"]),
         ]
-        out, rest = _classify(lo, hi, ordered)
+        out, rest, _ = _classify(lo, hi, ordered)
         out["host_compute"] = out["host_compute"] + rest
+        unexplained = iv.EMPTY  # on a CPU run the rest of the step is the main thread's (host compute)
         per_step = out
         sets = host
         device_kind = "CPU"

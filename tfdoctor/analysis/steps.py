@@ -2,26 +2,33 @@
 
 In order of trust:
 1. ``train`` markers with a ``step_num`` stat on a host line (tfdoctor's harness, Keras 2 ``fit``);
-2. ``TraceContext`` markers with ``step_num`` (TF 2.3 Keras ``fit``);
+2. ``TraceContext`` markers with ``step_num`` (TF 2.3 Keras ``fit``), ``Profiled batch`` markers with
+   ``step_num`` (Keras 3's ``TensorBoard(profile_batch=N)``: one per profiled batch);
 3. the harness's own step clock (``steps.jsonl``, profile window) mapped onto the trace clock;
 4. XProf's derived ``Steps`` line on a device plane;
-5. inferred: repeated calls of one traced function (``__inference_*``) on the main thread.
+5. inferred: calls of one traced function (``__inference_*``) on the main thread. A trace holding a single
+   call of a step function (a Keras ``profile_batch`` profile of TF 2.2-2.3: ``train_function``) is one
+   step: that call.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from tfdoctor.model import StepTiming
 from tfdoctor.trace.model import Line, Plane, Trace
 
-MARKER_NAMES = ("train", "TraceContext")
+#: step markers with a ``step_num`` stat, in order of trust
+MARKER_NAMES = ("train", "TraceContext", "Profiled batch")
 INPUT_MARKER = "tfdoctor_input"
 _FUNC_RE = re.compile(r"^EagerLocalExecute: (__inference_.+|.*_function_\d+)$")
+#: a traced function that is one training step by its name (Keras' train_function / multi_step_on_iterator,
+#: a user's train_step): a single call of it is a step
+_STEP_FUNC_RE = re.compile(r"train_function|multi_step_on_iterator|one_step_on_iterator|train_step", re.I)
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ def _marker_steps(trace: Trace) -> Steps | None:
                 s, d, n = s[first], d[first], n[first]
                 o = np.argsort(s)
                 has_input = plane.name_ids(lambda x: x == INPUT_MARKER).size > 0
-                source = "tfdoctor markers" if has_input else "keras markers"
+                source = "tfdoctor markers" if has_input and marker == "train" else "keras markers"
                 return Steps(s[o], s[o] + d[o], n[o], source, plane, ln)
     return None
 
@@ -149,9 +156,24 @@ def _inferred(trace: Trace) -> Steps | None:
         # the function called most often with the most total time: the step function
         dur_by = {n: int(ln.dur_ps[names == n].sum()) for n in counts}
         name = max(counts, key=lambda n: (counts[n] >= 2, dur_by[n]))
-        if counts[name] < 2:
-            continue
         sel = names == name
+        if counts[name] < 2:
+            # one call: a step only when the function is a training step by its name (one call of any
+            # other function is not evidence of a loop)
+            single = [n for n in counts if _STEP_FUNC_RE.search(str(n))]
+            if not single:
+                continue
+            name = max(single, key=lambda n: dur_by[n])
+            sel = names == name
+            i = int(np.flatnonzero(sel)[0])
+            return Steps(
+                ln.start_ps[i : i + 1].copy(),
+                ln.end_ps[i : i + 1].copy(),
+                np.zeros(1, dtype=np.int64),
+                "inferred (one call)",
+                plane,
+                ln,
+            )
         s = np.sort(ln.start_ps[sel])
         e_last = int(ln.end_ps[sel].max())
         ends = np.append(s[1:], e_last)
@@ -169,5 +191,11 @@ def find_steps(trace: Trace, harness_steps: list[StepTiming] | None = None) -> S
     ):
         st = finder()
         if st is not None and len(st):
-            return st
+            # a step of zero or negative length is not a step (an inconsistent trace): drop it; a source
+            # left with none gives way to the next one
+            keep = st.ends > st.starts
+            if not keep.all():
+                st = replace(st, starts=st.starts[keep], ends=st.ends[keep], numbers=st.numbers[keep])
+            if len(st):
+                return st
     return None
