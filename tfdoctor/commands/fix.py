@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,11 +12,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tfdoctor.capture.runner import CaptureProgress, check_tensorflow, load_capture_config
 from tfdoctor.errors import RunExists, TfdoctorError, UsageError
 from tfdoctor.fixes import all_fixes
-from tfdoctor.fixes.workspace import backup_path
 from tfdoctor.model import Report
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import Event, FixLoop, LoopConfig
 from tfdoctor.store import RunStore
+from tfdoctor.userfiles import Source, UserFileError, check_writable, make_backup, read_source, write_source
 
 
 class FixProgress:
@@ -111,16 +109,26 @@ def _ids(text: str | None) -> list[str]:
     return ids
 
 
-def apply_patch(script: Path, original: str, final_source: str) -> Path:
-    """Write the fixed source over ``script`` after saving a backup; returns the backup's path."""
-    current = script.read_text(encoding="utf-8")
-    if current != original:
+def apply_patch(script: Path, original: Source, final_source: str) -> Path:
+    """Write the fixed source over ``script`` after saving a backup; returns the backup's path.
+
+    Refused when the file's bytes changed since ``original`` was read. The backup is created without
+    following links (:func:`tfdoctor.userfiles.make_backup`) and the script replaced atomically in
+    its own encoding and line endings: on any failure (full disk, quota, read-only folder) the
+    script is left byte-identical and the one-line error names the backup.
+    """
+    if not original.unchanged_on_disk():
         raise TfdoctorError(
             f"{script} changed while the fixes were measured; not applied (the patch is in fix.patch)"
         )
-    bak = backup_path(script)
-    shutil.copy2(script, bak)
-    script.write_text(final_source, encoding="utf-8")
+    original.encode(final_source)  # an encoding that cannot hold the fix: refused before any write
+    bak = make_backup(script)
+    try:
+        write_source(script, final_source, original)
+    except UserFileError as e:
+        raise UserFileError(
+            f"{e}; not applied (backup of the original: {bak}; the patch is in fix.patch)"
+        ) from None
     return bak
 
 
@@ -135,8 +143,9 @@ def run_loop(
 ) -> int:
     """The loop with progress, then the table, the patch and --apply. Used by ``fix`` and ``profile --fix``."""
     script = cfg.script
-    original = script.read_text(encoding="utf-8")
-    digest = hashlib.sha256(original.encode()).hexdigest()
+    original = read_source(script)
+    if getattr(args, "apply", False):
+        check_writable(script)  # before the loop: a read-only folder fails now, not after every fix ran
     with FixProgress(err) as progress:
         loop = FixLoop(store, run, report, cfg, on_event=progress.event, on_capture=progress.capture)
         summary = loop.run()
@@ -162,11 +171,7 @@ def run_loop(
                 f"Patch: {escape(str(run.file('fix.patch')))}  (apply with: git apply or patch -p1 in {escape(str(script.parent))})"
             )
     if getattr(args, "apply", False) and summary.patch:
-        if hashlib.sha256(script.read_bytes()).hexdigest() != digest:
-            raise TfdoctorError(
-                f"{script} changed while the fixes were measured; not applied (see fix.patch)"
-            )
-        bak = apply_patch(script, original, loop.final_source or original)
+        bak = apply_patch(script, original, loop.final_source or original.text)
         out.print(f"Applied to {escape(str(script))} (backup: {escape(str(bak))})")
     return 0
 

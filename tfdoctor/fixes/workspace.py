@@ -12,6 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+from tfdoctor.userfiles import Source, backup_candidates
+
 #: folders never copied into the work directory
 SKIP_DIRS = frozenset(
     {".git", "__pycache__", ".tfdoctor", ".ipynb_checkpoints", ".venv", "venv", "node_modules"}
@@ -37,25 +39,52 @@ def make_workspace(script: Path, dest: Path) -> Path:
     return dest / script.name
 
 
-def unified_diff(before: str, after: str, relpath: str) -> str:
-    """A ``git apply``-able diff of one file (``a/<relpath>`` → ``b/<relpath>``); "" when unchanged."""
+def _lines(text: str) -> list[str]:
+    """``text`` split after each ``\\n`` only (``str.splitlines`` also splits on ``\\f``, ``\\x1c``,
+    ``\\u2028``..., which Python source may hold inside a line)."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def unified_diff(before: str, after: str, relpath: str, newline: str = "\n") -> str:
+    """A ``git apply``-able diff of one file (``a/<relpath>`` → ``b/<relpath>``); "" when unchanged.
+
+    ``before`` and ``after`` are texts with ``\\n`` endings (as :func:`tfdoctor.userfiles.read_source`
+    hands them out); ``newline`` is the file's own ending (``Source.newline``): for ``\\r\\n`` every
+    content line carries it, so the patch applies to a CRLF file byte for byte.
+    """
     if before == after:
         return ""
-    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    a, b = _lines(before), _lines(after)
     out = [f"diff --git a/{relpath} b/{relpath}\n"]
-    for line in difflib.unified_diff(a, b, fromfile=f"a/{relpath}", tofile=f"b/{relpath}"):
+    for i, line in enumerate(difflib.unified_diff(a, b, fromfile=f"a/{relpath}", tofile=f"b/{relpath}")):
         if line.endswith("\n"):
-            out.append(line)
+            header = i < 2 or line.startswith("@@")
+            out.append(line[:-1] + "\r\n" if newline == "\r\n" and not header else line)
         else:
             out.append(line + "\n\\ No newline at end of file\n")
     return "".join(out)
 
 
+def source_diff(src: Source, after: str, relpath: str) -> str:
+    """:func:`unified_diff` of a source file as read (``src.text``) and its fixed text, in the file's
+    own line endings."""
+    return unified_diff(src.text, after, relpath, src.newline)
+
+
+def write_copy(path: Path, text: str, like: Source) -> None:
+    """Write a fixed text into the work directory's copy in the original's encoding and line endings
+    (a latin-1 script stays latin-1, so its ``coding:`` cookie still tells the truth)."""
+    path.write_bytes(like.encode(text))
+
+
 def backup_path(script: Path) -> Path:
-    """``train.py.tfdoctor-bak``, or the first free ``.tfdoctor-bak.N``: a backup is never overwritten."""
-    p = script.with_name(script.name + ".tfdoctor-bak")
-    n = 1
-    while p.exists():
-        p = script.with_name(f"{script.name}.tfdoctor-bak.{n}")
-        n += 1
+    """``train.py.tfdoctor-bak``, or the first free ``.tfdoctor-bak.N`` (a name taken in any form, a
+    dangling link included, is skipped). :func:`tfdoctor.userfiles.make_backup` creates it safely."""
+    for p in backup_candidates(script):
+        if not os.path.lexists(p):
+            return p
     return p
