@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -50,6 +51,10 @@ def parse_replicas(text: str) -> list[int]:
     if not counts or any(c < 1 for c in counts) or len(set(counts)) != len(counts):
         raise UsageError(f"--replicas {text!r}: distinct positive counts, e.g. 1,2,4")
     return sorted(counts)
+
+
+def _display(err: Console, label: str, _default_label: str) -> ProgressDisplay:
+    return ProgressDisplay(err, label)
 
 
 def score(points: list[ScalePoint]) -> tuple[str, str]:
@@ -122,7 +127,7 @@ class ScaleCommand(ProfileCommand):
                 parent=base.id,
                 run_id=f"{base.id}-r{n}",
                 force=args.force,
-                display=lambda _label, n=n: ProgressDisplay(err, f"{stem} ×{n}"),
+                display=partial(_display, err, f"{stem} ×{n}"),
             )
             tp = report.throughput
             ran = report.facts.num_replicas if report.facts.strategy else 1

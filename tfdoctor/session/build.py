@@ -114,7 +114,7 @@ def report_from_trace(path: str | Path) -> Report:
     """
     trace = load(path)
     analysis = analyze(trace)
-    facts = Facts(hostname=(trace.hostnames or [None])[0])
+    facts = Facts(hostname=trace.hostnames[0] if trace.hostnames else None)
     breakdown = analysis.breakdown or Breakdown(
         source="none", notes=[f"no steps found in the trace: {analysis.why_no_steps}"]
     )
