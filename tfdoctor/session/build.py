@@ -55,10 +55,14 @@ def analyze_path(
     return a, notes
 
 
-def build_report(run: RunDir) -> Report:
+def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: Facts | None = None) -> Report:
+    """The report of a run directory. ``steps`` and ``facts``, when the caller holds them (a capture
+    that just ended), are used as they are instead of being read back from the run's files."""
     meta = run.meta
-    facts = Facts.model_validate(run.read_json(FACTS, {}) or {})
-    steps = load_steps(run)
+    if facts is None:
+        facts = Facts.model_validate(run.read_json(FACTS, {}) or {})
+    if steps is None:
+        steps = load_steps(run)
     harness = run.harness() or HarnessRecord()
     profiler_error = harness.profiler_error
     why = f"the profiler failed: {profiler_error}" if profiler_error else "the profile window was not reached"
@@ -78,7 +82,8 @@ def build_report(run: RunDir) -> Report:
         script=meta.get("script", ""),
         args=meta.get("args", []),
         created=meta.get("created") or now_iso(),
-        status=meta.get("status", "complete"),
+        # "finishing": the status the store records once this report is on disk (store.update)
+        status=meta.get("finishing") or meta.get("status", "complete"),
         error=meta.get("error"),
         facts=facts,
         throughput=timing_throughput(steps, facts.batch_size),
@@ -196,7 +201,7 @@ def finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
 
 def _finish_run(store: Any, run: RunDir, result: CaptureResult) -> Any:
     store.update(run, status=result.status, error=result.message if result.status != "complete" else None)
-    report = build_report(run)
+    report = build_report(run, steps=result.steps or None, facts=result.facts)
     if report.error is None and result.error and result.status != "complete":
         report = report.model_copy(update={"error": result.error})
     if result.status == "complete" and result.message and report.breakdown is not None:
