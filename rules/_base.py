@@ -220,15 +220,11 @@ class Context:
 
     @property
     def cpu_count(self) -> int | None:
-        v = self.facts.extra.get("cpu_count")
-        try:
-            return int(v) if v else None
-        except ValueError:
-            return None
+        return self.facts.cpu_count or None
 
     @property
     def cpu_flags(self) -> set[str]:
-        return set((self.facts.extra.get("cpu_flags") or "").split())
+        return set(self.facts.cpu_flags)
 
     def source(self, *roles: str) -> str | None:
         """The user's source line for the first role the harness recorded ("train.py:42")."""

@@ -42,13 +42,13 @@ class Fp32OnBf16Cpu(Rule):
             "sample_traces/rules-well-fed",
             True,
             "512-wide dense layers, the recording CPU has AMX-BF16",
-            {"extra": {"cpu_count": "2", "cpu_flags": "amx_bf16 amx_tile avx512_bf16 avx512f"}},
+            {"cpu_count": 2, "cpu_flags": ["amx_bf16", "amx_tile", "avx512_bf16", "avx512f"]},
         ),
         Example(
             "sample_traces/rules-well-fed",
             False,
             "the same run on a CPU without bf16 instructions",
-            {"extra": {"cpu_count": "2", "cpu_flags": "avx2 fma"}},
+            {"cpu_count": 2, "cpu_flags": ["avx2", "fma"]},
         ),
         Example(
             "sample_traces/keras-conv2d",
@@ -62,7 +62,7 @@ class Fp32OnBf16Cpu(Rule):
             "sample_traces/rules-small-ops-no-xla",
             False,
             "elementwise ops dominate, not matmuls",
-            {"extra": {"cpu_count": "2", "cpu_flags": "amx_bf16 amx_tile avx512_bf16 avx512f"}},
+            {"cpu_count": 2, "cpu_flags": ["amx_bf16", "amx_tile", "avx512_bf16", "avx512f"]},
         ),
     ]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -78,6 +78,8 @@ class Facts(_Frozen):
     platform: str | None = None
     hostname: str | None = None
     devices: list[Device] = Field(default_factory=list)
+    cpu_count: int | None = None  # usable cores (the process's affinity)
+    cpu_flags: list[str] = Field(default_factory=list)  # the ones that matter: avx2, avx512_bf16, amx_bf16...
     loop_kind: Literal["keras_fit", "custom", "unknown"] = "unknown"
     step_kind: Literal["eager", "tf.function", "unknown"] = "unknown"
     step_counter: str | None = None  # which hook counted steps: "keras_callback", "apply_gradients", ...
@@ -111,6 +113,26 @@ class Facts(_Frozen):
     hosts_without_trace: list[str] = Field(default_factory=list)
     hosts_not_answering: list[str] = Field(default_factory=list)
     extra: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cpu_from_extra(cls, data: Any) -> Any:
+        """Runs recorded before cpu_count/cpu_flags were fields kept them as strings in ``extra``."""
+        if not isinstance(data, dict) or not isinstance(data.get("extra"), dict):
+            return data
+        extra = dict(data["extra"])
+        count, flags = extra.pop("cpu_count", None), extra.pop("cpu_flags", None)
+        if count is None and flags is None:
+            return data
+        out = {**data, "extra": extra}
+        if data.get("cpu_count") is None and count:
+            try:
+                out["cpu_count"] = int(count)
+            except ValueError:
+                pass
+        if not data.get("cpu_flags") and flags:
+            out["cpu_flags"] = str(flags).split()
+        return out
 
     @property
     def gpus(self) -> list[Device]:

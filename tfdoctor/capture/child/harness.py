@@ -133,18 +133,18 @@ def _cpu_model() -> str | None:
 _CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "amx_fp16")
 
 
-def _cpu_extra() -> dict[str, str]:
-    """The usable core count and the relevant CPU flags (Linux /proc/cpuinfo; empty elsewhere)."""
-    out: dict[str, str] = {}
+def _cpu_facts() -> dict[str, Any]:
+    """The usable core count and the relevant CPU flags (Linux /proc/cpuinfo; no flags elsewhere)."""
+    out: dict[str, Any] = {}
     try:
-        out["cpu_count"] = str(len(os.sched_getaffinity(0)))
+        out["cpu_count"] = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        out["cpu_count"] = str(os.cpu_count() or "")
+        out["cpu_count"] = os.cpu_count()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
                 have = set(line.split(":", 1)[1].split())
-                out["cpu_flags"] = " ".join(f for f in _CPU_FLAGS if f in have)
+                out["cpu_flags"] = [f for f in _CPU_FLAGS if f in have]
                 break
     except OSError:
         pass
@@ -200,7 +200,7 @@ def collect_facts(tracker: Tracker) -> Facts:
     data.update({k: v for k, v in learnt.items() if v is not None})
     data.update({k: v for k, v in tracker.clock.warmup_facts().items() if v is not None})
     extra = {f"seen_{k}": str(v) for k, v in counts.items()}
-    extra.update(_cpu_extra())
+    data.update(_cpu_facts())
     for k, v in tracker.switches.items():
         extra[f"switch_{k}"] = v
     data["extra"] = extra
