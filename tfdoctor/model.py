@@ -10,7 +10,7 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import statistics
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
