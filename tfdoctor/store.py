@@ -10,6 +10,7 @@ The directories are the source of truth; the index can always be rebuilt from th
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import os
 import re
 import secrets
@@ -167,11 +168,28 @@ class RunStore:
         if is_run_dir(p):
             return RunDir(p.resolve())
         if not valid_run_id(ref_s):
-            raise RunNotFound(f"no run {ref_s!r}: not a run directory and not a valid run id")
+            raise RunNotFound(
+                f"no run {ref_s!r}: not a run directory and not a valid run id", hint=self._hint(p.name)
+            )
         path = self.runs_dir / ref_s
         if not path.is_dir():
-            raise RunNotFound(f"no run {ref_s!r} in {self.runs_dir}")
+            raise RunNotFound(f"no run {ref_s!r} in {self.runs_dir}", hint=self._hint(ref_s))
         return RunDir(path)
+
+    def close_ids(self, ref: str, n: int = 5) -> list[str]:
+        """Run ids of this store that look like ``ref`` (containing it, or a near spelling), newest first."""
+        try:
+            ids = sorted((q.name for q in self.runs_dir.iterdir() if q.is_dir()), reverse=True)
+        except OSError:
+            return []
+        near = difflib.get_close_matches(ref, ids, n=n, cutoff=0.6)
+        return list(dict.fromkeys([i for i in ids if ref and ref in i] + near))[:n]
+
+    def _hint(self, ref: str) -> str:
+        close = self.close_ids(ref)
+        if close:
+            return "did you mean: " + ", ".join(close)
+        return "list the runs with: tfdoctor runs"
 
     def mark_stale(self, run: RunDir) -> bool:
         """A run still "running" whose writer process is gone (killed, crashed machine session) is
