@@ -10,7 +10,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, walk
+from tfdoctor.fixes._cst import aliases, attr_name, call_name, kwarg, set_kwarg, walk
 
 FACTORS = (2, 4, 8)
 BATCH_NAME = re.compile(r"^-*(batch[_-]?size|bs|batch)$", re.I)
@@ -52,6 +52,38 @@ def _fmt(value: float, like: cst.BaseExpression) -> cst.BaseExpression:
     return cst.Float(text)
 
 
+#: Keras 3 default learning rates (made explicit when scaled)
+DEFAULT_LR = {
+    "SGD": 0.01,
+    "Adam": 0.001,
+    "AdamW": 0.001,
+    "Adamax": 0.001,
+    "Nadam": 0.001,
+    "RMSprop": 0.001,
+    "Adagrad": 0.001,
+    "Adadelta": 0.001,
+    "Adafactor": 0.001,
+    "Lion": 0.001,
+    "Ftrl": 0.001,
+    "Lamb": 0.001,
+}
+
+
+def _text(value: float) -> str:
+    return cst.Module([]).code_for_node(_fmt(value, cst.Float("0.1")))
+
+
+def _function_params(tree: cst.Module) -> dict[str, list[cst.Param]]:
+    """Parameters with defaults of every function, by name (``def __init__(self, lr=1e-3)``)."""
+    out: dict[str, list[cst.Param]] = {}
+    for fn in walk(tree):
+        if isinstance(fn, cst.FunctionDef):
+            for p in (*fn.params.params, *fn.params.kwonly_params):
+                if p.default is not None:
+                    out.setdefault(p.name.value, []).append(p)
+    return out
+
+
 def _argparse_name(call: cst.Call) -> str | None:
     if attr_name(call) != "add_argument" or not call.args:
         return None
@@ -73,21 +105,29 @@ class BatchScaleCodemod(FixCodemod):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.factor = int(self.fix.params.get("factor", "2"))
-        self.edits: dict[int, cst.BaseExpression] = {}  # id(original number node) -> new node
+        self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
+        self.note_at: int | None = None  # id of the statement that gets the "lr not scaled" comment
         args = list(self.fix.script_args)
         batch_desc = self._batch(tree, args)
-        opt = self._optimizer(tree)
-        rule = "sqrt" if opt in SQRT else "linear"
-        if opt is None:
-            self.warn("optimizer not recognised: learning rate scaled linearly (the SGD rule)")
-        scale = self.factor if rule == "linear" else math.sqrt(self.factor)
-        lr_desc = self._lr(tree, args, scale)
-        self.summary = (
-            f"batch size ×{self.factor} ({batch_desc}); learning rate ×{scale:.3g} "
-            f"({'linear' if rule == 'linear' else 'square-root'} scaling for {opt or 'an unknown optimizer'}: {lr_desc})"
-        )
+        batch_edit = set(self.edits)
+        lr_desc, unscaled = self._learning_rates(tree, args)
+        self.summary = f"batch size ×{self.factor} ({batch_desc}); learning rate {lr_desc}"
+        if unscaled:
+            self.summary += " [LEARNING RATE NOT SCALED: see the warning]"
+            self.comment = (
+                f"# tfdoctor batch-scale: batch ×{self.factor}; learning rate NOT scaled ({unscaled}): "
+                "scale it with the batch"
+            )
+            self.note_at = self._statement_of(tree, batch_edit)
         self.examples_factor = float(self.factor)
         return super().transform_module_impl(tree)
+
+    def _statement_of(self, tree: cst.Module, nodes: set[int]) -> int | None:
+        """The simple statement holding the batch-size edit (the unscaled-lr comment goes above it)."""
+        for stmt in walk(tree):
+            if isinstance(stmt, cst.SimpleStatementLine) and any(id(n) in nodes for n in walk(stmt)):
+                return id(stmt)
+        return None
 
     def _batch(self, tree: cst.Module, args: list[str]) -> str:
         for a in args:
@@ -123,52 +163,163 @@ class BatchScaleCodemod(FixCodemod):
             "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, .batch(N))"
         )
 
-    def _optimizer(self, tree: cst.Module) -> str | None:
-        for c in walk(tree):
-            if isinstance(c, cst.Call):
-                last = (call_name(c) or "").split(".")[-1]
-                if last in LINEAR or last in SQRT:
-                    self.opt_call = c
-                    return last
-            if isinstance(c, cst.SimpleString) and isinstance(c.evaluated_value, str):
-                v = c.evaluated_value.lower()
-                for o in (*LINEAR, *SQRT):
-                    if v == o.lower():
-                        return o
-        return None
-
-    def _lr(self, tree: cst.Module, args: list[str], scale: float) -> str:
+    def _learning_rates(self, tree: cst.Module, args: list[str]) -> tuple[str, str]:
+        """Scale the learning rate of every optimizer; (what was done, what could not be scaled)."""
+        al = aliases(tree)
         for a in args:
             if LR_NAME.match(a.split("=")[0]):
                 self.warn(
-                    f"the learning rate is given on the command line ({a}): scale it ×{scale:.3g} there"
+                    f"the learning rate is given on the command line ({a}): scale it with the batch there"
                 )
-                return "given on the command line, not changed"
+                return "given on the command line, not changed", f"{a} on the command line"
+        argparse_lr: dict[str, cst.Call] = {}  # dest -> add_argument call
         for c in walk(tree):
             if isinstance(c, cst.Call) and (name := _argparse_name(c)) and LR_NAME.match(name):
-                d = kwarg(c, "default")
-                if d is not None and (v := _number(d.value)) is not None:
-                    self.edits[id(d.value)] = _fmt(v * scale, d.value)
-                    return f"--{name.lstrip('-')} default {v:g} → {v * scale:.4g}, line {self.line(c)}"
-        opt = getattr(self, "opt_call", None)
-        if opt is not None:
-            lr = kwarg(opt, "learning_rate") or (
-                opt.args[0] if opt.args and opt.args[0].keyword is None else None
-            )
-            if lr is not None and (v := _number(lr.value)) is not None:
-                self.edits[id(lr.value)] = _fmt(v * scale, lr.value)
-                return f"{v:g} → {v * scale:.4g}, line {self.line(opt)}"
-            if lr is not None:
-                self.warn(
-                    f"learning rate {dotted(lr.value) or 'expression'} at line {self.line(opt)} not scaled: scale it ×{scale:.3g}"
+                argparse_lr[name.lstrip("-").replace("-", "_")] = c
+        consts: dict[str, list[cst.Assign]] = {}
+        for st in tree.body:  # module constants: INIT_LR = 1e-3
+            if isinstance(st, cst.SimpleStatementLine):
+                for small in st.body:
+                    if (
+                        isinstance(small, cst.Assign)
+                        and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)
+                    ):
+                        consts.setdefault(small.targets[0].target.value, []).append(small)
+        parents = _function_params(tree)
+        done: list[str] = []
+        missed: list[str] = []
+        scaled: set[int] = set()
+        opts = self._optimizers(tree)
+        for call, name, string in opts:
+            rule = "linear" if name in LINEAR else "square-root"
+            scale = self.factor if name in LINEAR else math.sqrt(self.factor)
+            where = f"{name} at line {self.line(call)}"
+            if string is not None:  # compile(optimizer="adam"): the default made explicit
+                keras = al.keras or "keras"
+                lr = DEFAULT_LR.get(name)
+                if lr is None:
+                    missed.append(f"{where}: default learning rate unknown")
+                    continue
+                self.edits[id(string)] = cst.parse_expression(
+                    f"{keras}.optimizers.{name}(learning_rate={_text(lr * scale)})"
                 )
-                return "not found as a number, not changed"
-        self.warn(f"no learning rate found to scale: scale it ×{scale:.3g} yourself")
-        return "not found, not changed"
+                done.append(
+                    f"{where}: default {lr:g} made explicit, → {lr * scale:.4g} ({rule} scaling for {name})"
+                )
+                continue
+            lr_arg = (
+                kwarg(call, "learning_rate")
+                or kwarg(call, "lr")
+                or (call.args[0] if call.args and call.args[0].keyword is None else None)
+            )
+            if lr_arg is None:
+                lr = DEFAULT_LR.get(name)
+                if lr is None:
+                    missed.append(f"{where}: no learning rate and no known default")
+                    continue
+                self.edits[id(call)] = set_kwarg(call, "learning_rate", _fmt(lr * scale, cst.Float("0.1")))
+                done.append(
+                    f"{where}: default {lr:g} made explicit, → {lr * scale:.4g} ({rule} scaling for {name})"
+                )
+                continue
+            target = self._follow(lr_arg.value, argparse_lr, consts, parents)
+            if target is None:
+                text = cst.Module([]).code_for_node(lr_arg.value)
+                missed.append(f"{where}: learning_rate={text} not followed to a number")
+                continue
+            node, label = target
+            v = _number(node)
+            assert v is not None
+            if id(node) in scaled:
+                done.append(f"{where}: {label} (already scaled)")
+                continue
+            scaled.add(id(node))
+            self.edits[id(node)] = _fmt(v * scale, node)
+            done.append(
+                f"{where}: {label + ' ' if label else ''}{v:g} → {v * scale:.4g} ({rule} scaling for {name})"
+            )
+        if not opts and argparse_lr:  # the optimizer is not visible, but the script takes --lr
+            name, c = next(iter(argparse_lr.items()))
+            d = kwarg(c, "default")
+            if d is not None and (v := _number(d.value)) is not None:
+                scale = self.factor
+                self.edits[id(d.value)] = _fmt(v * scale, d.value)
+                self.warn("optimizer not recognised: learning rate scaled linearly (the SGD rule)")
+                return f"--{name} default {v:g} → {v * scale:.4g} (linear: optimizer not recognised)", ""
+        if not opts:
+            self.warn(
+                f"no optimizer or learning rate found: scale the learning rate ×{self.factor} (SGD) or ×√{self.factor} (Adam) yourself"
+            )
+            return "not found, not changed", "no optimizer found"
+        for m in missed:
+            self.warn(f"learning rate not scaled: {m}")
+        text = "; ".join(done) if done else "not changed"
+        return text, "; ".join(missed)
+
+    def _optimizers(self, tree: cst.Module) -> list[tuple[cst.Call, str, cst.SimpleString | None]]:
+        """Every optimizer the script builds: (constructor call or compile call, class, the string)."""
+        out: list[tuple[cst.Call, str, cst.SimpleString | None]] = []
+        for c in walk(tree):
+            if not isinstance(c, cst.Call):
+                continue
+            last = (call_name(c) or "").split(".")[-1]
+            if last in LINEAR or last in SQRT:
+                out.append((c, last, None))
+            elif attr_name(c) == "compile":
+                opt = kwarg(c, "optimizer") or (c.args[0] if c.args and c.args[0].keyword is None else None)
+                if opt is not None and isinstance(opt.value, cst.SimpleString):
+                    v = opt.value.evaluated_value
+                    for o in (*LINEAR, *SQRT):
+                        if isinstance(v, str) and v.lower() == o.lower():
+                            out.append((c, o, opt.value))
+        return out
+
+    def _follow(
+        self,
+        value: cst.BaseExpression,
+        argparse_lr: dict[str, cst.Call],
+        consts: dict[str, list[cst.Assign]],
+        params: dict[str, list[cst.Param]],
+    ) -> tuple[cst.BaseExpression, str] | None:
+        """A learning-rate expression followed to the number to scale, with where it is."""
+        if _number(value) is not None:
+            return value, ""
+        if isinstance(value, cst.Attribute) and value.attr.value in argparse_lr:  # args.lr
+            c = argparse_lr[value.attr.value]
+            d = kwarg(c, "default")
+            if d is not None and _number(d.value) is not None:
+                return d.value, f"--{value.attr.value} default (line {self.line(c)})"
+            return None
+        if isinstance(value, cst.Name):
+            defs = consts.get(value.value, [])
+            if len(defs) == 1 and _number(defs[0].value) is not None:
+                return defs[0].value, f"{value.value} (line {self.line(defs[0])})"
+            ps = params.get(value.value, [])
+            if len(ps) == 1 and ps[0].default is not None and _number(ps[0].default) is not None:
+                return ps[0].default, f"default of parameter {value.value} (line {self.line(ps[0])})"
+            if len(defs) == 1 and isinstance(defs[0].value, cst.Call):  # a schedule: initial_learning_rate
+                init = kwarg(defs[0].value, "initial_learning_rate")
+                if init is not None and _number(init.value) is not None:
+                    return init.value, f"{value.value}'s initial_learning_rate (line {self.line(defs[0])})"
+        if isinstance(value, cst.Call):
+            init = kwarg(value, "initial_learning_rate")
+            if init is not None and _number(init.value) is not None:
+                return init.value, f"initial_learning_rate (line {self.line(value)})"
+        return None
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         updated = super().on_leave(original_node, updated_node)
         new = self.edits.get(id(original_node))
+        if new is not None and isinstance(new, cst.Call) and isinstance(updated, cst.Call):
+            # an optimizer call given its default learning rate: keep the edits made inside it
+            lr = kwarg(new, "learning_rate")
+            if lr is not None and kwarg(updated, "learning_rate") is None:
+                return set_kwarg(updated, "learning_rate", lr.value)
+        if self.note_at is not None and id(original_node) == self.note_at:
+            assert isinstance(updated, cst.SimpleStatementLine)
+            comment = cst.EmptyLine(comment=cst.Comment(self.comment))
+            return updated.with_changes(leading_lines=[*updated.leading_lines, comment])
         return new if new is not None else updated  # type: ignore[return-value]
 
 

@@ -68,14 +68,37 @@ def _generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
     return out
 
 
+def _generator_methods(tree: cst.Module) -> dict[str, cst.FunctionDef]:
+    """Generator methods of the module's classes (``Trainer.batches(self)``), by method name."""
+    out = {}
+    for cls in walk(tree):
+        if isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock):
+            for fn in cls.body.body:
+                if isinstance(fn, cst.FunctionDef) and fn.name.value != "__iter__":
+                    own = [n for n in walk(fn.body) if not isinstance(n, cst.FunctionDef)]
+                    if any(isinstance(n, cst.Yield) for n in own):
+                        out[fn.name.value] = fn
+    return out
+
+
+def _step_names(tree: cst.Module) -> set[str]:
+    """Functions and methods holding a training step (their calls in a loop make it a training loop)."""
+    names = {"train_step", "step"}
+    for fn in walk(tree):
+        if isinstance(fn, cst.FunctionDef) and _is_step_body(fn.body):
+            names.add(fn.name.value)
+    return names
+
+
 class GeneratorPrefetchCodemod(FixCodemod):
     DESCRIPTION = "run the batch generator in a background thread"
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         gens = _generators(tree)
-        if not gens:
-            raise SkipFile("no Python generator function in the script")
+        methods = _generator_methods(tree)
+        if not gens and not methods:
+            raise SkipFile("no Python generator function or generator method in the script")
         self.helper = unique_name(tree, "tfdoctor_prefetch")
         if any(
             isinstance(n, cst.FunctionDef) and n.name.value.startswith("tfdoctor_prefetch") for n in tree.body
@@ -83,27 +106,36 @@ class GeneratorPrefetchCodemod(FixCodemod):
             raise SkipFile("the script already uses tfdoctor's background prefetcher")
         self.targets: set[int] = set()
         used: list[str] = []
+        steps = _step_names(tree)
+
+        def generator_call(it: cst.BaseExpression) -> str | None:
+            """``batches(...)`` / ``self.batches()`` calling one of the file's generators: its name."""
+            if not isinstance(it, cst.Call):
+                return None
+            if isinstance(it.func, cst.Name) and it.func.value in gens:
+                return it.func.value
+            if isinstance(it.func, cst.Attribute) and it.func.attr.value in methods:
+                return call_name(it) or it.func.attr.value
+            return None
+
         for loop in (n for n in walk(tree) if isinstance(n, cst.For)):
             if not (
                 _is_step_body(loop.body)
-                or any(
-                    isinstance(c, cst.Call) and attr_name(c) in ("train_step", "step")
-                    for c in walk(loop.body)
-                )
+                or any(isinstance(c, cst.Call) and attr_name(c) in steps for c in walk(loop.body))
             ):
                 continue
             it = loop.iter
             if isinstance(it, cst.Call) and call_name(it) in ("enumerate", "zip") and it.args:
                 it = it.args[0].value
-            if isinstance(it, cst.Call) and call_name(it) in gens:
+            if (name := generator_call(it)) is not None:
                 self.targets.add(id(it))
-                used.append(f"{call_name(it)}() at line {self.line(it)}")
+                used.append(f"{name}() at line {self.line(it)}")
         for c in walk(tree):
             if isinstance(c, cst.Call) and attr_name(c) == "fit" and c.args:
                 v = c.args[0].value
-                if isinstance(v, cst.Call) and call_name(v) in gens:
+                if (name := generator_call(v)) is not None:
                     self.targets.add(id(v))
-                    used.append(f"{call_name(v)}() at line {self.line(v)}")
+                    used.append(f"{name}() at line {self.line(v)}")
         if not self.targets:
             raise SkipFile("no Python generator feeds the training loop")
         self.summary = f"{', '.join(used)} runs in a background thread ({self.helper}, 4 batches ahead)"
@@ -150,8 +182,8 @@ class GeneratorPrefetchCodemod(FixCodemod):
 class GeneratorPrefetch(Fix):
     """Produce the next batches while the current step trains: the Python generator runs in a thread.
 
-    What it changes: a module-level generator function that feeds the training loop
-    (``for ... in batches(...)``, ``enumerate(batches(...))``, ``model.fit(batches(...))``) is wrapped in
+    What it changes: a generator function or generator method that feeds the training loop
+    (``for ... in batches(...)``, ``enumerate(self.batches())``, ``model.fit(batches(...))``) is wrapped in
     ``tfdoctor_prefetch(...)``, a small helper added to the script that runs the generator in a
     background thread, up to 4 batches ahead (same items, same order, exceptions re-raised in the loop;
     stops when the loop stops). It overlaps input with the step where the step releases the GIL

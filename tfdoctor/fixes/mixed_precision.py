@@ -8,10 +8,50 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import aliases, attr_name, call_name, expr, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import (
+    aliases,
+    attr_name,
+    call_name,
+    dotted,
+    expr,
+    imports_end,
+    kwarg,
+    set_kwarg,
+    walk,
+)
+from tfdoctor.fixes._models import Models
 from tfdoctor.fixes.batch_scale import LINEAR, SQRT
+from tfdoctor.fixes.tf_function import is_apply
 
 OPTIMIZERS = LINEAR | SQRT
+
+
+def policy_position(tree: cst.Module, keras_root: str) -> int | None:
+    """Index of the module statement the policy goes before: after the leading imports (and after the
+    statement that imports ``keras_root`` where that comes later), before anything else runs, so before
+    the first model is built. Imports further down (``import matplotlib`` after training in a notebook
+    export) do not move it. None when ``keras_root`` is not imported at module level."""
+    body = list(tree.body)
+    at = imports_end(body)
+    for i, stmt in enumerate(body):
+        bound = any(
+            isinstance(n, (cst.Import, cst.ImportFrom))
+            and not isinstance(n.names, cst.ImportStar)
+            and any(
+                (
+                    a.asname.name.value
+                    if a.asname and isinstance(a.asname.name, cst.Name)
+                    else (dotted(a.name) or "").split(".")[0]
+                )
+                == keras_root
+                for a in n.names
+            )
+            for n in walk(stmt)
+            if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))
+        )
+        if bound:
+            return max(at, i + 1)
+    return None
 
 
 def policy_for(ctx: FixContext) -> str | None:
@@ -34,21 +74,19 @@ class MixedPrecisionCodemod(FixCodemod):
         for c in walk(tree):
             if isinstance(c, cst.Call) and (call_name(c) or "").endswith("set_global_policy"):
                 raise SkipFile(f"the script sets a dtype policy itself (line {self.line(c)})")
-        dense = [c for c in walk(tree) if isinstance(c, cst.Call) and attr_name(c) == "Dense"]
-        self.output: cst.Call | None = dense[-1] if dense else None
-        notes = []
-        if self.output is not None and kwarg(self.output, "dtype") is None:
-            notes.append(f"output layer at line {self.line(self.output)} kept float32")
-        else:
-            self.output = None
-            self.warn(
-                "no final Dense layer found: make sure the model's outputs are float32 (dtype='float32')"
+        self.at = policy_position(tree, self.keras.split(".")[0])
+        if self.at is None:
+            raise SkipFile(
+                f"{self.keras} is not imported at the top level of the script: nowhere to set the policy "
+                "before the model is built"
             )
+        self.outputs: set[int] = set()
+        notes = [self._output_layers(tree)]
         # float16 needs loss scaling; Keras compile() adds it, a custom loop needs it spelled out
         self.wrap_opt: set[int] = set()
         self.scale_grad: set[int] = set()
         self.opt_name: str | None = None
-        custom = any(isinstance(c, cst.Call) and attr_name(c) == "apply_gradients" for c in walk(tree))
+        custom = any(isinstance(c, cst.Call) and is_apply(c) for c in walk(tree))
         if self.policy == "mixed_float16" and custom:
             for a in walk(tree):
                 if (
@@ -69,23 +107,53 @@ class MixedPrecisionCodemod(FixCodemod):
                 if isinstance(c, cst.Call) and attr_name(c) == "gradient" and c.args:
                     self.scale_grad.add(id(c))
             notes.append(f"LossScaleOptimizer around {self.opt_name}, loss scaled before tape.gradient")
-        self.summary = f"{self.keras}.mixed_precision.set_global_policy({self.policy!r}); " + "; ".join(notes)
+        body = list(tree.body)
+        where = (
+            f"before line {self.line(body[self.at])}" if self.at < len(body) else "at the end of the imports"
+        )
+        self.summary = (
+            f"{self.keras}.mixed_precision.set_global_policy({self.policy!r}) {where}; " + "; ".join(notes)
+        )
         new = super().transform_module_impl(tree)
         stmt = cst.parse_statement(f'{self.keras}.mixed_precision.set_global_policy("{self.policy}")\n')
         body = list(new.body)
-        at = 0
-        for i, s in enumerate(body):
-            if isinstance(s, cst.SimpleStatementLine) and all(
-                isinstance(x, (cst.Import, cst.ImportFrom))
-                or (isinstance(x, cst.Expr) and isinstance(x.value, cst.SimpleString))
-                for x in s.body
-            ):
-                at = i + 1
         stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        return new.with_changes(body=[*body[:at], stmt, *body[at:]])
+        return new.with_changes(body=[*body[: self.at], stmt, *body[self.at :]])
+
+    def _output_layers(self, tree: cst.Module) -> str:
+        """Mark the output layer of each model that computes the loss; the summary's note."""
+        models = Models(tree)
+        if not models.defs:
+            self.warn(
+                "no Keras model built in the script: make sure the model's outputs are float32 (dtype='float32')"
+            )
+            return "no model found in the script: outputs not changed"
+        keys, why = models.loss_models()
+        guessed = not keys
+        if guessed:  # which model computes the loss is not visible: every model's output stays float32
+            keys = list(dict.fromkeys(models.defs))
+        done: list[str] = []
+        for key in dict.fromkeys(keys):
+            d = models.defs[key]
+            if not d.outputs:
+                self.warn(f"model {key}: {d.unresolved}: make sure its outputs are float32 (dtype='float32')")
+                continue
+            for layer in d.outputs:
+                if kwarg(layer, "dtype") is None and id(layer) not in self.outputs:
+                    self.outputs.add(id(layer))
+                    name = (call_name(layer) or "layer").split(".")[-1]
+                    done.append(f"{name} at line {self.line(layer)} ({key})")
+        if not done:
+            return "output layers already set their dtype"
+        how = (
+            "which model computes the loss is not visible in the script: output layer of every model"
+            if guessed
+            else "output layer of the model computing the loss: " + "; ".join(why)
+        )
+        return f"kept float32: {', '.join(done)} ({how})"
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self.output is not None and original_node is self.output:
+        if id(original_node) in self.outputs:
             return set_kwarg(updated_node, "dtype", expr('"float32"'))
         if id(original_node) in self.wrap_opt:
             return cst.Call(

@@ -7,7 +7,9 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import attr_name, expr, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import expr, kwarg, set_kwarg
+from tfdoctor.fixes._models import compile_sites
+from tfdoctor.model import Facts
 
 DEFAULT_N = 8
 
@@ -19,23 +21,20 @@ class StepsPerExecutionCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.n = int(self.fix.params.get("n", DEFAULT_N))
         self.targets: set[int] = set()
-        lines = []
-        for c in walk(tree):
-            if isinstance(c, cst.Call) and attr_name(c) == "compile" and isinstance(c.func, cst.Attribute):
-                if not (
-                    any(a.keyword and a.keyword.value in ("optimizer", "loss") for a in c.args)
-                    or len(c.args) >= 2
-                ):
-                    continue
-                if kwarg(c, "steps_per_execution") is not None:
-                    raise SkipFile(f"model.compile() at line {self.line(c)} already sets steps_per_execution")
-                self.targets.add(id(c))
-                lines.append(str(self.line(c)))
+        where = []
+        sites, notes = compile_sites(tree, self.line)
+        for c, label in sites:
+            if kwarg(c, "steps_per_execution") is not None:
+                raise SkipFile(f"{label} at line {self.line(c)} already sets steps_per_execution")
+            self.targets.add(id(c))
+            where.append(f"{label} (line {self.line(c)})")
         if not self.targets:
+            if notes:
+                raise SkipFile("; ".join(notes) + ": nowhere to set steps_per_execution")
             raise SkipFile(
                 "no Keras model.compile() in the script (steps_per_execution is a Keras fit setting)"
             )
-        self.summary = f"steps_per_execution={self.n} in model.compile() (line {', '.join(lines)})"
+        self.summary = f"steps_per_execution={self.n} in {'; '.join(where)}"
         self.examples_factor = float(self.n)  # the harness counts one step per execution
         return super().transform_module_impl(tree)
 
@@ -48,7 +47,9 @@ class StepsPerExecutionCodemod(FixCodemod):
 class StepsPerExecution(Fix):
     """Run several training steps per call into TensorFlow: ``model.compile(steps_per_execution=N)``.
 
-    What it changes: ``steps_per_execution=8`` in ``model.compile(...)``, so ``fit`` runs 8 batches per
+    What it changes: ``steps_per_execution=8`` in ``model.compile(...)`` (for a model whose class
+    overrides ``compile`` with its own signature, a GAN's ``compile(d_optimizer, g_optimizer, loss_fn)``:
+    in that override's ``super().compile(...)`` call), so ``fit`` runs 8 batches per
     trip from Python into the compiled function: the fixed per-step cost (callbacks, Python, function
     dispatch) is paid once per 8 batches. Batches, their order and the updates are the same; callbacks
     and logs see one batch end per 8 steps.
@@ -70,6 +71,11 @@ class StepsPerExecution(Fix):
             return "custom training loop: steps_per_execution only affects Keras fit"
         if (ctx.facts.steps_per_execution or 1) > 1:
             return f"steps_per_execution is already {ctx.facts.steps_per_execution}"
+        return None
+
+    def took_effect(self, facts: Facts) -> str | None:
+        if facts.loop_kind == "keras_fit" and facts.steps_per_execution == 1:
+            return "the trial's fit still ran one step per execution: the edited compile() is not the one fit used"
         return None
 
 

@@ -10,8 +10,9 @@ from libcst.codemod import SkipFile
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
-from tfdoctor.fixes._base import SIDE_EFFECT, Fix, FixCodemod
+from tfdoctor.fixes._base import SIDE_EFFECT, Fix, FixCodemod, FixContext
 from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, names_in, unique_name, walk
+from tfdoctor.model import Facts
 
 MUTATORS = frozenset(
     {
@@ -54,12 +55,78 @@ def _calls(node: cst.CSTNode, method: str) -> bool:
     return any(isinstance(n, cst.Call) and attr_name(n) == method for n in _own_nodes(node))
 
 
+def is_apply(call: cst.Call) -> bool:
+    """An optimizer update: ``opt.apply_gradients(...)``, or Keras 3's ``opt.apply(grads, vars)`` (told
+    from ``dataset.apply(fn)`` by the receiver's name or the gradients passed)."""
+    method = attr_name(call)
+    if method == "apply_gradients":
+        return True
+    if method != "apply" or not isinstance(call.func, cst.Attribute) or not call.args:
+        return False
+    receiver = (dotted(call.func.value) or "").lower()
+    grads = names_in(call.args[0].value)
+    return "opt" in receiver.split(".")[-1] or any("grad" in g.lower() for g in grads)
+
+
+def _applies(node: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.Call) and is_apply(n) for n in _own_nodes(node))
+
+
 def _has_tape(node: cst.CSTNode) -> bool:
     return any(_is_tape(n) for n in _own_nodes(node))
 
 
 def _is_step_body(node: cst.CSTNode) -> bool:
-    return _has_tape(node) or _calls(node, "apply_gradients")
+    return _has_tape(node) or _applies(node)
+
+
+def _tape_names(stmts: Iterable[cst.CSTNode]) -> set[str]:
+    """Names a ``with tf.GradientTape() as <name>`` binds under ``stmts``."""
+    out: set[str] = set()
+    for s in stmts:
+        for n in [s, *_own_nodes(s)]:
+            if _is_tape(n):
+                assert isinstance(n, cst.With)
+                for it in n.items:
+                    if it.asname is not None and isinstance(it.asname.name, cst.Name):
+                        out.add(it.asname.name.value)
+    return out
+
+
+def _is_compiled(fn: cst.FunctionDef, tf_function: set[str], wrapped: set[str]) -> bool:
+    return fn.name.value in wrapped or any(
+        (
+            dotted(d.decorator) or call_name(d.decorator)
+            if isinstance(d.decorator, cst.Call)
+            else dotted(d.decorator)
+        )
+        in tf_function
+        for d in fn.decorators
+    )
+
+
+def ran_lines(facts_source: dict[str, str], filename: str) -> list[int]:
+    """Lines of ``filename`` where the run's hooks saw the step (its definition, its optimizer update,
+    its ``tape.gradient``), most telling first: the facts say what ran, the file may hold more."""
+    out = []
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    for role in ("step_fn", "apply_gradients", "gradient"):
+        where = facts_source.get(role) or ""
+        path, _, line = where.rpartition(":")
+        if path.replace("\\", "/").rsplit("/", 1)[-1] == base and line.isdigit():
+            out.append(int(line))
+    return out
+
+
+def _is_keras_model(cls: cst.ClassDef) -> bool:
+    """A subclass of keras.Model (or Sequential): Keras compiles its train_step itself."""
+    return any((dotted(b.value) or "").split(".")[-1] in ("Model", "Sequential") for b in cls.bases)
+
+
+KERAS_TRAIN_STEP = (
+    "{what} overrides keras.Model.train_step: fit already compiles it into a tf.function "
+    "(xla-jit and steps-per-execution are the fixes that apply)"
+)
 
 
 def _stores(node: cst.CSTNode) -> set[str]:
@@ -145,54 +212,102 @@ class TfFunctionCodemod(FixCodemod):
                 v = n.args[0].value
                 if isinstance(v, cst.Name):
                     wrapped.add(v.value)
-        in_class = {
-            id(f)
-            for c in walk(tree)
-            if isinstance(c, cst.ClassDef)
-            for f in walk(c)
-            if isinstance(f, cst.FunctionDef)
-        }
+        owner: dict[int, cst.ClassDef] = {}  # methods -> their class
+        for c in walk(tree):
+            if isinstance(c, cst.ClassDef):
+                for f in c.body.body:
+                    if isinstance(f, cst.FunctionDef):
+                        owner[id(f)] = c
+        # functions handed to strategy.run(fn, ...) -> the function making that call
+        run_in: dict[str, cst.FunctionDef] = {}
+        for caller in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):
+            for n in _own_nodes(caller.body):
+                if (
+                    isinstance(n, cst.Call)
+                    and attr_name(n) == "run"
+                    and n.args
+                    and isinstance(n.args[0].value, cst.Name)
+                ):
+                    run_in[n.args[0].value.value] = caller
         self.decorate: set[int] = set()
         self.extract: tuple[cst.For | cst.While, int, int] | None = None
         self.anchor: cst.BaseStatement | None = None
         self.step_name = ""
-        compiled: list[str] = []
+        facts = self.fix.facts
+        eager = facts.step_kind == "eager"
+        # decide from what ran: the hooks' lines of the step (an eager run of a file that also holds
+        # tf.function versions of it is decided by those lines, not by what the file contains)
+        self.ran = ran_lines(facts.source, self.fix.filename) if eager else []
+        candidates = []
         for fn in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):
             if not _is_step_body(fn.body):
                 continue
             loops = [n for n in _own_nodes(fn.body) if isinstance(n, (cst.For, cst.While))]
             if any(_is_step_body(lp.body) for lp in loops):
                 continue  # the function holds the training loop itself: handled as an inline body
-            is_compiled = fn.name.value in wrapped or any(
-                (
-                    dotted(d.decorator) or call_name(d.decorator)
-                    if isinstance(d.decorator, cst.Call)
-                    else dotted(d.decorator)
-                )
-                in tf_function
-                for d in fn.decorators
-            )
-            if is_compiled:
-                compiled.append(fn.name.value)
-            elif id(fn) in in_class:
-                self.warn(
-                    f"line {self.line(fn)}: {fn.name.value}() is a method; Keras compiles train_step itself"
-                )
-            else:
-                self.decorate.add(id(fn))
-                self.step_name = fn.name.value
-                self.effects(fn.body, fn)
-                self.summary = f"@{self.tf}.function on {fn.name.value}() (line {self.line(fn)})"
-                break
-        if not self.decorate:
-            if compiled:
+            candidates.append(fn)
+        if self.ran:
+            candidates.sort(key=lambda f: not self._holds_ran_line(f))
+        compiled: list[str] = []
+        keras_steps: list[str] = []
+        in_strategy: list[str] = []
+        for fn in candidates:
+            name = fn.name.value
+            cls = owner.get(id(fn))
+            if _is_compiled(fn, tf_function, wrapped):
+                compiled.append(name)
+                continue
+            if cls is not None and (name in ("train_step", "test_step") or _is_keras_model(cls)):
+                keras_steps.append(f"{cls.name.value}.{name}()")
+                continue
+            if self.ran and not self._holds_ran_line(fn):
+                continue  # a step function the profiled run did not use
+            target, note = fn, ""
+            caller = run_in.get(name)
+            if caller is not None:
+                if _is_compiled(caller, tf_function, wrapped):
+                    in_strategy.append(
+                        f"{name}() runs through strategy.run inside the tf.function {caller.name.value}()"
+                    )
+                    continue
+                if owner.get(id(caller)) is not None and _is_keras_model(owner[id(caller)]):
+                    keras_steps.append(f"{owner[id(caller)].name.value}.{caller.name.value}()")
+                    continue
+                target, note = caller, f", which runs {name}() through strategy.run"
+            self.decorate.add(id(target))
+            self.step_name = target.name.value
+            self.effects(fn.body, fn)
+            what = f"{cls.name.value}.{target.name.value}" if owner.get(id(target)) else target.name.value
+            self.summary = f"@{self.tf}.function on {what}() (line {self.line(target)}){note}"
+            break
+        if not self.decorate and not self.find_inline(tree):
+            ran = f" (the profiled run was eager: step at line {self.ran[0]})" if self.ran else ""
+            if keras_steps:
+                raise SkipFile(KERAS_TRAIN_STEP.format(what=", ".join(keras_steps)))
+            if in_strategy:
+                raise SkipFile(f"the training step is already compiled: {'; '.join(in_strategy)}")
+            if compiled and not self.ran:
                 raise SkipFile(f"the training step is already a tf.function ({', '.join(compiled)})")
-            self.find_inline(tree)
+            raise SkipFile(
+                "no training step found (no function or loop with GradientTape / apply_gradients / "
+                f"optimizer.apply){ran}"
+            )
         new = super().transform_module_impl(tree)
         if al.tf is None:
             AddImportsVisitor.add_needed_import(self.context, "tensorflow", asname="tf")
             new = AddImportsVisitor(self.context).transform_module(new)
         return new
+
+    def _span(self, node: cst.CSTNode) -> tuple[int, int]:
+        try:
+            r = self.get_metadata(PositionProvider, node)
+        except KeyError:
+            return (0, -1)
+        return r.start.line, r.end.line
+
+    def _holds_ran_line(self, node: cst.CSTNode) -> bool:
+        lo, hi = self._span(node)
+        return any(lo <= ln <= hi for ln in self.ran)
 
     # -- side effects ----------------------------------------------------------------------------
     def effects(self, body: cst.CSTNode, fn: cst.FunctionDef | None, params: Iterable[str] = ()) -> None:
@@ -253,11 +368,13 @@ class TfFunctionCodemod(FixCodemod):
                     )
 
     # -- an inline loop body -------------------------------------------------------------------
-    def find_inline(self, tree: cst.Module) -> None:
+    def find_inline(self, tree: cst.Module) -> bool:
+        """Plan the extraction of a step written inline in a loop; False when there is none."""
         scopes: list[cst.Module | cst.FunctionDef] = [
             tree,
             *(n for n in walk(tree) if isinstance(n, cst.FunctionDef)),
         ]
+        found: list[tuple[cst.Module | cst.FunctionDef, cst.BaseStatement, cst.For | cst.While, int]] = []
         for scope in scopes:
             body = scope.body if isinstance(scope, cst.Module) else scope.body.body
             for top in body:
@@ -266,23 +383,27 @@ class TfFunctionCodemod(FixCodemod):
                 for loop in (n for n in [top, *_own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
                     stmts = list(loop.body.body)
                     first = next((i for i, s in enumerate(stmts) if _is_tape(s)), None)
-                    if first is None:
-                        continue
-                    last = max(
-                        (i for i in range(first, len(stmts)) if _calls(stmts[i], "apply_gradients")),
-                        default=first,
+                    if first is not None:
+                        found.append((scope, top, loop, first))
+        if self.ran:  # the loop the profiled run went through, where the facts say which
+            found.sort(key=lambda f: not self._holds_ran_line(f[2]))
+        if not found:
+            return False
+        scope, top, loop, first = found[0]
+        stmts = list(loop.body.body)
+        last = max((i for i in range(first, len(stmts)) if _applies(stmts[i])), default=None)
+        if last is None:  # no optimizer update in the loop: the step ends with its gradients
+            last = max((i for i in range(first, len(stmts)) if _calls(stmts[i], "gradient")), default=first)
+        block = stmts[first : last + 1]
+        for s in block:
+            for n in [s, *_own_nodes(s)]:
+                if isinstance(n, (cst.Break, cst.Continue, cst.Return, cst.Yield)):
+                    raise SkipFile(
+                        f"the training step at line {self.line(stmts[first])} uses "
+                        f"{type(n).__name__.lower()}: cannot extract it into a function"
                     )
-                    block = stmts[first : last + 1]
-                    for s in block:
-                        for n in [s, *_own_nodes(s)]:
-                            if isinstance(n, (cst.Break, cst.Continue, cst.Return, cst.Yield)):
-                                raise SkipFile(
-                                    f"the training step at line {self.line(stmts[first])} uses "
-                                    f"{type(n).__name__.lower()}: cannot extract it into a function"
-                                )
-                    self.plan_extract(tree, scope, top, loop, first, last)
-                    return
-        raise SkipFile("no training step found (no function or loop with GradientTape / apply_gradients)")
+        self.plan_extract(tree, scope, top, loop, first, last)
+        return True
 
     def plan_extract(
         self,
@@ -319,12 +440,18 @@ class TfFunctionCodemod(FixCodemod):
         params = [n for n in _exposed_reads(block) if n in varying or n in augs]
         stored = [n for s in block for n in sorted(_stores(s))]
         used_outside: set[str] = set()
-        for n in walk(scope):
+        for n in _own_nodes(scope):  # other functions' own locals do not count
             if id(n) not in block_ids and isinstance(n, cst.Name):
                 used_outside.add(n.value)
         returns = []
+        tapes = _tape_names(block)
         for n in stored:
             if n in used_outside and n not in returns:
+                if n in tapes:  # a tf.function cannot return a GradientTape: the step would be cut short
+                    raise SkipFile(
+                        f"the gradient tape {n!r} of the training step at line {self.line(stmts[first])} "
+                        "is used after the optimizer update: cannot extract the step into a function"
+                    )
                 returns.append(n)
         self.step_name = unique_name(tree, "train_step")
         self.extract = (loop, first, last)
@@ -438,6 +565,24 @@ class TfFunction(Fix):
     DESCRIPTION = "@tf.function on the training step"
     CODEMOD = TfFunctionCodemod
     PRIORITY = 10
+
+    def precheck(self, ctx: FixContext) -> str | None:
+        facts = ctx.facts
+        if facts.loop_kind == "keras_fit":
+            return (
+                "Keras fit already compiles the training step (a train_step override too) into a "
+                "tf.function: xla-jit and steps-per-execution are the fixes that apply"
+            )
+        if facts.step_kind == "tf.function":
+            where = facts.source.get("step_fn") or ""
+            where = f" ({where.replace(chr(92), '/').rsplit('/', 1)[-1]})" if where else ""
+            return f"the profiled training step already runs as a tf.function{where}"
+        return None
+
+    def took_effect(self, facts: Facts) -> str | None:
+        if facts.step_kind == "eager":
+            return "the trial's training step still ran eagerly: the edited function is not the step that ran"
+        return None
 
 
 FIX = TfFunction

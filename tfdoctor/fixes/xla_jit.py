@@ -8,8 +8,10 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import aliases, call_name, dotted, expr, kwarg, set_kwarg, walk
+from tfdoctor.fixes._models import compile_sites
 from tfdoctor.fixes.tf_function import _is_step_body
+from tfdoctor.model import Facts
 
 
 class XlaCodemod(FixCodemod):
@@ -44,19 +46,14 @@ class XlaCodemod(FixCodemod):
                 v = n.args[0].value
                 if isinstance(v, cst.Name) and v.value in step_names:
                     self._consider(n, f"{tf_function}({v.value})", where, already)
-            elif (
-                isinstance(n, cst.Call)
-                and attr_name(n) == "compile"
-                and isinstance(n.func, cst.Attribute)
-                and (
-                    any(a.keyword and a.keyword.value in ("optimizer", "loss") for a in n.args)
-                    or len(n.args) >= 2
-                )
-            ):
-                self._consider(n, f"{dotted(n.func) or 'model.compile'}()", where, already)
+        sites, notes = compile_sites(tree, self.line)
+        for c, label in sites:
+            self._consider(c, label, where, already)
         if not self.targets and not self.bare:
             if already:
                 raise SkipFile(f"the script already sets jit_compile ({'; '.join(already)})")
+            if notes:
+                raise SkipFile("; ".join(notes) + ": nowhere to set jit_compile")
             if self.fix.facts.step_kind == "tf.function":
                 # the step is a tf.function compiled outside this file: the harness sets it at run time
                 self.switches = {"jit": "1"}
@@ -94,7 +91,8 @@ class XlaJit(Fix):
     """Compile the training step with XLA: ``jit_compile=True``.
 
     What it changes: ``@tf.function`` on the training step becomes ``@tf.function(jit_compile=True)``
-    (also ``tf.function(step)`` calls), and ``model.compile(...)`` gets ``jit_compile=True``. A
+    (also ``tf.function(step)`` calls), and ``model.compile(...)`` gets ``jit_compile=True`` (for a model
+    whose class overrides ``compile`` with its own signature: that override's ``super().compile(...)``). A
     ``jit_compile`` the script sets itself is left alone. When the step is a tf.function defined outside
     the script, the harness's run-time switch compiles it and the patch is empty (say so to the user).
 
@@ -115,6 +113,13 @@ class XlaJit(Fix):
     def precheck(self, ctx: FixContext) -> str | None:
         if ctx.facts.jit_compile or ctx.facts.auto_jit:
             return "the step is already XLA-compiled"
+        if ctx.facts.step_kind == "eager" and ctx.facts.loop_kind == "custom":
+            return "the profiled training step runs eagerly: XLA compiles only a tf.function step (tf-function first)"
+        return None
+
+    def took_effect(self, facts: Facts) -> str | None:
+        if facts.jit_compile is False and not facts.auto_jit:
+            return "the trial's training step ran without XLA: the edited call is not the step that ran"
         return None
 
 

@@ -1,0 +1,337 @@
+"""Which Keras models a script builds, and which of them compute the loss (read from the source).
+
+A model is found where it is built: ``X = keras.Sequential([...])``, ``X = keras.Model(inputs, outputs)``
+(``outputs`` followed to the layer call that made it), ``X = Sequential(); X.add(...)``, or a function
+returning one of those (``model = build_model()``). Its *output layer* is the constructor of the layer
+that produces its output: the last layer of a Sequential (an ``Activation("softmax")`` after the last
+``Dense`` included), the layer called to make each of a functional model's outputs.
+
+The models that *compute the loss* are those whose output reaches a loss: a name-based, flow-insensitive
+walk from model calls (``logits = model(x)``, ``self.discriminator(...)``: an attribute named like a
+model variable) through assignments to loss calls (``loss_fn(y, logits)``, ``keras.losses.*``) and to
+names with ``loss`` in them; plus the models compiled with a loss (``X.compile(loss=...)``). A model whose
+output only feeds another model (a GAN's generator) is not one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, walk
+
+#: calls whose result is a loss (the last part of the called name, lower case, contains one of these)
+LOSS_WORDS = ("loss", "crossentropy", "mean_squared_error", "mean_absolute_error", "hinge", "kl_divergence")
+
+
+@dataclass
+class ModelDef:
+    key: str  # the variable it is assigned to, or "build_model()"
+    build: cst.Call  # the Sequential(...) / Model(...) call
+    outputs: list[cst.Call] = field(default_factory=list)  # output layer constructor calls
+    unresolved: str = ""  # why an output layer was not found
+
+
+def _is_sequential(call: cst.Call) -> bool:
+    return (call_name(call) or "").split(".")[-1] == "Sequential"
+
+
+def _is_functional(call: cst.Call) -> bool:
+    name = (call_name(call) or "").split(".")[-1]
+    return name == "Model" and (
+        kwarg(call, "outputs") is not None or sum(1 for a in call.args if a.keyword is None) >= 2
+    )
+
+
+def layer_classes_taking_dtype(tree: cst.Module) -> dict[str, bool]:
+    """Layer classes defined in the file: whether their constructor passes ``dtype`` on (``**kwargs``)."""
+    out: dict[str, bool] = {}
+    for cls in walk(tree):
+        if isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock):
+            init = next(
+                (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"),
+                None,
+            )
+            out[cls.name.value] = init is None or isinstance(init.params.star_kwarg, cst.Param)
+    return out
+
+
+class Models:
+    def __init__(self, tree: cst.Module):
+        self.tree = tree
+        self.defs: dict[str, ModelDef] = {}
+        self.vars: dict[str, str] = {}  # variable name -> model key
+        assigns = [n for n in walk(tree) if isinstance(n, cst.Assign)]
+        self._assigns = assigns
+        # X = Sequential([...]) / Model(...)
+        for a in assigns:
+            if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
+                continue
+            name = a.targets[0].target.value
+            if isinstance(a.value, cst.Call) and (_is_sequential(a.value) or _is_functional(a.value)):
+                self._add(name, a.value)
+        # def build_model(): ... return Sequential(...) / return Model(...) / return <var>
+        for fn in walk(tree):
+            if not isinstance(fn, cst.FunctionDef):
+                continue
+            for r in walk(fn.body):
+                if isinstance(r, cst.Return) and r.value is not None:
+                    v = r.value
+                    key = f"{fn.name.value}()"
+                    if isinstance(v, cst.Call) and (_is_sequential(v) or _is_functional(v)):
+                        self._add(key, v)
+                    elif isinstance(v, cst.Name) and v.value in self.defs:
+                        self.defs[key] = self.defs[v.value]
+        # model = build_model()
+        for a in assigns:
+            if (
+                len(a.targets) == 1
+                and isinstance(a.targets[0].target, cst.Name)
+                and isinstance(a.value, cst.Call)
+                and isinstance(a.value.func, cst.Name)
+                and f"{a.value.func.value}()" in self.defs
+            ):
+                self.vars[a.targets[0].target.value] = f"{a.value.func.value}()"
+        for key in self.defs:
+            if not key.endswith("()"):
+                self.vars.setdefault(key, key)
+        layer_ok = layer_classes_taking_dtype(tree)
+        for d in self.defs.values():
+            kept = []
+            for c in d.outputs:
+                cls = (call_name(c) or "").split(".")[-1]
+                if layer_ok.get(cls, True):
+                    kept.append(c)
+                else:
+                    d.unresolved = f"{cls} (defined in the script) takes no dtype argument"
+            d.outputs = kept
+
+    def _add(self, key: str, build: cst.Call) -> None:
+        d = ModelDef(key, build)
+        if _is_sequential(build):
+            layers = build.args[0].value if build.args else None
+            if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements:
+                last = layers.elements[-1].value
+                if isinstance(last, cst.Call):
+                    d.outputs.append(last)
+            else:  # X = Sequential(); X.add(layer) ...
+                adds = [
+                    c
+                    for c in walk(self.tree)
+                    if isinstance(c, cst.Call)
+                    and attr_name(c) == "add"
+                    and isinstance(c.func, cst.Attribute)
+                    and dotted(c.func.value) == key
+                    and c.args
+                    and isinstance(c.args[0].value, cst.Call)
+                ]
+                if adds:
+                    d.outputs.append(adds[-1].args[0].value)  # type: ignore[arg-type]
+        else:
+            out = kwarg(build, "outputs")
+            value = out.value if out is not None else [a for a in build.args if a.keyword is None][1].value
+            for expr in self._elements(value):
+                layer = self._layer_of(expr, build)
+                if layer is not None:
+                    d.outputs.append(layer)
+        if not d.outputs:
+            d.unresolved = "its output layer is not a layer call in the script"
+        self.defs[key] = d
+
+    @staticmethod
+    def _elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+        if isinstance(value, (cst.List, cst.Tuple)):
+            return [e.value for e in value.elements]
+        if isinstance(value, cst.Dict):
+            return [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+        return [value]
+
+    def _layer_of(self, expr: cst.BaseExpression, before: cst.Call) -> cst.Call | None:
+        """``Dense(10)(x)`` -> the ``Dense(10)`` call; a name -> the layer call last assigned to it."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Call):
+            return expr.func
+        if isinstance(expr, cst.Name):
+            found = None
+            for a in self._assigns:
+                if a.value is before:
+                    break
+                if (
+                    len(a.targets) == 1
+                    and isinstance(a.targets[0].target, cst.Name)
+                    and a.targets[0].target.value == expr.value
+                ):
+                    found = a.value
+            if isinstance(found, cst.Call) and isinstance(found.func, cst.Call):
+                return found.func
+        return None
+
+    # -- which models compute the loss ---------------------------------------------------------------
+    def model_of(self, func: cst.BaseExpression) -> str | None:
+        """The model a call of ``func`` runs: ``model(...)``, ``self.discriminator(...)``."""
+        if isinstance(func, cst.Name):
+            return self.vars.get(func.value)
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            return self.vars.get(func.attr.value)
+        return None
+
+    def loss_models(self) -> tuple[list[str], list[str]]:
+        """(keys of the models whose output reaches a loss, how each was told)."""
+        taint: dict[str, set[str]] = {}
+
+        def of(e: cst.CSTNode) -> set[str]:
+            if isinstance(e, cst.Call):
+                m = self.model_of(e.func)
+                if m is not None:
+                    return {m}
+            if isinstance(e, cst.Name):
+                return set(taint.get(e.value, ()))
+            out: set[str] = set()
+            for c in e.children:
+                if isinstance(c, cst.Attribute):
+                    out |= of(c.value)
+                elif not isinstance(c, (cst.Lambda, cst.FunctionDef)):
+                    out |= of(c)
+            return out
+
+        def targets(t: cst.BaseExpression) -> Iterable[str]:
+            if isinstance(t, cst.Name):
+                yield t.value
+            elif isinstance(t, (cst.Tuple, cst.List)):
+                for el in t.elements:
+                    yield from targets(el.value)
+
+        changed = True
+        while changed:  # flow-insensitive: until no name gets a new model
+            changed = False
+            for a in self._assigns:
+                got = of(a.value)
+                if not got:
+                    continue
+                for t in a.targets:
+                    for name in targets(t.target):
+                        if not got <= taint.get(name, set()):
+                            taint.setdefault(name, set()).update(got)
+                            changed = True
+        found: dict[str, str] = {}
+        for n in walk(self.tree):
+            if isinstance(n, cst.Call):
+                last = (call_name(n) or attr_name(n) or "").split(".")[-1].lower()
+                if any(w in last for w in LOSS_WORDS):
+                    for a in n.args:
+                        for m in of(a.value):
+                            found.setdefault(m, f"its output reaches {call_name(n) or last}()")
+                if attr_name(n) == "compile" and isinstance(n.func, cst.Attribute):
+                    has_loss = (
+                        kwarg(n, "loss") is not None or sum(1 for a in n.args if a.keyword is None) >= 2
+                    )
+                    m = self.vars.get(dotted(n.func.value) or "")
+                    if has_loss and m is not None:
+                        found.setdefault(m, "compiled with a loss")
+            elif isinstance(n, cst.Assign):
+                names = [x for t in n.targets for x in targets(t.target)]
+                if any("loss" in x.lower() for x in names):
+                    for m in of(n.value):
+                        found.setdefault(m, f"its output reaches {names[0]}")
+        keys = [k for k in self.defs if k in found]
+        return keys, [f"{k}: {found[k]}" for k in keys]
+
+
+#: keyword arguments of keras.Model.compile (Keras 3)
+KERAS_COMPILE_ARGS = frozenset(
+    {
+        "optimizer",
+        "loss",
+        "loss_weights",
+        "metrics",
+        "weighted_metrics",
+        "run_eagerly",
+        "steps_per_execution",
+        "jit_compile",
+        "auto_scale_loss",
+        "sample_weight_mode",
+        "target_tensors",
+        "distribute",
+        "pss_evaluation_shards",
+    }
+)
+
+
+def _is_super_compile(call: cst.Call) -> bool:
+    f = call.func
+    return (
+        isinstance(f, cst.Attribute)
+        and f.attr.value == "compile"
+        and isinstance(f.value, cst.Call)
+        and call_name(f.value) == "super"
+    )
+
+
+def compile_sites(
+    tree: cst.Module, line: Callable[[cst.CSTNode], int]
+) -> tuple[list[tuple[cst.Call, str]], list[str]]:
+    """Where a ``keras.Model.compile`` setting (``jit_compile``, ``steps_per_execution``) can go.
+
+    Returns (the calls to add it to, with a label; why other compile calls were left alone). A model
+    whose class (defined in the script) overrides ``compile`` with its own signature gets the setting on
+    the ``super().compile(...)`` call of that override; an override without one, or a ``compile`` call
+    with keywords keras.Model.compile does not take, is left alone with the reason."""
+    overrides: dict[str, cst.FunctionDef] = {}
+    for cls in walk(tree):
+        if isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock):
+            for fn in cls.body.body:
+                if isinstance(fn, cst.FunctionDef) and fn.name.value == "compile":
+                    overrides[cls.name.value] = fn
+    instance_of: dict[str, str] = {}
+    for a in walk(tree):
+        if (
+            isinstance(a, cst.Assign)
+            and len(a.targets) == 1
+            and isinstance(a.value, cst.Call)
+            and isinstance(a.value.func, cst.Name)
+            and a.value.func.value in overrides
+        ):
+            target = dotted(a.targets[0].target)
+            if target:
+                instance_of[target] = a.value.func.value
+                if target.startswith("self."):
+                    instance_of[target[5:]] = a.value.func.value
+    sites: list[tuple[cst.Call, str]] = []
+    notes: list[str] = []
+    done: set[int] = set()
+    for c in walk(tree):
+        if not (isinstance(c, cst.Call) and attr_name(c) == "compile" and isinstance(c.func, cst.Attribute)):
+            continue
+        recv = dotted(c.func.value)
+        if recv is None:
+            continue
+        cls = instance_of.get(recv)
+        if cls is not None:
+            fn = overrides[cls]
+            sup = next((n for n in walk(fn) if isinstance(n, cst.Call) and _is_super_compile(n)), None)
+            if sup is None:
+                notes.append(
+                    f"{cls}.compile() (line {line(fn)}) overrides keras.Model.compile without calling "
+                    "super().compile()"
+                )
+            elif id(sup) not in done:
+                done.add(id(sup))
+                sites.append((sup, f"super().compile() in {cls}.compile(), which {recv}.compile() calls"))
+            continue
+        keywords = [a.keyword.value for a in c.args if a.keyword is not None]
+        if not (any(k in ("optimizer", "loss") for k in keywords) or len(c.args) >= 2):
+            continue
+        unknown = [k for k in keywords if k not in KERAS_COMPILE_ARGS]
+        if unknown:
+            notes.append(
+                f"{recv}.compile() at line {line(c)} takes {', '.join(unknown)}: not keras.Model.compile "
+                "(its class is not in the script)"
+            )
+            continue
+        sites.append((c, f"{recv}.compile()"))
+    return sites, notes
