@@ -62,7 +62,8 @@ class DatasetStage(_Frozen):
     op: str  # "map", "batch", "prefetch", "from_generator", "cache", ...
     parallel: bool | None = None  # num_parallel_calls set (map/interleave/batch)
     autotune: bool | None = None
-    detail: str = ""
+    batch_size: int | None = None  # batch / padded_batch: the static batch size, when known
+    detail: str = ""  # for people: "batch_size=32, drop_remainder", "buffer_size=AUTOTUNE", ...
 
 
 #: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)

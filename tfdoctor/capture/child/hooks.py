@@ -588,11 +588,8 @@ class Tracker:
     # -- facts ---------------------------------------------------------------------------------
     def _dataset_batch(self, ds: Any) -> int | None:
         for stage in walk_dataset(ds):
-            if stage.op in ("batch", "padded_batch") and stage.detail.startswith("batch_size="):
-                try:
-                    return int(stage.detail.split("=", 1)[1].split(",")[0])
-                except ValueError:
-                    return None
+            if stage.op in ("batch", "padded_batch"):
+                return stage.batch_size
         return None
 
     def why_no_steps(self) -> str:
@@ -698,8 +695,10 @@ def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
                 autotune = n == -1 if n is not None else False
                 if op == "map" and n is not None:
                     detail = f"num_parallel_calls={'AUTOTUNE' if n == -1 else n}"
+            batch_size = None
             if op in ("batch", "padded_batch"):
                 bs = _static(getattr(cur, "_batch_size", None))
+                batch_size = bs if isinstance(bs, int) and not isinstance(bs, bool) and bs > 0 else None
                 detail = f"batch_size={bs}" + (f", {detail}" if detail else "")
                 if npc is not None:
                     n = _static(npc)
@@ -713,7 +712,11 @@ def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
                 detail = "in memory" if not fn else f"file={fn!s}"
             if op == "shuffle":
                 detail = f"buffer_size={_static(getattr(cur, '_buffer_size', None))}"
-            stages.append(DatasetStage(op=op, parallel=parallel, autotune=autotune, detail=detail))
+            stages.append(
+                DatasetStage(
+                    op=op, parallel=parallel, autotune=autotune, batch_size=batch_size, detail=detail
+                )
+            )
         inputs = []
         try:
             inputs = list(cur._inputs())
