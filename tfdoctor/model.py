@@ -209,6 +209,14 @@ class StepBreakdown(_Frozen):
     ms: dict[str, float]
 
 
+class ComputePrecision(_Frozen):
+    """The precision the profiled steps computed in, as measured from the trace (not the dtype policy)."""
+
+    label: str  # "float32", "16-bit (98 %)", "mixed (40 % 16-bit)", "not measurable"
+    sixteen_bit_share: float | None = None  # of device kernel time in fp16/bf16 kernels; None: unknown
+    source: str = ""  # how it was measured ("GPU kernel names") or why it could not be
+
+
 class Breakdown(_Frozen):
     """Per-step breakdown of the profiled steps plus the average share per category."""
 
@@ -218,6 +226,7 @@ class Breakdown(_Frozen):
     share: dict[str, float] = Field(default_factory=dict)  # category -> fraction of step time (sums to 1)
     avg_step_ms: float = 0.0
     notes: list[str] = Field(default_factory=list)  # caveats ("device plane present but empty", ...)
+    precision: ComputePrecision | None = None  # measured compute precision (tfdoctor.analysis)
 
 
 class Evidence(_Frozen):

@@ -128,7 +128,13 @@ def test_fp16_share_agrees() -> None:
         a, findings, _ = _run(k)
         if not a.details.n_devices:
             continue  # empty GPU plane: no kernels to weigh
+        # the measured precision is in the report (the breakdown), not only in TFD401/402's evidence
+        prec = a.breakdown.precision
+        assert prec is not None and prec.sixteen_bit_share == pytest.approx(
+            a.details.fp16_kernel_share, abs=1e-4
+        )
         if "fp16" in x:
+            assert prec.label == "float32"
             assert a.details.fp16_kernel_share == pytest.approx(x["fp16"], abs=0.01), k
             assert any(f.rule_id == "TFD402" and f.decided for f in findings), k
         else:
