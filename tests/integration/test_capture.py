@@ -105,7 +105,7 @@ def test_each_loop_kind_is_counted_in_windows_with_markers_and_facts(
         assert not maps
     else:
         assert [m.parallel for m in maps] == [parallel]
-        assert any(d.op == "batch" and "batch_size=16" in d.detail for d in f.dataset)
+        assert any(d.op == "batch" and d.batch_size == 16 and "batch_size=16" in d.detail for d in f.dataset)
         assert any(d.op == "prefetch" for d in f.dataset) == parallel
     if inp == "from_generator":
         assert f.dataset[0].op == "from_generator"
