@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -134,7 +135,8 @@ class ProfileCommand:
             "--fix",
             action="store_true",
             default=d(False),
-            help="then apply the fixes, measure each and keep what helps (see tfdoctor fix --help)",
+            help="then apply the fixes, measure each and keep what helps (see tfdoctor fix --help); "
+            "refused on a worker of a multi-worker job (TF_CONFIG with 2+ workers)",
         )
         parser.add_argument(
             "--open",
@@ -234,9 +236,13 @@ class ProfileCommand:
         err = Console(stderr=True, highlight=False)
         out = Console(highlight=False)
         cfg = self.config(args)
+        fix = getattr(args, "fix", False)
+        if fix:
+            from tfdoctor.commands.fix import refuse_multiworker
+
+            refuse_multiworker({**os.environ, **cfg.env})
         store = RunStore(args.home)
         run, result, report = self.capture(store, cfg, args, err)
-        fix = getattr(args, "fix", False)
         if (result.status == "complete" and not (fix and args.json)) or (
             args.json and result.status != "complete"
         ):
