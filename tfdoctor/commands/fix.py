@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tfdoctor.capture.runner import CaptureProgress, check_tensorflow, load_capture_config
+from tfdoctor.capture.workers import from_tf_config
 from tfdoctor.errors import RunExists, TfdoctorError, UsageError
 from tfdoctor.fixes import all_fixes
 from tfdoctor.model import Report
@@ -98,6 +100,19 @@ def _rounds(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number of rounds, 0 or more: {text!r}")
     return n
+
+
+def refuse_multiworker(env: Mapping[str, str] | None = None, strategy: str | None = None) -> None:
+    """``--fix`` is refused on one worker of a multi-worker job (the workers train in lockstep: a fix
+    tried on one alone waits for peers running other code), in one line saying what to do instead."""
+    ident = from_tf_config(env)
+    if ident is not None or strategy == "MultiWorkerMirroredStrategy":
+        who = f"{ident.name} of a {ident.n_workers}-worker job (TF_CONFIG)" if ident else "a multi-worker run"
+        raise UsageError(
+            f"--fix is not supported on {who}: fixes cannot be tried on one worker alone; profile the job "
+            "without --fix, then run --fix on a single-worker run of the script (TF_CONFIG unset) and "
+            "apply its patch to every worker"
+        )
 
 
 def _ids(text: str | None) -> list[str]:
@@ -216,6 +231,7 @@ class FixCommand:
             raise RunExists(
                 f"run {run.id} already has fix results (fix.patch, report.json); pass --force to measure again"
             )
+        refuse_multiworker(strategy=report.facts.strategy)
         if run.meta.get("kind") == "fix":
             raise UsageError(f"{run.id} is itself a fix run; pass its baseline {run.meta.get('parent')}")
         try:
