@@ -153,11 +153,6 @@ class Fix:
         """A reason not to try this fix at all here (hardware, loop kind), or None."""
         return None
 
-    def took_effect(self, facts: Facts) -> str | None:
-        """After a trial run: why its edit cannot have taken effect (the trial is then "not applicable",
-        never a measured rejection), read from the trial run's facts; None when it may have."""
-        return None
-
     def variants(self, ctx: FixContext) -> list[dict[str, str]]:
         """Parameter sets to try in order; the loop stops at the first that does not help."""
         return [{}]

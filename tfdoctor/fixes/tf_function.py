@@ -12,7 +12,6 @@ from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import SIDE_EFFECT, Fix, FixCodemod, FixContext
 from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, names_in, unique_name, walk
-from tfdoctor.model import Facts
 
 MUTATORS = frozenset(
     {
@@ -577,11 +576,6 @@ class TfFunction(Fix):
             where = facts.source.get("step_fn") or ""
             where = f" ({where.replace(chr(92), '/').rsplit('/', 1)[-1]})" if where else ""
             return f"the profiled training step already runs as a tf.function{where}"
-        return None
-
-    def took_effect(self, facts: Facts) -> str | None:
-        if facts.step_kind == "eager":
-            return "the trial's training step still ran eagerly: the edited function is not the step that ran"
         return None
 
 

@@ -11,7 +11,6 @@ from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
 from tfdoctor.fixes._cst import aliases, call_name, dotted, expr, kwarg, set_kwarg, walk
 from tfdoctor.fixes._models import compile_sites
 from tfdoctor.fixes.tf_function import _is_step_body
-from tfdoctor.model import Facts
 
 
 class XlaCodemod(FixCodemod):
@@ -115,11 +114,6 @@ class XlaJit(Fix):
             return "the step is already XLA-compiled"
         if ctx.facts.step_kind == "eager" and ctx.facts.loop_kind == "custom":
             return "the profiled training step runs eagerly: XLA compiles only a tf.function step (tf-function first)"
-        return None
-
-    def took_effect(self, facts: Facts) -> str | None:
-        if facts.jit_compile is False and not facts.auto_jit:
-            return "the trial's training step ran without XLA: the edited call is not the step that ran"
         return None
 
 
