@@ -24,6 +24,7 @@ import datetime as _dt
 import json
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,12 +45,14 @@ REPORT = "report.json"
 STDOUT = "stdout.log"
 STDERR = "stderr.log"
 PATCH = "fix.patch"
+SCALE = "scale.json"  # a ``tfdoctor scale`` run's result (it has no report.json)
 LOGDIR = "logdir"
 WORKERS = "workers"  # a multi-worker job's per-worker run directories
 WORKER_DONE = "worker.json"  # written into workers/<task>/ when the worker has published (or failed)
 WORKER_SESSION = "workers"  # the profile session directory every worker publishes its trace into
 
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: a run id, matched whole (``fullmatch``: ``$`` would accept a trailing newline)
+RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def now_iso() -> str:
@@ -97,13 +100,17 @@ class HarnessRecord(BaseModel):
     profile_stopped_ns: int | None = None
 
 
+class UnsafeRunFile(TfdoctorError):
+    """A run file that is a link, leads out of its run directory, or is not a regular file."""
+
+
 def is_run_dir(path: Path) -> bool:
     """A directory written by tfdoctor (a stored run, or one copied elsewhere such as sample_traces/)."""
     return any((path / name).is_file() for name in (META, REPORT, FACTS))
 
 
 def valid_run_id(run_id: str) -> bool:
-    return bool(RUN_ID_RE.match(run_id)) and ".." not in run_id
+    return isinstance(run_id, str) and bool(RUN_ID_RE.fullmatch(run_id)) and ".." not in run_id
 
 
 @dataclass(frozen=True)
@@ -123,12 +130,42 @@ class RunDir:
     def file(self, name: str) -> Path:
         return self.path / name
 
+    def read_bytes(self, name: str, max_bytes: int | None = None) -> bytes | None:
+        """A run file's bytes (the first ``max_bytes``), ``None`` when it does not exist.
+
+        Never follows a link out of the run directory, and reads regular files only: a run file
+        that is a symlink (``fix.patch -> /etc/passwd``), sits under a linked folder leading
+        elsewhere, or is a FIFO/device raises :class:`UnsafeRunFile` instead of being read.
+        """
+        p = self.path / name
+        root = os.path.realpath(self.path)
+        if os.path.commonpath([root, os.path.realpath(p.parent)]) != root:
+            raise UnsafeRunFile(f"{p}: its folder leads out of the run directory; not read")
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None
+        except OSError:
+            if os.path.islink(p):
+                raise UnsafeRunFile(f"{p}: a symbolic link; run files are never read through links") from None
+            raise
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafeRunFile(f"{p}: not a regular file; not read")
+            return f.read() if max_bytes is None else f.read(max_bytes)
+
+    def read_text(self, name: str, max_bytes: int | None = None) -> str | None:
+        """:meth:`read_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
+        data = self.read_bytes(name, max_bytes)
+        return None if data is None else data.decode("utf-8", "replace")
+
     def read_json(self, name: str, default: Any = None) -> Any:
         p = self.path / name
         try:
-            return json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return default
+            data = self.read_bytes(name)
+            if data is None:
+                return default
+            return json.loads(data)
         except (OSError, ValueError) as e:
             raise TfdoctorError(f"{p}: unreadable ({e})") from e
 
@@ -151,7 +188,12 @@ class RunDir:
         return None if data is None else Report.model_validate(data)
 
     def write_report(self, report: Report) -> None:
+        """Write report.json; a run whose "complete" waited for it (meta.json's ``finishing``, see
+        ``RunStore.update``) is complete from now on."""
         atomic_write_text(self.path / REPORT, report.model_dump_json(indent=2) + "\n")
+        meta = self.meta
+        if meta.get("finishing"):
+            self.update_meta(status=meta["finishing"], finishing=None)
 
     def trace_files(self) -> list[Path]:
         return sorted(self.logdir.rglob("*.xplane.pb")) if self.logdir.exists() else []

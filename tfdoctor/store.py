@@ -9,6 +9,7 @@ The directories are the source of truth; the index can always be rebuilt from th
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 import difflib
 import os
@@ -22,11 +23,36 @@ from pathlib import Path
 from typing import Any
 
 from tfdoctor.errors import RunExists, TfdoctorError
-from tfdoctor.rundir import META, RunDir, is_run_dir, now_iso, valid_run_id
+from tfdoctor.rundir import META, REPORT, SCALE, RunDir, is_run_dir, now_iso, valid_run_id
 
 
 class RunNotFound(TfdoctorError):
     exit_code = 2
+
+
+class StoreNotWritable(TfdoctorError):
+    """The run store's folder cannot be written (read-only, full, not a folder)."""
+
+
+def _proc_start(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return int(f.read().rsplit(")", 1)[-1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def writer_alive(meta: dict[str, Any]) -> bool:
+    """Whether the process that writes this run (meta.json's pid, on this host) is still running.
+
+    A pid reused by an unrelated process does not count when meta.json recorded the writer's start
+    time (``pid_start``)."""
+    pid, host = meta.get("pid"), meta.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname() or not _alive(pid):
+        return False
+    started = meta.get("pid_start")
+    return not isinstance(started, int) or _proc_start(pid) in (None, started)
 
 
 def _alive(pid: int) -> bool:
@@ -131,13 +157,40 @@ class RunStore:
         if not valid_run_id(run_id):
             raise TfdoctorError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-'")
         path = self.runs_dir / run_id
-        if path.exists():
+        if path.exists() or path.is_symlink():
             if not force:
                 raise RunExists(f"run {run_id} already exists at {path}; pass --force to replace it")
+            old = RunDir(path)
+            try:
+                old_meta = old.meta if path.is_dir() and not path.is_symlink() else {}
+            except TfdoctorError:
+                old_meta = {}
+            # a run still written by another live process is never deleted (this process may replace
+            # its own: the notebook kernel re-running a cell with --run-id X --force)
+            if (
+                old_meta.get("status") == "running"
+                and old_meta.get("pid") != os.getpid()
+                and writer_alive(old_meta)
+            ):
+                raise RunExists(
+                    f"run {run_id} is still being written by process {old_meta.get('pid')}; "
+                    "not replaced (stop that run first, or choose another --run-id)"
+                )
             import shutil
 
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
+            try:
+                if path.is_symlink() or not path.is_dir():
+                    path.unlink()
+                else:
+                    shutil.rmtree(path)
+            except OSError as e:
+                raise self._not_writable(e) from None
+        try:
+            path.mkdir(parents=True)
+        except FileExistsError:  # another process created it between our check and now
+            raise RunExists(f"run {run_id} already exists at {path}; pass --force to replace it") from None
+        except OSError as e:
+            raise self._not_writable(e) from None
         run = RunDir(path)
         meta = {
             "id": run_id,
@@ -149,14 +202,41 @@ class RunStore:
             "created": now_iso(),
             # who is writing this run: a run left "running" by a process that died is stale (see list())
             "pid": os.getpid(),
+            "pid_start": _proc_start(os.getpid()),
             "host": socket.gethostname(),
         }
-        run.update_meta(**meta)
-        self._index(run, run.meta)
+        try:
+            run.update_meta(**meta)
+            self._index(run, run.meta)
+        except (OSError, sqlite3.Error) as e:
+            raise self._not_writable(e) from None
         return run
 
+    def _not_writable(self, e: BaseException) -> StoreNotWritable:
+        why = getattr(e, "strerror", None) or str(e)
+        return StoreNotWritable(
+            f"cannot write runs under {self.home} ({why}); set TFDOCTOR_HOME or --home to a writable folder"
+        )
+
     def update(self, run: RunDir, **fields: Any) -> dict[str, Any]:
-        """Update a run's meta.json and its index row (status, throughput, speedup, error, ...)."""
+        """Update a run's meta.json and its index row (status, throughput, speedup, error, ...).
+
+        A run is "complete" only once its report.json (a scale run: scale.json) is on disk: ``status="complete"`` before that
+        is kept aside (``finishing``) and the run stays "running" until an update after the report
+        was written; a process stopped in between (^C while the report is built) leaves a run that
+        the next listing marks "interrupted", never a "complete" run without a report.
+        """
+        result = run.file(SCALE if (fields.get("kind") or run.meta.get("kind")) == "scale" else REPORT)
+        if fields.get("status") == "complete" and not result.is_file():
+            fields["status"] = "running"
+            fields["finishing"] = "complete"
+        elif "status" in fields:
+            fields["finishing"] = None
+        elif result.is_file():
+            pending = run.meta.get("finishing")
+            if pending:
+                fields["status"] = pending
+                fields["finishing"] = None
         meta = run.update_meta(**fields)
         self._index(run, meta)
         return meta
@@ -198,25 +278,40 @@ class RunStore:
         if meta.get("status") != "running":
             return False
         pid, host = meta.get("pid"), meta.get("host")
-        if not isinstance(pid, int) or host != socket.gethostname() or _alive(pid):
+        if not isinstance(pid, int) or host != socket.gethostname() or writer_alive(meta):
             return False
+        when = " while its report was being built" if meta.get("finishing") else ""
         self.update(
             run,
             status="interrupted",
-            error=f"the tfdoctor process (pid {pid}) ended without finishing this run",
+            error=f"the tfdoctor process (pid {pid}) ended{when} without finishing this run",
         )
         return True
 
     def list(self, limit: int = 200) -> list[dict[str, Any]]:
         """Index rows, newest first. Runs whose directory vanished are dropped from the index; runs
-        left "running" by a dead process are marked interrupted."""
+        left "running" by a dead process are marked interrupted. A store that cannot be written
+        (read-only folder or index) is listed read-only from the run directories."""
+        try:
+            return self._list_indexed(limit)
+        except (OSError, sqlite3.Error):
+            if not self.runs_dir.is_dir():
+                raise
+            return self.scan(limit)
+
+    def _list_indexed(self, limit: int) -> builtins.list[dict[str, Any]]:
         with self._db() as con:
             running = [r["id"] for r in con.execute("SELECT id FROM runs WHERE status = 'running'")]
         for rid in running:
             path = self.runs_dir / rid
             if path.is_dir():
                 try:
-                    self.mark_stale(RunDir(path))
+                    run = RunDir(path)
+                    meta = run.meta
+                    if meta.get("status") != "running":  # finished since (RunDir.write_report)
+                        self._index(run, meta)
+                    else:
+                        self.mark_stale(run)
                 except TfdoctorError:
                     continue  # an unreadable meta.json: listed as it is
         with self._db() as con:
@@ -228,6 +323,29 @@ class RunStore:
             for rid in gone:
                 con.execute("DELETE FROM runs WHERE id = ?", (rid,))
         return [r for r in rows if r["id"] not in gone]
+
+    def scan(self, limit: int = 200) -> builtins.list[dict[str, Any]]:
+        """Rows like :meth:`list`'s, read from the run directories' meta.json without writing
+        anything (a read-only store). A run left "running" by a dead writer is shown "interrupted"."""
+        rows = []
+        for path in self.runs_dir.iterdir():
+            if not (valid_run_id(path.name) and path.is_dir() and not path.is_symlink()):
+                continue
+            try:
+                meta = RunDir(path).meta
+            except TfdoctorError:
+                continue
+            row: dict[str, Any] = {k: meta.get(k) for k in _INDEX_FIELDS}
+            row["id"] = path.name
+            row["created"] = str(row["created"] or "")
+            row["kind"] = row["kind"] or "profile"
+            row["script"] = row["script"] or ""
+            row["status"] = row["status"] or "running"
+            if row["status"] == "running" and isinstance(meta.get("pid"), int) and not writer_alive(meta):
+                row["status"] = "interrupted" if meta.get("host") == socket.gethostname() else "running"
+            rows.append(row)
+        rows.sort(key=lambda r: (r["created"], r["id"]), reverse=True)
+        return rows[:limit]
 
     def reindex(self) -> int:
         """Rebuild the index from the run directories (the source of truth)."""

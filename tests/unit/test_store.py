@@ -53,6 +53,7 @@ def test_invalid_run_ids_are_refused(tfd_home, bad):
 def test_update_changes_meta_and_the_index(tfd_home):
     store = RunStore()
     run = store.new_run("a.py")
+    run.write_json("report.json", {})  # "complete" needs the report on disk (test_store_faults.py)
     store.update(run, status="complete", steps_per_s=12.5, examples_per_s=400.0, device="CPU")
     assert run.meta["status"] == "complete"
     row = store.list()[0]

@@ -13,6 +13,7 @@ def _writer(home: str, n: int, tag: str) -> None:
         for k in range(5):
             store.update(run, status="running", steps_per_s=float(k))
             run.write_json("facts.json", {"k": k, "blob": "x" * 20000})
+        run.write_json("report.json", {})  # a run is complete only with its report on disk
         store.update(run, status="complete", examples_per_s=float(i))
 
 
