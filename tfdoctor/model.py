@@ -66,6 +66,16 @@ class DatasetStage(_Frozen):
     detail: str = ""  # for people: "batch_size=32, drop_remainder", "buffer_size=AUTOTUNE", ...
 
 
+#: the step marker tfdoctor's harness writes (``tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1)``,
+#: the name TensorBoard's own tools understand) and the marker around each step's input fetch
+STEP_MARKER = "train"
+INPUT_MARKER = "tfdoctor_input"
+#: the step markers Keras writes: TF 2.3's TraceContext, Keras 3's TensorBoard(profile_batch=...) "Profiled batch"
+KERAS_STEP_MARKERS = ("TraceContext", "Profiled batch")
+#: every step marker, in the order of trust
+STEP_MARKERS = (STEP_MARKER, *KERAS_STEP_MARKERS)
+
+
 #: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)
 TENSOR_CORE_CC = 7.0
 

@@ -19,12 +19,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tfdoctor.model import StepTiming
+from tfdoctor.model import INPUT_MARKER, STEP_MARKER, STEP_MARKERS, StepTiming
 from tfdoctor.trace.model import Line, Plane, Trace
 
 #: step markers with a ``step_num`` stat, in order of trust
-MARKER_NAMES = ("train", "TraceContext", "Profiled batch")
-INPUT_MARKER = "tfdoctor_input"
+MARKER_NAMES = STEP_MARKERS
 _FUNC_RE = re.compile(r"^EagerLocalExecute: (__inference_.+|.*_function_\d+)$")
 #: a traced function that is one training step by its name (Keras' train_function / multi_step_on_iterator,
 #: a user's train_step): a single call of it is a step
@@ -97,7 +96,7 @@ def _marker_steps(trace: Trace) -> Steps | None:
                 s, d, n = s[first], d[first], n[first]
                 o = np.argsort(s)
                 has_input = plane.name_ids(lambda x: x == INPUT_MARKER).size > 0
-                source = "tfdoctor markers" if has_input and marker == "train" else "keras markers"
+                source = "tfdoctor markers" if has_input and marker == STEP_MARKER else "keras markers"
                 return Steps(s[o], s[o] + d[o], n[o], source, plane, ln)
     return None
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from tfdoctor.analysis.breakdown import INPUT_NAMES, is_collective, is_dispatch, is_function_run, is_host_op
 from tfdoctor.errors import TraceError
+from tfdoctor.model import STEP_MARKER, STEP_MARKERS
 from tfdoctor.rundir import RunDir, atomic_write_text
 
 TIMELINE_VERSION = 1
@@ -94,7 +95,7 @@ class Timeline(BaseModel):
 
 def classify(name: str) -> str:
     """The colour class of one event name."""
-    if name in ("train", "TraceContext") or name.startswith("train "):
+    if name in STEP_MARKERS or name.startswith(f"{STEP_MARKER} "):
         return "step"
     if name in INPUT_NAMES or name.startswith(("Iterator::", "IteratorGetNext")) or "GetNext" in name:
         return "input"

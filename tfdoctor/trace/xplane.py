@@ -15,6 +15,7 @@ from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from tfdoctor.errors import TraceError
+from tfdoctor.model import INPUT_MARKER, STEP_MARKERS
 from tfdoctor.trace._io import open_regular
 from tfdoctor.trace._xplane_descriptor import SERIALIZED
 from tfdoctor.trace.model import Line, Plane, Trace, check_consistent
@@ -42,7 +43,7 @@ EVENT_STATS = frozenset(
 )
 #: Events whose stats are always decoded (step markers). Other events' stats are decoded only with
 #: ``all_stats=True``: walking every event's stats is most of the decoding time.
-MARKER_EVENTS = frozenset({"train", "TraceContext", "Profiled batch", "tfdoctor_input", "Steps"})
+MARKER_EVENTS = frozenset({*STEP_MARKERS, INPUT_MARKER, "Steps"})
 #: Stats kept from event metadata (XLA modules/ops).
 META_STATS = frozenset({"tf_op", "hlo_category", "program_id", "flops", "bytes_accessed", "source"})
 

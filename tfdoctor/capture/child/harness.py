@@ -39,11 +39,8 @@ from tfdoctor.capture.child.clock import (
     Windows,
 )
 from tfdoctor.capture.child.hooks import PostImportHooks, Tracker, install
-from tfdoctor.model import Device, Facts
+from tfdoctor.model import INPUT_MARKER, STEP_MARKER, Device, Facts
 from tfdoctor.rundir import FACTS, HARNESS, STEPS, atomic_write_json
-
-INPUT_MARKER = "tfdoctor_input"
-STEP_MARKER = "train"
 
 
 class ProfilerMarkers:
