@@ -17,6 +17,12 @@ file size; plus tracemalloc's peak for tfdoctor's Python-side allocations (a sep
     python benchmarks/trace_speed.py                 # 10^4 … 10^7 events, updates docs/benchmarks.md
     python benchmarks/trace_speed.py --sizes 4,5 -r 3
     python benchmarks/trace_speed.py --quick         # 10^4 only, one round, docs untouched
+    python benchmarks/trace_speed.py --process       # whole-process `tfdoctor analyze` vs XProf, small real traces
+
+``--process`` times what a user waits for, start-up included: ``tfdoctor analyze --no-save --json FILE``
+as a command (interpreter start, imports, read, analysis, rules, JSON out) against a fresh Python process
+that imports XProf and converts the same file to its ``overview_page`` (its cache deleted first), on the
+small real traces in the repository, in interleaved rounds (tfdoctor, XProf, tfdoctor, XProf, ...).
 """
 
 from __future__ import annotations
@@ -156,6 +162,134 @@ def measure(exp: int, path: Path, rounds: int) -> dict:
     return row
 
 
+# -- whole process: what a user waits for ---------------------------------------------------------
+#: small real traces in the repository: Keras profile_batch profiles recorded here, a harness run, the
+#: tensorflow/profiler demo's 8-GPU xplane
+PROCESS_TRACES = (
+    "sample_traces/keras-dense",
+    "sample_traces/keras-conv2d",
+    "sample_traces/cpu-keras_fit",
+    "sample_traces/third_party/tensorflow-profiler/demo/plugins/profile/GPU-multi-worker",
+)
+_XPROF_PROCESS = (
+    "import sys; from pathlib import Path\n"
+    "[p.unlink() for p in Path(sys.argv[1]).parent.glob('*op_stats*')]\n"
+    "from xprof.convert import raw_to_tool_data\n"
+    "data, _ = raw_to_tool_data.xspace_to_tool_data([sys.argv[1]], 'overview_page', {'use_saved_result': False})\n"
+    "assert data\n"
+)
+
+
+_ANALYZE_IMPORTS = (
+    "import tfdoctor.cli, tfdoctor.commands.analyze, tfdoctor.rules, tfdoctor.trace.xplane, "
+    "tfdoctor.trace._xplane_columnar; tfdoctor.rules.all_rules()"
+)
+
+
+def _timed(cmd: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):  # analyze exits 1 when it cannot diagnose: still a full run
+        raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return wall
+
+
+def measure_process(rounds: int) -> list[dict]:
+    import shutil
+    import tempfile
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", GLOG_minloglevel="3", TFDOCTOR_HOME=f"{tmp}/home")
+        tfd = shutil.which("tfdoctor") or "tfdoctor"
+        for rel in PROCESS_TRACES:
+            src = ROOT / rel
+            xplane = sorted(src.rglob("*.xplane.pb"))[-1]
+            work = Path(tmp) / rel.replace("/", "_")  # XProf writes its cache beside the file: a copy
+            work.mkdir()
+            f = work / xplane.name
+            shutil.copyfile(xplane, f)
+            walls: dict[str, list[float]] = {"tfdoctor": [], "xprof": [], "python": [], "imports": []}
+            for _ in range(rounds):
+                walls["tfdoctor"].append(_timed([tfd, "analyze", "--no-save", "--json", str(f)], env))
+                walls["xprof"].append(_timed([sys.executable, "-c", _XPROF_PROCESS, str(f)], env))
+                # the floors: an empty interpreter, and one that only imports what `analyze` imports
+                walls["python"].append(_timed([sys.executable, "-c", "pass"], env))
+                walls["imports"].append(_timed([sys.executable, "-c", _ANALYZE_IMPORTS], env))
+            ratios = [x / t for x, t in zip(walls["xprof"], walls["tfdoctor"], strict=True)]
+            row = {
+                "trace": rel,
+                "kib": f.stat().st_size / 1024,
+                "tfdoctor_s": median(walls["tfdoctor"]),
+                "tfdoctor_spread": spread(walls["tfdoctor"]),
+                "xprof_s": median(walls["xprof"]),
+                "xprof_spread": spread(walls["xprof"]),
+                "python_s": median(walls["python"]),
+                "imports_s": median(walls["imports"]),
+                "ratio": median(ratios),
+                "ratios": ratios,
+                "rounds": rounds,
+            }
+            say(
+                f"  {rel}: tfdoctor {row['tfdoctor_s']:.2f} s, XProf {row['xprof_s']:.2f} s, "
+                f"XProf ÷ tfdoctor {row['ratio']:.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+            )
+            rows.append(row)
+    return rows
+
+
+def write_process_doc(rows: list[dict], measured: str) -> None:
+    table = md_table(
+        [
+            "trace",
+            "KiB",
+            "`tfdoctor analyze` s",
+            "floors: `python -c pass` s / a process importing what `analyze` imports s",
+            "XProf process s",
+            "XProf ÷ tfdoctor (range)",
+        ],
+        [
+            [
+                f"`{r['trace']}`",
+                f"{r['kib']:.0f}",
+                f"{r['tfdoctor_s']:.2f}",
+                f"{r['python_s']:.2f} / {r['imports_s']:.2f}",
+                f"{r['xprof_s']:.2f}",
+                f"**{r['ratio']:.2f}×** ({min(r['ratios']):.2f}-{max(r['ratios']):.2f})",
+            ]
+            for r in rows
+        ],
+    )
+    body = "\n\n".join(
+        [
+            "### 2b. Whole process: `tfdoctor analyze` vs XProf's conversion on small real traces",
+            versions(measured),
+            "What a user waits for, start-up included. tfdoctor: `tfdoctor analyze --no-save --json FILE`"
+            " (interpreter start, imports, read, analysis, every rule, JSON out). XProf: a fresh"
+            " `python -c` that imports `xprof.convert.raw_to_tool_data` and converts the same file to its"
+            " `overview_page` (cache deleted first). Interleaved rounds (tfdoctor, XProf, ...) on a 2-core"
+            f" machine shared with other work; {rows[0]['rounds']} rounds per trace, medians, the ratio is the"
+            " median of per-round ratios (> 1: tfdoctor is faster).",
+            table,
+            "The CLI imports a command's module only when that command runs (`tfdoctor/cli.py`,"
+            " `tfdoctor/commands/__init__.py`): before, building the parser imported every command module"
+            " (LibCST for `fix`, FastAPI for `serve`). Measured 2026-11-23 on the same machine, 5 interleaved"
+            " rounds, whole process: importing every command module 1.09-2.68 s (median 1.21 s), `analyze`'s"
+            " module alone 0.45-0.68 s (median 0.61 s).",
+            "Target (faster than XProf as a whole process): **not met**. XProf's conversion is a C++"
+            " extension that imports in ~0.05 s and converts these files in well under 0.1 s; all of"
+            " tfdoctor's time on them is start-up: numpy alone takes 0.18-0.53 s to import here and"
+            " `tfdoctor.model` (pydantic) 0.21-0.31 s, against XProf's 0.11-0.58 s for the whole run. The"
+            " read + analysis + rules themselves take 0.03-0.15 s on these files (table 2: 0.06 s for 10^4"
+            " events), and tfdoctor is faster than XProf from ~10^5 events on.",
+            "Regenerate: `python benchmarks/trace_speed.py --process` (a few minutes).",
+        ]
+    )
+    update_section("analyze_process", body, after="trace_speed")
+    say(f"updated {ROOT / 'docs' / 'benchmarks.md'}")
+
+
 def render(rows: list[dict]) -> str:
     table = []
     for r in rows:
@@ -203,11 +337,23 @@ def main() -> None:
     )
     ap.add_argument("--no-doc", action="store_true", help="print only, do not update docs/benchmarks.md")
     ap.add_argument(
+        "--process",
+        action="store_true",
+        help="whole-process `tfdoctor analyze` vs XProf on small real traces",
+    )
+    ap.add_argument(
         "--render-only", action="store_true", help="rewrite the docs section from the last results, no runs"
     )
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker[0], args.worker[1], args.tracemalloc)))
+        return
+    if args.process:
+        prows = measure_process(args.rounds or 7)
+        (CACHE / "results").mkdir(parents=True, exist_ok=True)
+        (CACHE / "results" / "analyze_process.json").write_text(json.dumps(prows, indent=2))
+        if not args.no_doc:
+            write_process_doc(prows, now_utc())
         return
     if args.render_only:
         write_doc(json.loads((CACHE / "results" / "trace_speed.json").read_text()))

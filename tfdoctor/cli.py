@@ -10,13 +10,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from tfdoctor import __version__
-from tfdoctor.commands import discover
+from tfdoctor.commands import load, names
 from tfdoctor.errors import TfdoctorError
 
 ORDER = ["profile", "analyze", "fix", "report", "serve", "compare", "capture", "scale", "runs"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, that verb's module alone is imported and prepared (the others are listed
+    by name): what a command that runs needs. Without it, every verb's help is built."""
     parser = argparse.ArgumentParser(
         prog="tfdoctor",
         description="Profile a TensorFlow 2 training script, find what bounds it, "
@@ -24,9 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tfdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    cmds = discover()
-    cmds.sort(key=lambda c: (ORDER.index(c.name) if c.name in ORDER else len(ORDER), c.name))
-    for cls in cmds:
+    verbs = sorted(names(), key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    for name in verbs:
+        cls = load(name) if only is None or name == only else None
+        if cls is None:
+            if only is not None:
+                sub.add_parser(name)  # listed, not imported
+            continue
         doc = inspect.getdoc(cls) or ""
         p = sub.add_parser(
             cls.name,
@@ -40,8 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _verb(argv: list[str]) -> str | None:
+    """The verb the command line names (its first word that is not an option), if it is one."""
+    for a in argv:
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return a if a in names() else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_verb(argv))
     args = parser.parse_args(argv)
     if getattr(args, "_command", None) is None:
         parser.print_help()
