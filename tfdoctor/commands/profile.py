@@ -148,6 +148,9 @@ class ProfileCommand:
         from tfdoctor.commands.fix import add_fix_options
 
         add_fix_options(parser, defaults)
+        from tfdoctor.commands.analyze import add_output_options
+
+        add_output_options(parser, d)
 
     def split_args(self, args: argparse.Namespace) -> list[str]:
         """Set ``args.script``, parse our options given after it, return the script's own arguments."""
@@ -202,6 +205,11 @@ class ProfileCommand:
         )
 
     def show(self, report: Report, run: RunDir, args: argparse.Namespace, out: Console) -> None:
+        if getattr(args, "format", None) == "sarif":
+            from tfdoctor.commands.analyze import write_report
+
+            write_report(report, "sarif", out, str(run.path))
+            return
         if args.json:
             sys.stdout.write(report.model_dump_json(indent=2) + "\n")
             return
@@ -235,8 +243,15 @@ class ProfileCommand:
     def run(self, args: argparse.Namespace) -> int:
         err = Console(stderr=True, highlight=False)
         out = Console(highlight=False)
+        from tfdoctor.commands.analyze import gate, output_format
+
+        args.json = output_format(args) == "json"
         cfg = self.config(args)
         fix = getattr(args, "fix", False)
+        if fix and getattr(args, "format", None) == "sarif":
+            raise UsageError(
+                "--format sarif reports one run: profile with --fix, then `tfdoctor analyze RUN --format sarif`"
+            )
         if fix:
             from tfdoctor.commands.fix import refuse_multiworker
 
@@ -252,6 +267,8 @@ class ProfileCommand:
             from tfdoctor.commands.fix import fix_after_profile
 
             rc = fix_after_profile(store, run, report, cfg, args, err, out)
+        if rc == 0 and getattr(args, "fail_on", None):
+            rc = gate(run.report() or report, args.fail_on, err)
         if getattr(args, "open", False):
             try:
                 from tfdoctor.web.main import open_in_browser, run_url
