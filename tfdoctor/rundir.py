@@ -174,7 +174,10 @@ class RunDir:
 
     @property
     def meta(self) -> dict[str, Any]:
-        return self.read_json(META, {}) or {}
+        try:
+            return self.read_json(META, {}) or {}
+        except UnsafeRunFile as e:  # a linked meta.json is not read; the run still lists, saying why
+            return {"error": str(e)}
 
     def update_meta(self, **fields: Any) -> dict[str, Any]:
         meta = self.meta

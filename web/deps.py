@@ -12,7 +12,7 @@ from fastapi import Depends, HTTPException, Request
 
 from tfdoctor.errors import TfdoctorError
 from tfdoctor.model import Report
-from tfdoctor.rundir import REPORT, RunDir, valid_run_id
+from tfdoctor.rundir import REPORT, RunDir, UnsafeRunFile, valid_run_id
 from tfdoctor.store import RunStore
 
 
@@ -82,3 +82,16 @@ def read_report(settings: Settings, run: RunDir) -> tuple[Report | None, str | N
         settings._report_cache.clear()
     settings._report_cache[key] = (st.st_mtime_ns, st.st_size, report)
     return report, None
+
+
+def read_run_text(run: RunDir, name: str, limit: int) -> str | None:
+    """A run file's text for a page, or None: missing, bigger than ``limit`` bytes, or unsafe (a
+    link, a file under a folder leading out of the run directory, a FIFO: never read, see
+    :meth:`RunDir.read_bytes`)."""
+    try:
+        data = run.read_bytes(name, max_bytes=limit + 1)
+    except (UnsafeRunFile, OSError):
+        return None
+    if data is None or len(data) > limit:
+        return None
+    return data.decode("utf-8", "replace")

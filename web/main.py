@@ -16,11 +16,13 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tfdoctor import __version__
+from tfdoctor.errors import TfdoctorError
 from tfdoctor.report.html import environment, plotly_js_path
 from tfdoctor.rundir import RunDir
 from tfdoctor.store import default_home
@@ -30,6 +32,62 @@ from tfdoctor.web.deps import Settings
 WEB_DIR = Path(__file__).resolve().parent
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+#: Host header names always accepted: this machine's loopback
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+#: bind addresses that listen on every interface
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+
+
+def host_name(value: str) -> str:
+    """The name in a Host header or a bind address, lower-cased, without port, brackets or final dot."""
+    h = value.strip().lower()
+    if h.startswith("["):
+        h = h[1 : h.find("]")] if "]" in h else h[1:]
+    elif h.count(":") == 1:
+        h = h.rsplit(":", 1)[0]
+    return h.rstrip(".")
+
+
+def allowed_hosts_for(bind_host: str) -> set[str]:
+    """The Host header names a server bound to ``bind_host`` answers: loopback, the name ``--host``
+    gave, and for a wildcard bind (0.0.0.0, ::) this machine's host names. A request to an address
+    the server actually listens on by number (the connection's own local address) is accepted too."""
+    names = set(LOOPBACK_NAMES)
+    h = host_name(bind_host)
+    if h in WILDCARD_HOSTS:
+        names |= {host_name(socket.gethostname()), host_name(socket.getfqdn())}
+    else:
+        names.add(h)
+    return names
+
+
+class HostCheck:
+    """ASGI middleware refusing requests whose Host header names another site (DNS rebinding: a page
+    on evil.example whose name is made to resolve to 127.0.0.1 would otherwise read every run).
+
+    ``allowed`` is shared with the app (``app.state.allowed_hosts``): :func:`serve` adds the names
+    of the address it binds. A request without a Host header (HTTP/1.0, not a browser) passes.
+    """
+
+    def __init__(self, app: ASGIApp, allowed: set[str]):
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            raw = dict(scope.get("headers") or []).get(b"host")
+            if raw is not None:
+                name = host_name(raw.decode("latin-1"))
+                local = scope.get("server") or ("", None)
+                if name not in self.allowed and name != host_name(str(local[0] or "")):
+                    response = PlainTextResponse(
+                        f"tfdoctor: Host {name!r} is not served here (allowed: the names the server "
+                        "was started with); open it by 127.0.0.1 or localhost",
+                        status_code=400,
+                    )
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
 def create_app(home: Path | str | None = None) -> FastAPI:
@@ -40,6 +98,8 @@ def create_app(home: Path | str | None = None) -> FastAPI:
         description="Runs profiled by tfdoctor: reports, findings, progress, comparisons.",
     )
     app.state.settings = Settings(home=Path(home) if home is not None else default_home())
+    app.state.allowed_hosts = set(LOOPBACK_NAMES)
+    app.add_middleware(HostCheck, allowed=app.state.allowed_hosts)
     app.state.templates = environment([WEB_DIR / "templates"])
 
     @app.get("/static/plotly.min.js", include_in_schema=False)
@@ -66,6 +126,12 @@ def create_app(home: Path | str | None = None) -> FastAPI:
             status_code=exc.status_code, detail=detail, standalone=False
         )
         return HTMLResponse(html, status_code=exc.status_code)
+
+    @app.exception_handler(TfdoctorError)
+    async def run_unreadable(request: Request, exc: TfdoctorError) -> Response:
+        # a run file that cannot be read (corrupt, a link, not a regular file): one line, not a 500
+        detail = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+        return await http_error(request, StarletteHTTPException(status_code=409, detail=detail))
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:
@@ -107,8 +173,10 @@ def port_free(host: str, port: int) -> bool:
 def serve(
     app: FastAPI, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, log_level: str = "warning"
 ) -> None:
-    """Run the app with uvicorn until ^C."""
+    """Run the app with uvicorn until ^C (answering only Host names of ``host``: :class:`HostCheck`)."""
     import uvicorn
+
+    app.state.allowed_hosts.update(allowed_hosts_for(host))
 
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
@@ -135,8 +203,6 @@ def open_in_browser(
         webbrowser.open(url)
         return url
     if not port_free(host, port):
-        from tfdoctor.errors import TfdoctorError
-
         raise TfdoctorError(
             f"port {port} on {host} is taken by another program; pass --port to choose another"
         )
@@ -156,6 +222,7 @@ def open_in_browser(
     else:
         import uvicorn
 
+        app.state.allowed_hosts.update(allowed_hosts_for(host))
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
         threading.Thread(target=server.run, daemon=True).start()
     return url
