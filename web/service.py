@@ -11,7 +11,7 @@ from tfdoctor.report.html import RunPage, after_run_id, run_page
 from tfdoctor.report.timeline import timeline_for_run
 from tfdoctor.rundir import FACTS, PATCH, REPORT, STEPS, RunDir, valid_run_id
 from tfdoctor.store import RunStore
-from tfdoctor.web.deps import Settings, read_report
+from tfdoctor.web.deps import Settings, read_report, read_run_text
 from tfdoctor.web.schemas import Progress, RunSummary
 
 MAX_BACKFILL = 100
@@ -72,6 +72,8 @@ def summary(run: RunDir, report: Report | None = None) -> RunSummary:
 def _tail_steps(run: RunDir) -> tuple[int, list[dict[str, Any]]]:
     """(number of step lines, the last ones parsed) of steps.jsonl, read in bounded size."""
     path = run.file(STEPS)
+    if path.is_symlink() or not path.is_file():  # never read through a link, nor a FIFO
+        return 0, []
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -159,10 +161,7 @@ def build_page(settings: Settings, store: RunStore, run: RunDir) -> tuple[RunPag
     aid = after_run_id(report)
     if aid and valid_run_id(aid) and (store.runs_dir / aid).is_dir():
         after, _ = read_report(settings, RunDir(store.runs_dir / aid))
-    patch_file = run.file(PATCH)
-    patch_text = None
-    if patch_file.is_file() and patch_file.stat().st_size < 2_000_000:
-        patch_text = patch_file.read_text(encoding="utf-8", errors="replace")
+    patch_text = read_run_text(run, PATCH, limit=2_000_000)  # never through a link
     timeline = timeline_for_run(run, build=False)
     page = run_page(report, run_path=run.path, after=after, timeline=timeline, patch_file=patch_text)
     pending = timeline is None and bool(run.trace_files())
