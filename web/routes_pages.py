@@ -11,7 +11,7 @@ from tfdoctor.report.compare import compare
 from tfdoctor.report.html import compare_page, render_compare, render_run, report_html
 from tfdoctor.report.timeline import timeline_for_run
 from tfdoctor.rundir import PATCH, RunDir
-from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report
+from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report, read_run_text
 from tfdoctor.web.service import build_page, list_summaries
 
 router = APIRouter(include_in_schema=False)
@@ -49,8 +49,8 @@ def run_page(request: Request, run: RunDep, store: StoreDep, settings: SettingsD
 def run_patch(run: RunDep, settings: SettingsDep) -> PlainTextResponse:
     report, _ = read_report(settings, run)
     patch = report.fix.patch if report is not None and report.fix is not None else ""
-    if not patch and run.file(PATCH).is_file():
-        patch = run.file(PATCH).read_text(encoding="utf-8", errors="replace")
+    if not patch:
+        patch = read_run_text(run, PATCH, limit=20_000_000) or ""  # never through a link
     if not patch:
         raise HTTPException(status_code=404, detail=f"run {run.id} has no patch")
     return PlainTextResponse(patch, media_type="text/x-diff; charset=utf-8")
