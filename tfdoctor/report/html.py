@@ -29,6 +29,7 @@ from tfdoctor.model import CATEGORY_LABELS, Facts, Finding, FixTrial, Report, Th
 from tfdoctor.report import charts
 from tfdoctor.report.compare import Comparison
 from tfdoctor.report.timeline import KINDS, Timeline
+from tfdoctor.rundir import PATCH, RunDir
 
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
@@ -595,8 +596,11 @@ def report_html(
     if aid and load_report is not None:
         after = load_report(aid)
     patch_file = None
-    if run_path is not None and (Path(run_path) / "fix.patch").is_file():
-        patch_file = (Path(run_path) / "fix.patch").read_text(encoding="utf-8", errors="replace")
+    if run_path is not None:
+        try:  # never through a link out of the run directory, never a FIFO (RunDir.read_bytes)
+            patch_file = RunDir(Path(run_path)).read_text(PATCH)
+        except (TfdoctorError, OSError):
+            patch_file = None
     page = run_page(report, run_path=run_path, after=after, timeline=timeline, patch_file=patch_file)
     return render_run(page, standalone=True)
 
