@@ -94,6 +94,22 @@ class Models:
                 and f"{a.value.func.value}()" in self.defs
             ):
                 self.vars[a.targets[0].target.value] = f"{a.value.func.value}()"
+        # class MyModel(keras.Model) with call() returning self.<layer>(...): that layer
+        for cls in walk(tree):
+            if isinstance(cls, cst.ClassDef) and any(
+                (dotted(b.value) or "").split(".")[-1] == "Model" for b in cls.bases
+            ):
+                self._add_subclass(cls)
+        for a in assigns:  # model = MyModel(...)
+            if (
+                len(a.targets) == 1
+                and isinstance(a.targets[0].target, cst.Name)
+                and isinstance(a.value, cst.Call)
+                and isinstance(a.value.func, cst.Name)
+                and a.value.func.value in self.defs
+                and not a.value.func.value.endswith("()")
+            ):
+                self.vars[a.targets[0].target.value] = a.value.func.value
         for key in self.defs:
             if not key.endswith("()"):
                 self.vars.setdefault(key, key)
@@ -139,6 +155,36 @@ class Models:
         if not d.outputs:
             d.unresolved = "its output layer is not a layer call in the script"
         self.defs[key] = d
+
+    def _add_subclass(self, cls: cst.ClassDef) -> None:
+        methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        call, init = methods.get("call"), methods.get("__init__")
+        if call is None:
+            return  # a train_step-only subclass wraps models built elsewhere
+        d = ModelDef(cls.name.value, cst.Call(func=cst.Name(cls.name.value)))
+        attrs: dict[str, cst.Call] = {}
+        if init is not None:
+            for a in walk(init):
+                if (
+                    isinstance(a, cst.Assign)
+                    and len(a.targets) == 1
+                    and isinstance(a.value, cst.Call)
+                    and (dotted(a.targets[0].target) or "").startswith("self.")
+                ):
+                    attrs[(dotted(a.targets[0].target) or "")[5:]] = a.value
+        for r in walk(call.body):
+            if isinstance(r, cst.Return) and r.value is not None:
+                for e in self._elements(r.value):
+                    if (
+                        isinstance(e, cst.Call)
+                        and isinstance(e.func, cst.Attribute)
+                        and dotted(e.func.value) == "self"
+                        and e.func.attr.value in attrs
+                    ):
+                        d.outputs.append(attrs[e.func.attr.value])
+        if not d.outputs:
+            d.unresolved = f"{cls.name.value}.call() does not return a layer built in __init__"
+        self.defs[cls.name.value] = d
 
     @staticmethod
     def _elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:

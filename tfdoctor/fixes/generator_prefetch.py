@@ -8,7 +8,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
-from tfdoctor.fixes._cst import attr_name, call_name, unique_name, walk
+from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, set_kwarg, unique_name, walk
 from tfdoctor.fixes.tf_function import _is_step_body
 
 HELPER = '''
@@ -50,6 +50,11 @@ def {name}(iterable, depth=4):
         stop.set()
 '''
 
+#: Keras PyDataset / Sequence base classes (``__getitem__`` makes a batch)
+LOADER_BASES = frozenset({"PyDataset", "Sequence"})
+#: threads Keras runs a PyDataset's ``__getitem__`` in (``workers=``)
+WORKERS = 4
+
 ADVICE = (
     "advice: {fn}() still does its per-example work in Python under the GIL; moving it into tf.data ops "
     "(tf.data.Dataset.from_tensor_slices(...).map(<the same steps as tf ops>, num_parallel_calls=tf.data.AUTOTUNE)"
@@ -81,6 +86,18 @@ def _generator_methods(tree: cst.Module) -> dict[str, cst.FunctionDef]:
     return out
 
 
+def _nested_generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
+    """Generator functions defined inside other functions (``def train_batches(...)`` in ``main()``)."""
+    methods = {id(f) for f in _generator_methods(tree).values()}
+    out = {}
+    for fn in walk(tree):
+        if isinstance(fn, cst.FunctionDef) and id(fn) not in methods and fn not in tree.body:
+            own = [n for n in walk(fn.body) if not isinstance(n, cst.FunctionDef)]
+            if any(isinstance(n, cst.Yield) for n in own):
+                out.setdefault(fn.name.value, fn)
+    return out
+
+
 def _step_names(tree: cst.Module) -> set[str]:
     """Functions and methods holding a training step (their calls in a loop make it a training loop)."""
     names = {"train_step", "step"}
@@ -95,16 +112,22 @@ class GeneratorPrefetchCodemod(FixCodemod):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        gens = _generators(tree)
+        gens = {**_nested_generators(tree), **_generators(tree)}
         methods = _generator_methods(tree)
+        self.workers: dict[int, str] = {}  # id(super().__init__ call of a PyDataset) -> its class
+        self.targets: set[int] = set()
+        loaders = self._pydatasets(tree)
         if not gens and not methods:
-            raise SkipFile("no Python generator function or generator method in the script")
+            if loaders:
+                return super().transform_module_impl(tree)
+            raise SkipFile(
+                "no Python generator function, generator method or PyDataset/Sequence in the script"
+            )
         self.helper = unique_name(tree, "tfdoctor_prefetch")
         if any(
             isinstance(n, cst.FunctionDef) and n.name.value.startswith("tfdoctor_prefetch") for n in tree.body
         ):
             raise SkipFile("the script already uses tfdoctor's background prefetcher")
-        self.targets: set[int] = set()
         used: list[str] = []
         steps = _step_names(tree)
 
@@ -137,8 +160,17 @@ class GeneratorPrefetchCodemod(FixCodemod):
                     self.targets.add(id(v))
                     used.append(f"{name}() at line {self.line(v)}")
         if not self.targets:
+            if loaders:
+                return super().transform_module_impl(tree)
             raise SkipFile("no Python generator feeds the training loop")
-        self.summary = f"{', '.join(used)} runs in a background thread ({self.helper}, 4 batches ahead)"
+        self.summary = "; ".join(
+            x
+            for x in (
+                f"{', '.join(used)} runs in a background thread ({self.helper}, 4 batches ahead)",
+                self.summary,
+            )
+            if x
+        )
         for u in used:
             self.warn(ADVICE.format(fn=u.split("()")[0]))
         new = super().transform_module_impl(tree)
@@ -173,7 +205,87 @@ class GeneratorPrefetchCodemod(FixCodemod):
             )
         return new.with_changes(body=[*body[:at], helper, *rest])
 
+    def _pydatasets(self, tree: cst.Module) -> list[str]:
+        """Plan ``workers=N`` on the ``super().__init__()`` of each keras PyDataset/Sequence subclass
+        whose instances feed ``fit``; returns what was planned (the summary says it)."""
+        classes = {
+            c.name.value: c
+            for c in walk(tree)
+            if isinstance(c, cst.ClassDef)
+            and any((dotted(b.value) or "").split(".")[-1] in LOADER_BASES for b in c.bases)
+        }
+        if not classes:
+            return []
+        made: dict[str, str] = {}  # variable -> class
+        for a in walk(tree):
+            if (
+                isinstance(a, cst.Assign)
+                and len(a.targets) == 1
+                and isinstance(a.targets[0].target, cst.Name)
+                and isinstance(a.value, cst.Call)
+                and isinstance(a.value.func, cst.Name)
+                and a.value.func.value in classes
+            ):
+                made[a.targets[0].target.value] = a.value.func.value
+        fed: list[str] = []
+        for c in walk(tree):
+            if isinstance(c, cst.Call) and attr_name(c) == "fit" and c.args:
+                v = c.args[0].value
+                cls = None
+                if isinstance(v, cst.Name):
+                    cls = made.get(v.value)
+                elif isinstance(v, cst.Call) and isinstance(v.func, cst.Name):
+                    cls = v.func.value if v.func.value in classes else None
+                if cls is not None and cls not in fed:
+                    fed.append(cls)
+        done: list[str] = []
+        for name in fed:
+            cls = classes[name]
+            passes = [
+                c
+                for c in walk(tree)
+                if isinstance(c, cst.Call) and call_name(c) == name and kwarg(c, "workers") is not None
+            ]
+            init = next(
+                (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"),
+                None,
+            )
+            sup = None
+            if init is not None:
+                sup = next(
+                    (
+                        c
+                        for c in walk(init)
+                        if isinstance(c, cst.Call)
+                        and attr_name(c) == "__init__"
+                        and isinstance(c.func, cst.Attribute)
+                        and isinstance(c.func.value, cst.Call)
+                        and call_name(c.func.value) == "super"
+                    ),
+                    None,
+                )
+            if passes or (sup is not None and kwarg(sup, "workers") is not None):
+                self.warn(f"{name} already sets workers: left as it is")
+                continue
+            if sup is None:
+                self.warn(f"{name}.__init__ does not call super().__init__(): nowhere to set workers")
+                continue
+            self.workers[id(sup)] = name
+            done.append(f"workers={WORKERS} in {name}'s super().__init__() (line {self.line(sup)})")
+            self.warn(
+                f"{name}.__getitem__ now runs in {WORKERS} threads: batches keep their order; random draws "
+                "from a generator the batches share happen in a different order"
+            )
+        if done:
+            self.summary = (
+                "; ".join(done)
+                + ": Keras prepares the next batches in background threads while the step trains"
+            )
+        return done
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if id(original_node) in self.workers:
+            return set_kwarg(updated_node, "workers", cst.Integer(str(WORKERS)))
         if id(original_node) in self.targets:
             return cst.Call(func=cst.Name(self.helper), args=[cst.Arg(updated_node)])
         return updated_node
@@ -188,6 +300,10 @@ class GeneratorPrefetch(Fix):
     background thread, up to 4 batches ahead (same items, same order, exceptions re-raised in the loop;
     stops when the loop stops). It overlaps input with the step where the step releases the GIL
     (TensorFlow ops do), so it pays most once the step is a tf.function.
+
+    A ``keras.utils.PyDataset`` (or ``Sequence``) subclass fed to ``fit`` gets ``workers=4`` in its
+    ``super().__init__(...)``: Keras then prepares the next batches in 4 threads (same batches, same
+    order; random draws from a generator they share come in a different order).
 
     Advice (not applied): per-example Python work stays under the GIL; the lasting fix is to express it
     as tf.data ops with a parallel ``map`` (see the patch pattern in docs/fixes.md).

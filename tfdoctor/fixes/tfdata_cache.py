@@ -8,7 +8,15 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
-from tfdoctor.fixes._cst import IN_MEMORY_SOURCES, Pipelines, attr_name, call_name, source_kind, walk
+from tfdoctor.fixes._cst import (
+    IN_MEMORY_SOURCES,
+    Pipelines,
+    attr_name,
+    call_name,
+    method_chain,
+    source_kind,
+    walk,
+)
 
 DETERMINISTIC_OPS = ("map", "filter")
 
@@ -62,20 +70,29 @@ class CacheCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         pipes = Pipelines(tree)
         purity = _Purity(tree)
-        self.plans: dict[int, tuple[cst.Call, list[tuple[str, cst.Call]]]] = {}
+        self.plans: dict[int, tuple[cst.BaseExpression, list[tuple[str, cst.Call]]]] = {}
         reasons: list[str] = []
         for name, assigns in pipes.assigns.items():
             for a in assigns:
                 source, stages = pipes.stages(a.value)
-                if source is None:
-                    continue
+                kind_from: cst.Call | None = source
+                start: cst.BaseExpression | None = source
+                if source is None:  # ds = ds.map(...): the source is an earlier assignment of the name
+                    root, _ = method_chain(a.value)
+                    if not (isinstance(root, cst.Name) and root.value in pipes.names) or not stages:
+                        continue
+                    earlier = [pipes.stages(b.value)[0] for b in pipes.assigns.get(root.value, [])]
+                    kind_from = next((c for c in earlier if c is not None), None)
+                    if kind_from is None:
+                        continue
+                    start = root
                 line = self.line(a)
                 if any(op == "cache" for op, _ in stages) or any(
                     op == "cache" for b in assigns for op, _ in pipes.stages(b.value)[1]
                 ):
                     reasons.append(f"{name} (line {line}) already caches")
                     continue
-                kind = source_kind(source)
+                kind = source_kind(kind_from)
                 if kind not in IN_MEMORY_SOURCES:
                     reasons.append(
                         f"{name} (line {line}) reads {kind}(): tfdoctor cannot tell whether the decoded data fits "
@@ -112,7 +129,8 @@ class CacheCodemod(FixCodemod):
                 before = [s for s in stages[:cut] if s[0] != "shuffle"]
                 moved = [s for s in stages[:cut] if s[0] == "shuffle"]
                 new_order = [*before, ("cache", None), *moved, *stages[cut:]]
-                self.plans[id(a.value)] = (source, new_order)  # type: ignore[assignment]
+                assert start is not None
+                self.plans[id(a.value)] = (start, new_order)  # type: ignore[assignment]
                 if moved:
                     self.warn(
                         f"line {line}: shuffle() moved after cache(): it shuffles the same elements (the maps before "
@@ -137,14 +155,19 @@ class CacheCodemod(FixCodemod):
         source, order = plan
         outer = original_node.value
         cur: cst.BaseExpression = source
-        last_dot = cst.Dot()
-        for op, call in order:
+        # each position of the chain keeps the layout (the dot's whitespace) the original had there
+        moved = {id(c) for _, c in order if c is not None}
+        _, chain = method_chain(original_node.value)
+        dots = [c.func.dot for _, c in chain if id(c) in moved and isinstance(c.func, cst.Attribute)]
+        last_dot = dots[0] if dots else cst.Dot()
+        for i, (op, call) in enumerate(order):
+            dot = dots[i] if i < len(dots) else last_dot
             if call is None:
-                cur = cst.Call(func=cst.Attribute(value=cur, attr=cst.Name(op), dot=last_dot), args=[])
-                continue
-            assert isinstance(call.func, cst.Attribute)
-            last_dot = call.func.dot
-            cur = call.with_changes(func=call.func.with_changes(value=cur), lpar=[], rpar=[])
+                cur = cst.Call(func=cst.Attribute(value=cur, attr=cst.Name(op), dot=dot), args=[])
+            else:
+                assert isinstance(call.func, cst.Attribute)
+                cur = call.with_changes(func=call.func.with_changes(value=cur, dot=dot), lpar=[], rpar=[])
+            last_dot = dot
         cur = cur.with_changes(lpar=outer.lpar, rpar=outer.rpar)  # type: ignore[attr-defined]
         return updated_node.with_changes(value=cur)
 
