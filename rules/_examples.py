@@ -6,13 +6,13 @@ trace file; ``Example.facts`` overrides or supplies facts. Used by the tests and
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfdoctor.model import Facts, Finding, StepTiming
 from tfdoctor.rules._base import REPO, Context, Example, Rule
+from tfdoctor.rundir import FACTS, RunDir
 
 if TYPE_CHECKING:
     from tfdoctor.analysis import Analysis
@@ -33,13 +33,11 @@ def _load(path: str) -> tuple[Analysis | None, dict, str | None]:
     facts: dict = {}
     steps: list[StepTiming] = []
     target = p
-    if p.is_dir() and (p / "facts.json").exists():
-        facts = json.loads((p / "facts.json").read_text(encoding="utf-8"))
-        if (p / "steps.jsonl").exists():
-            for line in (p / "steps.jsonl").read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    steps.append(StepTiming.model_validate_json(line))
-        target = p / "logdir"
+    if p.is_dir() and (p / FACTS).exists():
+        run = RunDir(p)
+        facts = run.read_json(FACTS, {}) or {}
+        steps = run.steps()
+        target = run.logdir
     try:
         trace = load(target)
     except TraceError as e:

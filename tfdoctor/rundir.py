@@ -255,3 +255,34 @@ def worker_steps_by_host(run: RunDir) -> dict[str, list[StepTiming]]:
         if host and host not in out:
             out[host] = steps
     return out
+
+
+class StepTail:
+    """Reads a run's steps.jsonl as the child appends to it (the parent's progress)."""
+
+    def __init__(self, run: RunDir):
+        self.path = run.file(STEPS)
+        self.offset = 0
+        self.buf = b""
+        self.steps: list[StepTiming] = []
+
+    def poll(self) -> list[StepTiming]:
+        """The steps appended since the last poll (a line still being written waits for the next)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        new = []
+        for line in lines:
+            if line.strip():
+                try:
+                    new.append(StepTiming.model_validate_json(line))
+                except ValueError:
+                    continue
+        self.steps.extend(new)
+        return new

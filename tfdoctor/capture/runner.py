@@ -28,7 +28,17 @@ from typing import Any
 from tfdoctor.capture.child.clock import Windows
 from tfdoctor.errors import NO_SPACE, TensorFlowMissing, UsageError
 from tfdoctor.model import Facts, RunStatus, StepTiming
-from tfdoctor.rundir import CAPTURE, FACTS, HARNESS, STDERR, STDOUT, STEPS, RunDir, atomic_write_json
+from tfdoctor.rundir import (
+    CAPTURE,
+    FACTS,
+    HARNESS,
+    STDERR,
+    STDOUT,
+    STEPS,
+    RunDir,
+    StepTail,
+    atomic_write_json,
+)
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,36 +162,6 @@ def _child_env(cfg: CaptureConfig) -> dict[str, str]:
     return env
 
 
-class _StepTail:
-    """Reads steps.jsonl as the child appends to it."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.offset = 0
-        self.buf = b""
-        self.steps: list[StepTiming] = []
-
-    def poll(self) -> list[StepTiming]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        self.buf += data
-        *lines, self.buf = self.buf.split(b"\n")
-        new = []
-        for line in lines:
-            if line.strip():
-                try:
-                    new.append(StepTiming.model_validate_json(line))
-                except ValueError:
-                    continue
-        self.steps.extend(new)
-        return new
-
-
 def actual_windows(
     planned: Windows, steps: list[StepTiming], harness: dict[str, Any] | None = None
 ) -> Windows:
@@ -270,7 +250,7 @@ def run_capture(
         "env": dict(cfg.env),
     }
     atomic_write_json(run.file(CAPTURE), capture)
-    tail = _StepTail(run.file(STEPS))
+    tail = StepTail(run)
 
     def report(phase: str) -> None:
         if progress is None:
