@@ -286,3 +286,33 @@ class StepTail:
                     continue
         self.steps.extend(new)
         return new
+
+
+#: a steps.jsonl larger than this is read from its last 256 KiB only (progress of a huge run)
+MAX_STEPS_FILE = 64 * 1024 * 1024
+
+
+def tail_step_records(run: RunDir) -> tuple[int, list[dict[str, Any]]]:
+    """(number of step lines, the last ones parsed) of steps.jsonl, read in bounded size."""
+    path = run.file(STEPS)
+    if path.is_symlink() or not path.is_file():  # never read through a link, nor a FIFO
+        return 0, []
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0, []
+    if size > MAX_STEPS_FILE:
+        with open(path, "rb") as f:
+            f.seek(size - 256 * 1024)
+            data = f.read()
+        n = -1  # unknown
+    else:
+        data = path.read_bytes()
+        n = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    last = []
+    for line in data.splitlines()[-101:]:
+        try:
+            last.append(json.loads(line))
+        except ValueError:
+            continue  # a line being written
+    return (n if n >= 0 else len(last)), last

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from typing import Any
 
 from tfdoctor.model import Report
 from tfdoctor.report.html import RunPage, after_run_id, run_page
 from tfdoctor.report.timeline import timeline_for_run
-from tfdoctor.rundir import FACTS, PATCH, REPORT, STEPS, RunDir, valid_run_id
+from tfdoctor.rundir import FACTS, PATCH, REPORT, RunDir, tail_step_records, valid_run_id
 from tfdoctor.store import RunStore
 from tfdoctor.web.deps import Settings, read_report, read_run_text
 from tfdoctor.web.schemas import Progress, RunSummary
 
 MAX_BACKFILL = 100
-MAX_STEPS_FILE = 64 * 1024 * 1024  # steps.jsonl larger than this is not read for progress
 _PHASES = {"warmup": "warm-up", "timing": "timing window", "profile": "profiling"}
 
 
@@ -69,36 +67,10 @@ def summary(run: RunDir, report: Report | None = None) -> RunSummary:
     )
 
 
-def _tail_steps(run: RunDir) -> tuple[int, list[dict[str, Any]]]:
-    """(number of step lines, the last ones parsed) of steps.jsonl, read in bounded size."""
-    path = run.file(STEPS)
-    if path.is_symlink() or not path.is_file():  # never read through a link, nor a FIFO
-        return 0, []
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return 0, []
-    if size > MAX_STEPS_FILE:
-        with open(path, "rb") as f:
-            f.seek(size - 256 * 1024)
-            data = f.read()
-        n = -1  # unknown
-    else:
-        data = path.read_bytes()
-        n = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-    last = []
-    for line in data.splitlines()[-101:]:
-        try:
-            last.append(json.loads(line))
-        except ValueError:
-            continue  # a line being written
-    return (n if n >= 0 else len(last)), last
-
-
 def progress(run: RunDir) -> Progress:
     meta = run.meta
     status = str(meta.get("status") or "unknown")
-    n, last = _tail_steps(run)
+    n, last = tail_step_records(run)
     durs = [(s["end_ns"] - s["start_ns"]) / 1e6 for s in last if "end_ns" in s and "start_ns" in s]
     target = meta.get("target_steps") or meta.get("steps")
     target = int(target) if isinstance(target, int | float) and target > 0 else None
