@@ -157,7 +157,8 @@ class StepTiming(_Frozen):
     window: Literal["warmup", "timing", "profile"]
     start_ns: int
     end_ns: int
-    input_wait_ns: int = 0  # from step start until compute began (batch fetched / produced)
+    input_wait_ns: int = 0  # getting the batch: tf.data next() calls; else step start until compute began
+    between_ns: int = 0  # the rest of step start -> compute start: host work between steps (metrics, logs)
     loss: float | None = None
     examples: int | None = None
 
@@ -266,7 +267,19 @@ class FixTrial(_Frozen):
     status: Literal["kept", "rejected", "failed", "skipped"]
     reason: str  # why kept / rejected / failed / skipped, with figures
     throughput: Throughput | None = None
-    speedup: float | None = None  # vs the baseline, examples/s where known else steps/s
+    # the trial's OWN ratio over the state it was tried on (the baseline plus the fixes kept before it),
+    # examples/s where known else steps/s; ``speedup_ci`` its confidence interval [low, high] from the
+    # judge (tfdoctor.fixes.judge); None: not measured
+    speedup: float | None = None
+    speedup_ci: list[float] | None = None
+    # the judge's verdict on the speed ("undecided": the interval still straddled the bar when the round
+    # budget was spent); None: not judged on speed (failed, skipped, or rejected by a sanity check)
+    verdict: Literal["faster", "not faster", "undecided"] | None = None
+    # the loss could not be checked (why); a fix that changes the training is then not kept unless the
+    # user passed --allow-unchecked
+    unchecked: str | None = None
+    # what the fix changed of the training itself, from the runs' facts: {"batch size": "32 → 64"}
+    training_changes: dict[str, str] = Field(default_factory=dict)
     error: str | None = None
     patch: str = ""  # the unified diff of this fix alone
     runtime_switch: dict[str, str] = Field(default_factory=dict)  # harness options this fix sets
@@ -293,6 +306,17 @@ class FixSummary(_Frozen):
     combined_run_id: str | None = None  # the final run with every kept fix applied
     wall_s: float = 0.0  # the whole --fix run
     confirm_rounds: int = 0  # most paired rounds per trial that was not decisive (0: one run each)
+    # the combined result measured interleaved against the baseline: the ratio's interval [low, high]
+    combined_ci: list[float] | None = None
+    combined_verdict: Literal["faster", "not faster", "undecided"] | None = None
+    # how the combined result was verified (rounds, and against which intermediate state)
+    combined_note: str = ""
+    # kept fixes dropped because the final state measured below an intermediate state without them
+    dropped: list[str] = Field(default_factory=list)
+    # what the kept fixes change of the training (baseline facts → combined run facts); empty: the
+    # same training, faster
+    training_changes: dict[str, str] = Field(default_factory=dict)
+    allow_unchecked: bool = False  # fixes that change the training were allowed without a loss check
 
 
 class ReplicaTiming(_Frozen):

@@ -1,5 +1,6 @@
-"""The fix loop's decisions without running TensorFlow: candidate order, the noise band, paired rounds,
-loss and output sanity, the patch and the backup name."""
+"""The fix loop's runs and decisions without running TensorFlow: candidate order, which runs the paired
+rounds make and in which order, what each trial records (its own ratio and interval), the combined
+result's verification, fixes that change the training, the patch (and its header) and the backup name."""
 
 from __future__ import annotations
 
@@ -12,26 +13,18 @@ from rich.console import Console
 from tfdoctor.capture.child.clock import Windows
 from tfdoctor.capture.runner import CaptureResult
 from tfdoctor.fixes import all_fixes
+from tfdoctor.fixes.judge import Pair, Sample, estimate
 from tfdoctor.fixes.workspace import backup_path, make_workspace, unified_diff
 from tfdoctor.model import Facts, Finding, FixSummary, Report, StepTiming, Throughput
 from tfdoctor.report.terminal import fix_table
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import (
-    DECISIVE,
     MEMO_COLD,
     FixLoop,
     LoopConfig,
-    Round,
-    beats,
     examples_per_step,
-    judge,
-    loss_problem,
     memo_problem,
-    needs_confirmation,
-    noise_band,
     order_candidates,
-    output_change,
-    settles,
 )
 from tfdoctor.store import RunStore
 
@@ -70,133 +63,19 @@ def test_candidates_without_findings_use_the_default_priority() -> None:
     assert order[0] == "tf-function" and order[-1] == "batch-scale"
 
 
-def _tp(rate: float, spread: float, batch: int | None = 32) -> Throughput:
+def _banded(rate: float, band: float = 0.02, batch: int = 32) -> Throughput:
+    """steps/s ``rate`` whose five sub-windows lie within ±``band`` of it."""
+    windows = [rate * (1 - band), rate * (1 - band / 2), rate, rate * (1 + band / 2), rate * (1 + band)]
     return Throughput(
-        examples_per_s=rate * batch if batch else None,
+        examples_per_s=rate * batch,
         steps_per_s=rate,
         step_ms_median=1000 / rate,
-        spread=spread,
+        windows=windows,
+        spread=2 * band,
     )
 
 
-def test_a_fix_must_beat_the_baseline_beyond_both_noise_bands() -> None:
-    ok, speedup, why = beats(_tp(12.0, 0.1), _tp(10.0, 0.1))
-    assert ok and speedup == pytest.approx(1.2) and "±5 %" in why
-    ok, speedup, _ = beats(_tp(11.0, 0.3), _tp(10.0, 0.2))  # 10 % faster inside a ±15 %/±10 % band
-    assert not ok and speedup == pytest.approx(1.1)
-    assert not beats(_tp(10.1, 0.0), _tp(10.0, 0.0))[0]  # below the minimum gain
-    assert not beats(_tp(8.0, 0.0), _tp(10.0, 0.0))[0]
-
-
-def test_one_outlier_window_does_not_swamp_the_noise_band() -> None:
-    calm = Throughput(steps_per_s=10, step_ms_median=100, windows=[9.8, 10.0, 10.1, 10.0, 10.2], spread=0.04)
-    hit = Throughput(steps_per_s=40, step_ms_median=25, windows=[5.0, 39.0, 40.0, 41.0, 40.5], spread=0.9)
-    assert noise_band(calm) == pytest.approx(0.1 / 10.0 / 2)  # inner windows 10.0 .. 10.1
-    assert noise_band(hit) == pytest.approx(1.5 / 40.0 / 2)  # inner windows 39 .. 40.5
-    assert beats(hit, calm)[0]
-    assert noise_band(Throughput(steps_per_s=1, step_ms_median=1, spread=0.5)) == 0.25
-
-
-def test_without_batch_sizes_steps_per_second_are_scaled_by_the_examples_factor() -> None:
-    ok, speedup, why = beats(_tp(6.0, 0.0, None), _tp(10.0, 0.0, None), examples_factor=2.0)
-    assert ok and speedup == pytest.approx(1.2) and "scaled" in why
-
-
-# -- paired rounds: the decision as pure functions -----------------------------------------------------
-def _banded(rate: float, band: float = 0.02, batch: int = 32) -> Throughput:
-    """steps/s ``rate`` whose sub-windows give exactly ``band`` (noise_band drops the extreme windows)."""
-    windows = [rate * (1 - band), rate * (1 - band), rate, rate * (1 + band), rate * (1 + band)]
-    return Throughput(
-        examples_per_s=rate * batch, steps_per_s=rate, step_ms_median=1000 / rate, windows=windows, spread=0.0
-    )
-
-
-def test_a_clear_win_or_loss_is_decided_on_its_one_run() -> None:
-    win = beats(_banded(40.0), _banded(10.0))  # tf-function on the eager loop: ~4x
-    assert not needs_confirmation(win[1], rounds=2)
-    assert judge(win, []).keep and judge(win, []).reason.startswith(
-        "faster: 320.0 → 1280.0 examples/s (4.00x"
-    )
-    loss = beats(_banded(1.6), _banded(10.0))  # XLA on a CPU: ~0.16x
-    assert not needs_confirmation(loss[1], rounds=2)
-    verdict = judge(loss, [])
-    assert not verdict.keep and verdict.reason.startswith("not faster beyond the noise band:")
-    # the edges of the undecided range: outside [1/DECISIVE, DECISIVE] one run decides
-    assert needs_confirmation(DECISIVE, 2) and needs_confirmation(1 / DECISIVE, 2)
-    assert not needs_confirmation(DECISIVE * 1.01, 2) and not needs_confirmation(0.99 / DECISIVE, 2)
-
-
-def test_without_rounds_the_single_run_rule_decides_even_close_calls() -> None:
-    first = beats(_banded(13.0), _banded(10.0))  # 1.3x beyond both ±2 % bands
-    assert not needs_confirmation(first[1], rounds=0)
-    assert judge(first, []) == judge(first, [])  # deterministic
-    assert judge(first, []).keep and judge(first, []).reason == f"faster: {first[2]}"
-    inside = beats(_banded(10.3, 0.05), _banded(10.0, 0.05))  # 3 % inside ±5 % bands
-    assert not judge(inside, []).keep
-
-
-def test_a_borderline_win_confirmed_in_one_clear_round_stops_there() -> None:
-    first = beats(_banded(13.0), _banded(10.0))
-    assert first[0] and needs_confirmation(first[1], rounds=2)
-    # the machine slowed down between the runs: the pair still shows the gain
-    rnd = Round.of(_banded(10.4), _banded(8.0))
-    assert rnd.ratio == pytest.approx(1.3) and rnd.band == pytest.approx(0.04)
-    assert settles(True, rnd)  # 1.3 > 1.02 × 1.04: no second round
-    verdict = judge(first, [rnd])
-    assert verdict.keep
-    assert verdict.reason.startswith(
-        "faster in paired round: 1.30x (back to back with the reference); single run"
-    )
-
-
-def test_a_borderline_win_that_was_drift_is_rejected_on_the_paired_rounds() -> None:
-    # one run 1.4x, but measured back to back the fix is as fast as the reference, in both orders
-    first = beats(_banded(14.0), _banded(10.0))
-    assert first[0] and needs_confirmation(first[1], rounds=2)
-    rounds = [Round.of(_banded(10.1), _banded(10.0)), Round.of(_banded(8.8), _banded(9.0))]
-    assert not settles(True, rounds[0])  # 1.01x does not clearly agree with "keep": a second round
-    assert not rounds[1].slower  # 0.98x is within its ±4 %
-    verdict = judge(first, rounds)
-    assert not verdict.keep
-    assert "not faster in paired rounds: 1.01x, 0.98x → median 0.994x" in verdict.reason
-    assert "single run 320.0 → 448.0 examples/s (1.40x" in verdict.reason
-
-
-def test_mixed_rounds_are_decided_on_their_median_unless_one_round_is_clearly_slower() -> None:
-    first = beats(_banded(11.0), _banded(10.0))
-    up, down = Round(1.07, 0.05), Round(0.98, 0.05)
-    verdict = judge(first, [up, down])  # median 1.025 > 1.02, and 0.98 is inside its ±5 %
-    assert verdict.keep and "paired rounds: 1.07x, 0.98x → median 1.025x" in verdict.reason
-    assert not judge(first, [Round(1.03, 0.05), Round(0.98, 0.05)]).keep  # median 1.005
-    # a round where the fix was slower beyond that round's band vetoes a high median
-    veto = judge(first, [Round(1.30, 0.04), Round(0.90, 0.04)])
-    assert not veto.keep and "round 2 slower than the reference beyond its band (±4 %)" in veto.reason
-    # a clear "reject" in the first round settles too
-    assert settles(False, Round(0.90, 0.04)) and not settles(False, Round(1.0, 0.04))
-
-
-def test_a_trial_whose_cache_did_not_warm_is_not_judged_on_speed() -> None:
-    assert memo_problem(Facts(memo_warm=False)) == MEMO_COLD
-    assert MEMO_COLD.startswith("its cache did not warm within the warm-up limit")
-    assert memo_problem(Facts(memo_warm=True)) is None
-    assert memo_problem(Facts()) is None and memo_problem(None) is None  # no tfdoctor cache in the script
-
-
-def test_one_slow_step_moves_one_sub_window_and_neither_the_rate_nor_the_band() -> None:
-    """Throughput.from_steps stays sub-window medians: a 500 ms hiccup among 25 ms steps (a 20-step timing
-    window) lands in one of 5 windows; the median and noise_band (extremes dropped) ignore it."""
-    durations = [25] * 20
-    durations[13] = 500
-    steps, t = [], 0
-    for i, ms in enumerate(durations):
-        steps.append(StepTiming(index=i, window="timing", start_ns=t, end_ns=t + ms * 1_000_000, examples=32))
-        t += ms * 1_000_000
-    tp = Throughput.from_steps(steps, 32)
-    assert tp is not None and tp.steps_per_s == pytest.approx(40.0)
-    assert sorted(tp.windows)[0] == pytest.approx(4 / 0.575) and noise_band(tp) == pytest.approx(0.0)
-
-
-def test_reports_written_before_paired_rounds_still_load() -> None:
+def test_reports_written_before_paired_rounds_and_intervals_still_load() -> None:
     old = {
         "baseline": {"steps_per_s": 10.0, "step_ms_median": 100.0},
         "trials": [{"fix_id": "tf-function", "description": "d", "status": "kept", "reason": "faster: ..."}],
@@ -205,21 +84,28 @@ def test_reports_written_before_paired_rounds_still_load() -> None:
     summary = FixSummary.model_validate(old)
     assert summary.confirm_rounds == 0  # decided on one run each, as they were
     assert summary.trials[0].paired_ratios == [] and summary.trials[0].paired_run_ids == []
+    assert summary.trials[0].speedup_ci is None and summary.combined_ci is None
+    assert summary.training_changes == {} and summary.trials[0].verdict is None
 
 
-# -- paired rounds: which runs the loop makes, in which order ---------------------------------------
+# -- the loop's runs and decisions, with its one measuring step scripted ----------------------------------
 class ScriptedLoop(FixLoop):
     """The real loop with its one measuring step replaced by prepared results, keyed by the run's label
-    ("tf-function", "tf-function: reference, paired round 1", "tf-function: paired round 1", "combined: ...").
-    A label without a result fails the test: the loop made a run it should not have."""
+    ("tf-function", "tf-function: reference, paired round 1", "tf-function: paired round 2",
+    "combined: ...", "combined vs the baseline: reference, paired round 1"; a label missing from
+    ``rates`` falls back to its part before the first ":"). A label without a result fails the test:
+    the loop made a run it should not have."""
 
-    def __init__(self, *args, rates: dict[str, float], fail=(), cold=(), **kw):
+    def __init__(self, *args, rates: dict[str, float], fail=(), cold=(), facts=None, steps=None, **kw):
         super().__init__(*args, **kw)
         self.rates, self.fail, self.cold = rates, set(fail), set(cold)
+        self.facts = facts or {}
+        self.steps = steps or {}
         self.measured: list[str] = []
 
     def measure(self, label, code, switches, *, profile=False):
         self.measured.append(label)
+        self._last = (code, tuple(sorted(switches.items())))
         run = self.store.new_run(str(self.script), kind="fix", parent=self.baseline.id)
         windows = Windows(warmup=3, timing=20, profile=0)
         if label in self.fail:
@@ -228,15 +114,18 @@ class ScriptedLoop(FixLoop):
             )
             rep = Report(run_id=run.id, script="s", created="c", status="failed")
             return run, res, rep
-        key = "combined" if label.startswith("combined: ") else label
-        facts = Facts(memo_warm=False) if label in self.cold else Facts()
-        res = CaptureResult(status="complete", returncode=0, windows=windows, facts=facts)
-        tp = _banded(self.rates[key])
+        key = label if label in self.rates else label.split(":")[0]
+        facts = self.facts.get(key, Facts(step_kind="tf.function", batch_size=32))
+        if label in self.cold:
+            facts = facts.model_copy(update={"memo_warm": False})
+        steps = self.steps.get(label, self.steps.get(key, []))
+        res = CaptureResult(status="complete", returncode=0, windows=windows, facts=facts, steps=steps)
+        tp = _banded(self.rates[key], batch=(facts.batch_size or 32))
         return run, res, Report(run_id=run.id, script="s", created="c", status="complete", throughput=tp)
 
 
 def _scripted(
-    tmp_path: Path, rates: dict[str, float], only: list[str], rounds: int = 2, **kw
+    tmp_path: Path, rates: dict[str, float], only: list[str], rounds: int = 4, **kw
 ) -> ScriptedLoop:
     script = tmp_path / "user" / "naive_loop.py"
     script.parent.mkdir(parents=True)
@@ -249,107 +138,159 @@ def _scripted(
         created="c",
         status="complete",
         throughput=_banded(10.0),
-        facts=Facts(loop_kind="custom", step_kind="eager", input_kind="python_generator"),
+        steps=kw.pop("base_steps", []),
+        facts=Facts(
+            loop_kind="custom",
+            step_kind="eager",
+            input_kind="python_generator",
+            batch_size=32,
+            learning_rate=0.01,
+        ),
     )
-    cfg = LoopConfig(script=script, only=only, final_profile=False, confirm_rounds=rounds)
+    allow = kw.pop("allow_unchecked", False)
+    cfg = LoopConfig(
+        script=script, only=only, final_profile=False, confirm_rounds=rounds, allow_unchecked=allow
+    )
     return ScriptedLoop(store, base, report, cfg, rates=rates, **kw)
 
 
-def test_one_clear_round_confirms_and_the_latest_measurement_is_the_next_reference(tmp_path: Path) -> None:
+def test_a_clear_win_is_decided_on_one_back_to_back_round_and_the_headline_is_verified(
+    tmp_path: Path,
+) -> None:
     rates = {
-        "tf-function": 13.0,  # 1.3x: not decisive
-        "tf-function: reference, paired round 1": 8.0,  # the machine slowed down: both sides alike
-        "tf-function: paired round 1": 10.4,  # 1.3x back to back: clearly a gain, no second round
-        "generator-prefetch": 41.6,  # 4x over tf-function's latest 10.4: decisive on its one run
+        "tf-function": 40.0,  # 4x over the reference re-measured right after it, which stayed steady
+        "tf-function: reference, paired round 1": 10.0,
         "combined": 40.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
     }
     events = []
-    loop = _scripted(tmp_path, rates, ["tf-function", "generator-prefetch"], on_event=events.append)
+    loop = _scripted(tmp_path, rates, ["tf-function"], on_event=events.append)
     summary = loop.run()
     assert loop.measured == [
         "tf-function",
-        "tf-function: reference, paired round 1",
-        "tf-function: paired round 1",
-        "generator-prefetch",
-        "combined: tf-function, generator-prefetch",
+        "tf-function: reference, paired round 1",  # BA: the trial's first run, then the reference
+        "combined: tf-function",
+        "combined vs the baseline: reference, paired round 1",
     ]
-    tf_fn, gen = summary.trials
-    assert tf_fn.status == "kept" and tf_fn.paired_ratios == [pytest.approx(1.3)]
-    assert len(tf_fn.paired_run_ids) == 2 and tf_fn.run_id not in tf_fn.paired_run_ids
-    assert all(loop.store.get(r).meta["parent"] == "base" for r in tf_fn.paired_run_ids)
-    assert tf_fn.reason.startswith("faster in paired round: 1.30x")
-    assert (
-        gen.status == "kept" and gen.paired_ratios == [] and "332.8 → 1331.2 examples/s (4.00x" in gen.reason
-    )
-    assert summary.confirm_rounds == 2 and summary.kept == ["tf-function", "generator-prefetch"]
-    assert any(e.kind == "trial" and "paired round 1/2, reference" in e.message for e in events)
-    # the terminal table shows the paired figures
+    (trial,) = summary.trials
+    assert trial.status == "kept" and trial.verdict == "faster"
+    assert trial.speedup == pytest.approx(4.0) and trial.speedup_ci[0] > 3.5 and trial.speedup_ci[1] < 4.5
+    assert trial.paired_ratios == [pytest.approx(4.0)] and len(trial.paired_run_ids) == 1
+    assert trial.reason.startswith("faster: 4.00x [") and "1 paired round (BA)" in trial.reason
+    assert summary.combined_speedup == pytest.approx(4.0) and summary.combined_verdict == "faster"
+    assert summary.combined_ci[0] < 4.0 < summary.combined_ci[1]
+    assert summary.training_changes == {}
+    assert summary.patch.startswith("# tfdoctor: tf-function on naive_loop.py\n# measured: 4.00x [")
+    assert "# same training, faster\n" in summary.patch
+    assert any(e.kind == "trial" and "paired round 1/4, reference" in e.message for e in events)
+    # report.json carries the intervals
+    saved = loop.baseline.report().fix
+    assert saved.trials[0].speedup_ci == trial.speedup_ci and saved.combined_ci == summary.combined_ci
+
+
+def test_a_borderline_win_takes_an_ab_and_a_ba_round(tmp_path: Path) -> None:
+    rates = {
+        "tf-function": 13.0,
+        "tf-function: reference, paired round 1": 10.0,  # BA: 1.3x
+        "tf-function: reference, paired round 2": 9.0,  # AB: the machine slowed down, both sides alike
+        "tf-function: paired round 2": 11.7,  # 1.3x
+        "combined": 13.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+        "combined vs the baseline: reference, paired round 2": 10.0,
+        "combined vs the baseline: trial, paired round 2": 13.0,
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function"])
+    summary = loop.run()
+    assert loop.measured[:4] == [
+        "tf-function",
+        "tf-function: reference, paired round 1",
+        "tf-function: reference, paired round 2",
+        "tf-function: paired round 2",
+    ]
+    (trial,) = summary.trials
+    assert trial.status == "kept" and trial.paired_ratios == [pytest.approx(1.3), pytest.approx(1.3)]
+    assert trial.speedup_ci[0] > 1.02 and "2 paired rounds (BA/AB)" in trial.reason
+    assert len(trial.paired_run_ids) == 3 and trial.run_id not in trial.paired_run_ids
+    assert all(loop.store.get(r).meta["parent"] == "base" for r in trial.paired_run_ids)
     console = Console(record=True, width=220)
     console.print(fix_table(loop.baseline.report()))
     text = console.export_text()
-    assert "paired 1.30x" in text and "their median decided" in text
+    assert "1.30x" in text and "[1." in text
 
 
-def test_two_rounds_alternate_the_order_and_a_drift_win_is_rolled_back(tmp_path: Path) -> None:
+def test_a_drift_win_is_rejected_on_the_paired_rounds_with_its_own_ratio(tmp_path: Path) -> None:
     rates = {
-        "tf-function": 14.0,  # 1.4x on one run, minutes after the baseline
+        "tf-function": 40.0,  # kept: 4x
         "tf-function: reference, paired round 1": 10.0,
-        "tf-function: paired round 1": 10.1,  # 1.01x: not clear, a second round, trial first
-        "tf-function: paired round 2": 8.8,
-        "tf-function: reference, paired round 2": 9.0,  # 0.98x
-        "generator-prefetch": 36.0,  # 4x over the reference's latest 9.0
-        "combined": 36.0,
+        "generator-prefetch": 56.0,  # 1.4x on its one run …
+        "generator-prefetch: reference, paired round 1": 40.4,  # … ~1.39x back to back: not clear
+        "generator-prefetch: reference, paired round 2": 40.0,
+        "generator-prefetch: paired round 2": 39.2,  # 0.98x
+        "generator-prefetch: paired round 3": 40.0,
+        "generator-prefetch: reference, paired round 3": 40.0,
+        "generator-prefetch: reference, paired round 4": 40.0,
+        "generator-prefetch: paired round 4": 40.4,
+        "combined": 40.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
     }
     loop = _scripted(tmp_path, rates, ["tf-function", "generator-prefetch"])
     summary = loop.run()
-    assert loop.measured[:5] == [
-        "tf-function",
-        "tf-function: reference, paired round 1",
-        "tf-function: paired round 1",
-        "tf-function: paired round 2",
-        "tf-function: reference, paired round 2",
-    ]
     tf_fn, gen = summary.trials
-    assert tf_fn.status == "rejected" and tf_fn.paired_ratios == [
-        pytest.approx(1.01),
-        pytest.approx(0.9778, abs=1e-4),
-    ]
-    assert len(tf_fn.paired_run_ids) == 4
-    assert tf_fn.reason.startswith("not faster in paired rounds: 1.01x, 0.98x → median 0.994x")
-    assert gen.status == "kept" and "288.0 → 1152.0 examples/s" in gen.reason  # vs the latest reference
-    assert summary.kept == ["generator-prefetch"]
+    assert tf_fn.status == "kept"
+    assert gen.status == "rejected" and gen.verdict in ("not faster", "undecided")
+    # its OWN ratio over the state it was tried on (tf-function's), not the cumulative 4x-ish figure
+    assert 0.9 < gen.speedup < 1.2 and gen.speedup_ci[0] < 1.02
+    assert "paired rounds" in gen.reason and "[" in gen.reason
+    assert summary.kept == ["tf-function"]
 
 
-def test_rounds_zero_decides_every_trial_on_its_one_run(tmp_path: Path) -> None:
+def test_a_trial_still_straddling_the_bar_after_the_budget_is_not_decided(tmp_path: Path) -> None:
+    rates = {
+        "tf-function": 15.0,
+        "tf-function: reference, paired round 1": 10.0,  # 1.5x
+        "tf-function: reference, paired round 2": 10.0,
+        "tf-function: paired round 2": 9.5,  # 0.95x
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function"], rounds=2)
+    summary = loop.run()
+    (trial,) = summary.trials
+    assert trial.status == "rejected" and trial.verdict == "undecided"
+    assert trial.reason.startswith("not decided (noisy machine): ") and "round budget (2)" in trial.reason
+    assert summary.kept == [] and summary.patch == "" and summary.combined_speedup is None
+
+
+def test_rounds_zero_judges_every_trial_on_its_one_run(tmp_path: Path) -> None:
     loop = _scripted(tmp_path, {"tf-function": 13.0, "combined": 13.0}, ["tf-function"], rounds=0)
     summary = loop.run()
     assert loop.measured == ["tf-function", "combined: tf-function"]
     (trial,) = summary.trials
-    assert (
-        trial.status == "kept"
-        and trial.paired_ratios == []
-        and trial.reason.startswith("faster: 320.0 → 416.0")
-    )
-    assert summary.confirm_rounds == 0
+    assert trial.status == "kept" and trial.paired_ratios == [] and trial.paired_run_ids == []
+    assert "one run against an earlier reference" in trial.reason
+    assert summary.confirm_rounds == 0 and summary.combined_ci is not None
 
 
 def test_a_paired_run_that_fails_fails_the_trial_and_a_failed_reference_leaves_the_single_run(
     tmp_path: Path,
 ) -> None:
     rates = {"tf-function": 13.0, "tf-function: reference, paired round 1": 10.0}
-    loop = _scripted(tmp_path, rates, ["tf-function"], fail={"tf-function: paired round 1"})
+    loop = _scripted(tmp_path, rates, ["tf-function"], fail={"tf-function: paired round 2"})
     (trial,) = loop.run().trials
-    assert trial.status == "failed" and trial.error == "boom" and len(trial.paired_run_ids) == 2
-    assert trial.reason == "its run in paired round 1 failed, rolled back: exit 1"
-    rates = {"tf-function": 13.0, "combined": 13.0}
-    loop = _scripted(tmp_path / "2", rates, ["tf-function"], fail={"tf-function: reference, paired round 1"})
-    (trial,) = loop.run().trials
-    assert loop.measured == ["tf-function", "tf-function: reference, paired round 1", "combined: tf-function"]
-    assert trial.status == "kept" and trial.reason.startswith("faster: 320.0 → 416.0")
-    assert (
-        "the reference's re-run in paired round 1 measured nothing (exit 1): decided on the single run"
-        in trial.reason
+    assert trial.status == "failed" and trial.error == "boom" and len(trial.paired_run_ids) == 3
+    assert trial.reason == "its run in paired round 2 failed, rolled back: exit 1"
+    rates = {
+        "tf-function": 13.0,
+        "combined": 13.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+        "combined vs the baseline: reference, paired round 2": 10.0,
+        "combined vs the baseline: trial, paired round 2": 13.0,
+    }
+    loop = _scripted(
+        tmp_path / "2", rates, ["tf-function"], fail={"tf-function: reference, paired round 1"}, rounds=2
     )
+    (trial,) = loop.run().trials[:1]
+    assert loop.measured[:2] == ["tf-function", "tf-function: reference, paired round 1"]
+    assert trial.status == "kept" and "one run against an earlier reference" in trial.reason
+    assert "the reference's re-run in paired round 1 measured nothing (exit 1)" in trial.reason
 
 
 def test_a_cold_cache_is_rejected_without_paired_rounds(tmp_path: Path) -> None:
@@ -359,21 +300,107 @@ def test_a_cold_cache_is_rejected_without_paired_rounds(tmp_path: Path) -> None:
     assert trial.status == "rejected" and trial.reason == MEMO_COLD and trial.throughput is not None
 
 
-def test_each_batch_scale_variant_is_its_own_row_and_a_failed_bigger_batch_keeps_the_smaller(
-    tmp_path: Path,
-) -> None:
-    rates = {"batch-scale ×2": 30.0, "combined": 30.0}  # 3x: decisive on its one run
-    loop = _scripted(tmp_path, rates, ["batch-scale"], fail={"batch-scale ×4"})
+def test_a_trial_whose_facts_do_not_show_its_change_is_not_applied(tmp_path: Path) -> None:
+    facts = {"tf-function": Facts(step_kind="eager", batch_size=32)}
+    loop = _scripted(tmp_path, {"tf-function": 40.0}, ["tf-function"], facts=facts)
+    (trial,) = loop.run().trials
+    assert loop.measured == ["tf-function"]  # not measured further
+    assert trial.status == "skipped" and trial.reason.startswith(
+        "not applied: its facts show the step still eager"
+    )
+
+
+def test_a_batch_change_without_a_loss_to_check_is_not_kept_unless_allowed(tmp_path: Path) -> None:
+    big = Facts(step_kind="tf.function", batch_size=64, learning_rate=0.02)
+    rates = {
+        "batch-scale ×2": 30.0,  # 3x examples/s (x2 batch at 15 steps/s vs 10 at 32)
+        "batch-scale ×2: reference, paired round 1": 10.0,
+        "batch-scale ×4": 30.0,
+        "combined": 30.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+    }
+    loop = _scripted(tmp_path, rates, ["batch-scale"], facts={"batch-scale ×2": big, "combined": big})
     summary = loop.run()
-    assert loop.measured == ["batch-scale ×2", "batch-scale ×4", "combined: batch-scale ×2"]
+    (two,) = summary.trials
+    assert loop.measured == ["batch-scale ×2"]
+    assert (
+        two.status == "rejected"
+        and "no loss could be read" in two.reason
+        and "--allow-unchecked" in two.reason
+    )
+    assert two.unchecked and two.training_changes == {"batch size": "32 → 64", "learning rate": "0.01 → 0.02"}
+
+    loop = _scripted(
+        tmp_path / "2",
+        rates,
+        ["batch-scale"],
+        facts={"batch-scale ×2": big, "combined": big},
+        fail={"batch-scale ×4"},
+        allow_unchecked=True,
+    )
+    summary = loop.run()
     two, four = summary.trials
-    assert (two.name, two.status) == ("batch-scale ×2", "kept")
+    assert (two.name, two.status) == (
+        "batch-scale ×2",
+        "kept",
+    ) and "kept as --allow-unchecked asked" in two.reason
     assert (four.name, four.status, four.fix_id) == ("batch-scale ×4", "failed", "batch-scale")
-    assert summary.kept == ["batch-scale ×2"]
+    assert summary.kept == ["batch-scale ×2"] and summary.allow_unchecked
+    assert summary.training_changes == {"batch size": "32 → 64", "learning rate": "0.01 → 0.02"}
+    assert "# changed batch size 32 → 64, learning rate 0.01 → 0.02\n" in summary.patch
     console = Console(record=True, width=220)
     console.print(fix_table(loop.baseline.report()))
     text = console.export_text()
-    assert "batch-scale ×2" in text and "batch-scale ×4" in text
+    assert "batch-scale ×2" in text and "batch-scale ×4" in text and "batch size 32 → 64" in text
+
+
+def test_a_combined_state_below_an_intermediate_one_drops_the_later_fix(tmp_path: Path) -> None:
+    rates = {
+        "tf-function": 40.0,
+        "tf-function: reference, paired round 1": 10.0,
+        "generator-prefetch": 100.0,  # 2.5x over tf-function's 40, clear
+        "generator-prefetch: reference, paired round 1": 40.0,
+        "combined": 30.0,  # … but together they measure below tf-function alone
+        "combined vs tf-function: reference, paired round 1": 40.0,
+        "combined vs tf-function: reference, paired round 2": 40.0,
+        "combined vs tf-function: trial, paired round 2": 30.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function", "generator-prefetch"])
+    summary = loop.run()
+    assert summary.kept == ["tf-function"] and summary.dropped == ["generator-prefetch"]
+    _, gen = summary.trials
+    assert gen.status == "rejected" and gen.reason.startswith("dropped: it lowered the combined result")
+    assert (
+        summary.combined_speedup == pytest.approx(4.0)
+        and "generator-prefetch dropped" in summary.combined_note
+    )
+    assert "generator" not in summary.patch.split("\n---")[0].split(":")[1]
+    assert loop.final_source is not None and "tfdoctor_prefetch" not in loop.final_source
+
+
+def test_a_trial_whose_cache_did_not_warm_is_not_judged_on_speed() -> None:
+    assert memo_problem(Facts(memo_warm=False)) == MEMO_COLD
+    assert MEMO_COLD.startswith("its cache did not warm within the warm-up limit")
+    assert memo_problem(Facts(memo_warm=True)) is None
+    assert memo_problem(Facts()) is None and memo_problem(None) is None  # no tfdoctor cache in the script
+
+
+def test_one_slow_step_moves_one_sub_window_and_neither_the_rate_nor_the_interval() -> None:
+    """Throughput.from_steps stays sub-window medians: a 500 ms hiccup among 25 ms steps (a 20-step timing
+    window) lands in one of 5 windows; the rate and the judge's interval (extremes dropped) ignore it."""
+    durations = [25] * 20
+    durations[13] = 500
+    steps, t = [], 0
+    for i, ms in enumerate(durations):
+        steps.append(StepTiming(index=i, window="timing", start_ns=t, end_ns=t + ms * 1_000_000, examples=32))
+        t += ms * 1_000_000
+    tp = Throughput.from_steps(steps, 32)
+    assert tp is not None and tp.steps_per_s == pytest.approx(40.0)
+    assert sorted(tp.windows)[0] == pytest.approx(4 / 0.575)
+    ref = _banded(20.0, band=0.0)
+    est = estimate([Pair(ref=Sample.of(ref), trial=Sample.of(tp))])
+    assert est.ratio == pytest.approx(2.0) and est.ci == (pytest.approx(2.0), pytest.approx(2.0))
 
 
 def _steps(losses: list[float], start: int = 0) -> list[StepTiming]:
@@ -383,50 +410,37 @@ def _steps(losses: list[float], start: int = 0) -> list[StepTiming]:
     ]
 
 
-def test_losses_must_be_finite_and_near_the_baseline_trajectory() -> None:
-    ref = _steps([2.0, 1.9, 1.8, 1.7, 1.6])
-    assert loss_problem(ref, _steps([2.1, 1.8, 1.8, 1.6, 1.5]), scaled=False) is None
-    assert "not finite" in (loss_problem(ref, _steps([2.0, float("nan"), 1.0, 1.0, 1.0]), scaled=False) or "")
-    assert "off the baseline" in (loss_problem(ref, _steps([9.0, 9.1, 9.2, 9.0, 9.3]), scaled=False) or "")
-    # a scaled batch may learn faster per step, never diverge
-    assert loss_problem(ref, _steps([1.0, 0.9, 0.8, 0.7, 0.6]), scaled=True) is None
-    assert loss_problem(ref, _steps([1.0, 0.9, 0.8, 0.7, 0.6]), scaled=False) is not None
-    assert loss_problem(ref, [], scaled=False) is None  # nothing recorded: nothing to compare
-
-
-def test_output_change_ignores_numbers_but_not_missing_lines() -> None:
-    before = "step 50: loss 1.23\nepoch 1: loss 0.9 (128 steps, 7.5 steps/s)\n"
-    assert output_change(before, "step 50: loss 0.98\nepoch 1: loss 0.7 (128 steps, 38.1 steps/s)\n") is None
-    why = output_change(before, "epoch 1: loss 0.7 (128 steps, 38.1 steps/s)\n")
-    assert why is not None and "fewer 'step #: loss #'" in why
-
-
-def test_output_of_a_run_that_went_further_may_add_ordinary_lines_not_trouble() -> None:
-    """A trial whose warm-up waited a whole epoch for its cache (or that trains on bigger batches)
-    reaches the end of an epoch the reference never reached: its epoch line is expected, its
-    warnings are not, and lines it no longer prints still count."""
-    before = "step 10: loss 1.23\nstep 20: loss 1.1\n"
-    longer = "step 10: loss 1.2\nstep 20: loss 1.1\nepoch 1: loss 0.9 (128 steps, 38.1 steps/s)\nstep 130: loss 0.5\n"
-    assert output_change(before, longer, further=True) is None
-    why = output_change(before, longer)
-    assert why is not None and "new '" in why  # without further: a change, as before
-    trouble = longer + "WARN: 5 out of the last 5 calls triggered tf.function retracing\n"
-    assert "triggered tf.function retrac" in (output_change(before, trouble, further=True) or "")
-    assert "loss is nan" in (output_change(before, longer + "loss is nan\n", further=True) or "")
-    fewer = "epoch 1: loss 0.9 (128 steps, 38.1 steps/s)\n"
-    assert "fewer 'step #: loss #'" in (output_change(before, fewer, further=True) or "")
-
-
-def test_losses_compare_across_shifted_windows_warm_up_included() -> None:
-    """The reference timed steps 6-40; a trial that warmed up for 131 steps still has losses for
-    steps 0-40 (its warm-up): the trajectory is compared there, not skipped."""
-    ref = [s.model_copy(update={"window": "warmup" if s.index < 6 else "timing"}) for s in _steps([2.0] * 40)]
-    trial = [
-        s.model_copy(update={"window": "warmup" if s.index < 131 else "timing"}) for s in _steps([9.0] * 160)
-    ]
-    assert "off the baseline" in (loss_problem(ref, trial, scaled=False) or "")
-    same = [s.model_copy(update={"loss": 2.05}) for s in trial]
-    assert loss_problem(ref, same, scaled=False) is None
+def test_a_loss_above_one_reference_run_is_rechecked_against_two(tmp_path: Path) -> None:
+    """The baseline's loss varies from run to run more than along one run: a neutral fix whose loss
+    lies within that spread is not rejected once the reference has been run twice."""
+    base = _steps([1.00, 1.01, 1.00, 1.01, 1.00, 1.01])
+    again = _steps([1.20, 1.21, 1.20, 1.21, 1.20, 1.21])  # the same script, another run: +0.2
+    trial = _steps([1.15, 1.16, 1.15, 1.16, 1.15, 1.16])
+    rates = {
+        "tf-function": 40.0,
+        "tf-function: reference, paired round 1": 10.0,
+        "combined": 40.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+    }
+    loop = _scripted(
+        tmp_path,
+        rates,
+        ["tf-function"],
+        base_steps=base,
+        steps={"tf-function": trial, "tf-function: reference, paired round 1": again},
+    )
+    (t,) = loop.run().trials
+    assert t.status == "kept", t.reason
+    loop = _scripted(
+        tmp_path / "2",
+        rates,
+        ["tf-function"],
+        base_steps=base,
+        steps={"tf-function": _steps([2.0] * 6), "tf-function: reference, paired round 1": again},
+    )
+    (t,) = loop.run().trials
+    assert t.status == "rejected" and t.reason.startswith("loss above the reference's")
+    assert "2 reference runs" in t.reason and "4.00x [" in t.reason
 
 
 def test_examples_per_step_is_the_most_common_step_size() -> None:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, Report, Throughput
+from tfdoctor.report import format as fmt
 
 _SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 _BAR = 28
@@ -21,11 +22,11 @@ def fmt_throughput(t: Throughput | None) -> str:
         return "n/a"
     parts = []
     if t.examples_per_s is not None:
-        parts.append(f"{t.examples_per_s:,.1f} examples/s")
-    parts.append(f"{t.steps_per_s:,.2f} steps/s")
-    parts.append(f"{t.step_ms_median:,.1f} ms/step")
+        parts.append(fmt.rate(t.examples_per_s, "examples/s"))
+    parts.append(fmt.rate(t.steps_per_s, "steps/s"))
+    parts.append(f"{fmt.ms(t.step_ms_median)}/step")
     if t.windows:
-        parts.append(f"±{t.spread * 100:.0f} % over {len(t.windows)} windows")
+        parts.append(f"{fmt.noise(t)} over {len(t.windows)} windows")
     return " · ".join(parts)
 
 
@@ -88,44 +89,50 @@ def fix_table(report: Report) -> Table | None:
     fx = report.fix
     if fx is None:
         return None
-    caption = None
-    if any(t.paired_ratios for t in fx.trials):  # what decided the trials whose one run was not decisive
-        caption = (
-            "paired: the fix's rate over the state it had to beat, both re-measured back to back, per round "
-            f"(at most {fx.confirm_rounds}); their median decided"
+    caption = (
+        "speedup: each fix's own ratio over the state it was tried on, with its 95 % interval "
+        + (
+            f"from paired rounds back to back (at most {fx.confirm_rounds}); "
+            if fx.confirm_rounds
+            else "from one run each; "
         )
+        + "combined: the final state against the baseline, side by side"
+    )
     table = Table(title="Fixes (measured)", title_justify="left", caption=caption, expand=False)
     table.add_column("fix")
     table.add_column("throughput", justify="right")
     table.add_column("speedup", justify="right")
     table.add_column("result")
     table.add_column("why")
-    table.add_row("baseline", fmt_throughput(fx.baseline), "1.00x", "", "")
+    table.add_row("baseline", fmt_throughput(fx.baseline), fmt.ratio(1.0, decimals=2), "", "")
     style = {"kept": "green", "rejected": "yellow", "failed": "red", "skipped": "dim"}
     for t in fx.trials:
         # the reason's first clause stays whole; advice after it is clipped (docs/fixes.md has it all)
         head, _, advice = t.reason.partition("; advice:")
         why = Text(head)
+        if t.training_changes and fmt.training(t.training_changes) not in head:
+            why.append("\n" + fmt.training(t.training_changes), style="bold")
         if advice:
             advice = advice.strip()
             why.append("\n" + (advice if len(advice) <= 140 else advice[:139] + "…"), style="dim")
-        speedup = Text(f"{t.speedup:.2f}x" if t.speedup else "")
+        speedup = Text(fmt.ratio_ci(t.speedup, t.speedup_ci) if t.speedup else "")
         if t.paired_ratios:
-            speedup.append("\npaired " + ", ".join(f"{r:.2f}x" for r in t.paired_ratios), style="dim")
+            speedup.append("\npaired " + ", ".join(fmt.ratio(r) for r in t.paired_ratios), style="dim")
+        result = t.status if t.verdict != "undecided" else "not decided"
         table.add_row(
             t.name,
             fmt_throughput(t.throughput) if t.throughput else "",
             speedup,
-            Text(t.status, style=style.get(t.status, "")),
+            Text(result, style=style.get(t.status, "")),
             why,
         )
     if fx.combined is not None:
         table.add_row(
             "combined",
             fmt_throughput(fx.combined),
-            f"{fx.combined_speedup:.2f}x" if fx.combined_speedup else "",
+            fmt.ratio_ci(fx.combined_speedup, fx.combined_ci) if fx.combined_speedup else "",
             Text("final", style="bold green"),
-            ", ".join(fx.kept),
+            f"{', '.join(fx.kept)}: {fmt.training(fx.training_changes)}",
             style="bold",
         )
     return table
@@ -202,6 +209,8 @@ def render(report: Report, console: Console | None = None, *, run_dir: str | Non
     ):
         if table is not None:
             console.print(table)
+    if report.fix is not None:
+        console.print(Text(fmt.fix_headline(report.fix), style="bold"))
     if report.breakdown is not None:
         for note in report.breakdown.notes:
             console.print(f"[dim]note: {escape(note)}[/]")

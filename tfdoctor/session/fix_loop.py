@@ -3,19 +3,23 @@
 Baseline (an existing run) → candidate fixes, best estimated gain first (the findings' ``est_saving``;
 without findings, every fix whose transform finds its pattern, in default order) → each fix applied to a
 *copy* of the script's folder on top of the fixes kept so far, and run with :func:`run_capture` (a
-timing-only run, its own run directory: kind "fix", parent = the baseline) → kept only when the run
-is sane and throughput rises beyond the noise band: decided on that one run when its speedup is decisive
-(outside [1/DECISIVE, DECISIVE]), else on paired rounds, the reference state and the trial re-measured
-back to back → a final profiled run of all kept fixes → a :class:`~tfdoctor.model.FixSummary` in the
-baseline's report and ``<baseline>/fix.patch``. The user's files are never written here.
+timing-only run, its own run directory: kind "fix", parent = the baseline) → the run's sanity
+(:mod:`tfdoctor.fixes.sanity`: it did not fail, the examples per step are as intended, the facts show
+the change in effect, the output says the same things, the loss is not higher than the reference's
+beyond its own noise) → paired rounds, the state it must beat and the trial back to back, judged by
+:mod:`tfdoctor.fixes.judge` (kept when the ratio's interval lies above the bar; "not decided (noisy
+machine)" when the round budget is spent first) → the final state measured in paired rounds against
+the best intermediate state (later fixes that lower it are dropped) and against the baseline (the
+headline) → a :class:`~tfdoctor.model.FixSummary` in the baseline's report and ``<baseline>/fix.patch``.
+The user's files are never written here.
+
+:func:`judge_rounds` is the one place paired rounds are run and judged; the notebook's kernel loop
+(:mod:`tfdoctor.notebook.magics`) calls it with its own measurer.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import shutil
-import statistics
 import tempfile
 import time
 from collections import Counter
@@ -27,24 +31,24 @@ from typing import Literal
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
+from tfdoctor.fixes.judge import Decision, Pair, Sample, comparable, decide, steady
+from tfdoctor.fixes.sanity import (
+    CHANGES_TRAINING,
+    loss_check,
+    not_in_effect,
+    output_change,
+    training_changes,
+)
 from tfdoctor.fixes.workspace import make_workspace, unified_diff
 from tfdoctor.model import Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
-from tfdoctor.rundir import PATCH, STDOUT, RunDir
+from tfdoctor.report.format import estimate_text, ratio_ci, training
+from tfdoctor.rundir import RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
 
-#: a kept fix must gain at least this much even when the noise band is narrower
-MIN_GAIN = 0.02
-#: a single trial run's speedup over the state it must beat (measured minutes apart) outside
-#: [1/DECISIVE, DECISIVE] decides on that run; inside, paired rounds decide. On this shared 2-core machine
-#: one run of an unchanged script measured up to 2.06x another (docs/benchmarks.md, perturbation: per-pair
-#: range -13 … +106 %), and whole trials flipped inside that range (batch-scale ×2 kept at >1x once and
-#: rejected at 0.58x once; generator-prefetch measured 1.92x once, its combined run half that rate), while
-#: clear outcomes stay well outside it (tf-function 4-6x, XLA on a CPU 0.12-0.33x).
-DECISIVE = 2.0
-#: losses must stay within this relative distance (plus LOSS_ABS) of the reference's over the same steps
-LOSS_REL = 0.3
-LOSS_ABS = 0.1
+#: paired rounds per comparison at most (``--fix-rounds``): a trial whose interval still straddles the bar
+#: after this many is "not decided (noisy machine)"
+DEFAULT_ROUNDS = 4
 
 
 @dataclass
@@ -61,9 +65,12 @@ class LoopConfig:
     skip: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     final_profile: bool = True  # the combined run is profiled (a breakdown for the "after" view)
-    # paired rounds (reference and trial back to back) for a trial whose single run is not decisive;
-    # 0: every trial is decided on its one run (the rule before paired rounds)
-    confirm_rounds: int = 2
+    # paired rounds (reference and trial back to back, order alternating) per comparison at most;
+    # 0: every trial is judged on its one run against the reference's earlier measurement
+    confirm_rounds: int = DEFAULT_ROUNDS
+    # keep fixes that change the training (precision, batch, learning rate) even when no loss could be
+    # read to check them by
+    allow_unchecked: bool = False
 
 
 @dataclass
@@ -81,11 +88,16 @@ class Event:
 class _State:
     source: str
     switches: dict[str, str]
-    throughput: Throughput
+    throughput: Throughput  # its latest measurement
     examples: int | None
     steps: list[StepTiming]
     stdout: str
     facts: Facts
+    loss_runs: list[list[StepTiming]] = field(default_factory=list)  # every run's steps (loss noise)
+    run_id: str | None = None  # its latest run
+
+    def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return self.source, tuple(sorted(self.switches.items()))
 
 
 # -- ordering --------------------------------------------------------------------------------------
@@ -114,113 +126,131 @@ def order_candidates(fixes: list[Fix], report: Report) -> list[tuple[Fix, float]
     return [(f, est.get(f.ID, 0.0)) for f in ranked]
 
 
-# -- judging ---------------------------------------------------------------------------------------
-def rate(tp: Throughput) -> tuple[float, str]:
-    if tp.examples_per_s:
-        return tp.examples_per_s, "examples/s"
-    return tp.steps_per_s, "steps/s"
+# -- judging: paired rounds, the same for every measurer ----------------------------------------------
+@dataclass
+class Measured:
+    """One run of a state, whatever measured it (a child process, or the kernel)."""
+
+    run_id: str
+    status: str  # "complete", "failed", "timeout", ...
+    throughput: Throughput | None = None
+    steps: list[StepTiming] = field(default_factory=list)
+    facts: Facts | None = None
+    message: str = ""
+    error: str | None = None
 
 
-def noise_band(tp: Throughput) -> float:
-    """Half the relative range of the sub-window rates around their median. With 4 or more windows the
-    single highest and lowest are dropped first: one window hit by another process on a shared machine
-    should widen the band, not make it useless. Falls back to ``spread / 2`` without windows."""
-    w = sorted(tp.windows)
-    if not w:
-        return tp.spread / 2
-    if len(w) >= 4:
-        w = w[1:-1]
-    med = statistics.median(tp.windows)
-    return (w[-1] - w[0]) / med / 2 if med > 0 else tp.spread / 2
+Side = Literal["reference", "trial"]
 
 
-def _rates(after: Throughput, before: Throughput, examples_factor: float) -> tuple[float, float, str]:
-    """The two rates to compare, in examples/s where both know it, else steps/s (``after`` scaled)."""
-    if after.examples_per_s and before.examples_per_s:
-        return after.examples_per_s, before.examples_per_s, "examples/s"
-    # no batch size on one side: steps/s, scaled by the examples per step the fix changed
-    unit = "steps/s" + (" (scaled)" if examples_factor != 1 else "")
-    return after.steps_per_s * examples_factor, before.steps_per_s, unit
+@dataclass
+class Rounds:
+    """What the paired rounds of one comparison measured, and the judge's decision on them."""
 
-
-def beats(after: Throughput, before: Throughput, examples_factor: float = 1.0) -> tuple[bool, float, str]:
-    """Does ``after`` beat ``before`` beyond both noise bands? (decision, speedup, why)."""
-    a, b, unit = _rates(after, before, examples_factor)
-    speedup = a / b if b > 0 else math.inf
-    band_a, band_b = noise_band(after), noise_band(before)
-    lo, hi = a * (1 - band_a), b * (1 + band_b)
-    text = (
-        f"{b:.1f} → {a:.1f} {unit} ({speedup:.2f}x; noise band ±{band_b * 100:.0f} % / ±{band_a * 100:.0f} %)"
-    )
-    return lo > hi and speedup > 1 + MIN_GAIN, speedup, text
-
-
-@dataclass(frozen=True)
-class Round:
-    """One paired round: the trial's rate over the reference state's, both measured in the round, back to
-    back. ``band`` is the two runs' noise bands added: how far the ratio may move on their own noise."""
-
-    ratio: float
-    band: float
-
-    @classmethod
-    def of(cls, trial: Throughput, ref: Throughput, examples_factor: float = 1.0) -> Round:
-        a, b, _ = _rates(trial, ref, examples_factor)
-        return cls(a / b if b > 0 else math.inf, noise_band(trial) + noise_band(ref))
+    decision: Decision | None = None
+    pairs: list[Pair] = field(default_factory=list)
+    ref: Throughput | None = None  # the latest measurement of each side
+    trial: Throughput | None = None
+    ref_steps: list[list[StepTiming]] = field(default_factory=list)  # each re-run of the reference
+    trial_steps: list[list[StepTiming]] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)  # the extra runs, in the order they ran
+    failed: tuple[str, str | None] | None = None  # a trial run failed: (reason, error)
+    cold: bool = False  # a trial run's caches did not warm
+    note: str = ""  # why the rounds stopped early
 
     @property
-    def slower(self) -> bool:
-        """The trial was slower than the reference by more than the round's band."""
-        return self.ratio * (1 + self.band) < 1
+    def ratios(self) -> list[float]:
+        return [round(p.ratio, 4) for p in self.pairs if p.back_to_back]
 
 
-def needs_confirmation(speedup: float, rounds: int) -> bool:
-    """Is a single run's speedup over the state it must beat too close to 1 to decide on? (Only when
-    paired rounds are allowed: ``rounds`` > 0.)"""
-    return rounds > 0 and 1 / DECISIVE <= speedup <= DECISIVE
+def judge_rounds(
+    measure: Callable[[Side, int], Measured],
+    *,
+    first_trial: Throughput,
+    ref_prev: Throughput,
+    ref_fresh: bool = False,
+    scale: float = 1.0,
+    max_rounds: int = 4,
+) -> Rounds:
+    """Paired rounds of a trial (its first run ``first_trial`` done) against its reference (last measured
+    at ``ref_prev``), decided by :func:`tfdoctor.fixes.judge.decide`.
 
+    Round 1 pairs the trial's first run with the reference re-measured right after it (BA), or with
+    ``ref_prev`` when that run was the one just before (``ref_fresh``: AB). Later rounds alternate the
+    order (AB, BA, …), until the judge decides or ``max_rounds`` are spent. ``max_rounds`` 0: no rounds;
+    the first run is judged against ``ref_prev`` alone. ``measure(side, round)`` runs one side.
+    """
+    r = Rounds(ref=ref_prev, trial=first_trial)
 
-def settles(first_keep: bool, rnd: Round) -> bool:
-    """Does the first paired round agree with the single run's verdict clearly: its ratio further from the
-    bar (1 + MIN_GAIN) than its band, on the verdict's side? Then no second round is run."""
-    bar = 1 + MIN_GAIN
-    return rnd.ratio > bar * (1 + rnd.band) if first_keep else rnd.ratio * (1 + rnd.band) < bar
+    def pair(trial: Throughput, ref: Throughput, order: Literal["AB", "BA"], b2b: bool = True) -> Pair:
+        t, a, _ = comparable(trial, ref, scale)
+        return Pair(ref=a, trial=t, order=order, back_to_back=b2b)
 
-
-def paired_verdict(rounds: list[Round]) -> tuple[bool, str]:
-    """Keep when the median paired ratio exceeds 1 + MIN_GAIN and no round shows the trial slower than the
-    reference beyond that round's band; (decision, the figures)."""
-    ratios = [r.ratio for r in rounds]
-    med = statistics.median(ratios)
-    text = f"paired round{'s' if len(rounds) > 1 else ''}: " + ", ".join(f"{r:.2f}x" for r in ratios)
-    if len(rounds) > 1:  # three decimals: the bar is 1.02x
-        text += f" → median {med:.3f}x"
-    for i, r in enumerate(rounds, 1):
-        if r.slower:
-            return (
-                False,
-                f"{text}; round {i} slower than the reference beyond its band (±{r.band * 100:.0f} %)",
+    def run(side: Side, i: int) -> Throughput | None:
+        m = measure(side, i)
+        r.run_ids.append(m.run_id)
+        tp = m.throughput if m.status == "complete" else None
+        if side == "trial":
+            if tp is None:
+                what = {"complete": "measured no throughput", "timeout": "timed out"}
+                r.failed = (
+                    f"its run in paired round {i} {what.get(m.status, 'failed')}, rolled back"
+                    + ("" if m.status == "complete" else f": {m.message or m.status}"),
+                    "\n".join((m.error or m.message or m.status).strip().splitlines()[-20:]),
+                )
+                return None
+            if memo_problem(m.facts):
+                r.cold = True
+                return None
+            r.trial = tp
+            r.trial_steps.append(m.steps)
+        elif tp is None:
+            on = (
+                f"{len(r.pairs)} paired round(s)"
+                if r.pairs
+                else "the single run against the earlier reference"
             )
-    return med > 1 + MIN_GAIN, text
+            r.note = f"the reference's re-run in paired round {i} measured nothing ({m.message or m.status}): decided on {on}"
+        else:
+            r.ref = tp
+            r.ref_steps.append(m.steps)
+        return tp
 
-
-@dataclass(frozen=True)
-class Verdict:
-    """The speed verdict on a sane trial: keep it or not, and why (the figures that decided first)."""
-
-    keep: bool
-    reason: str
-
-
-def judge(first: tuple[bool, float, str], rounds: list[Round]) -> Verdict:
-    """Decide on the paired ``rounds`` where there are any, else on the single run (``first``, from
-    :func:`beats` against the state to beat)."""
-    ok, _, text = first
-    if not rounds:
-        return Verdict(ok, f"faster: {text}" if ok else f"not faster beyond the noise band: {text}")
-    keep, paired = paired_verdict(rounds)
-    side = "faster" if keep else "not faster"
-    return Verdict(keep, f"{side} in {paired} (back to back with the reference); single run {text}")
+    if max_rounds <= 0:
+        r.pairs = [pair(first_trial, ref_prev, "AB", b2b=False)]
+        r.decision = decide(r.pairs, max_rounds=1, min_rounds=1, steady_ref=False)
+        return r
+    steady_ref = True
+    if ref_fresh:
+        r.pairs.append(pair(first_trial, ref_prev, "AB"))
+    else:
+        ref_now = run("reference", 1)
+        if ref_now is None:
+            r.pairs = [pair(first_trial, ref_prev, "AB", b2b=False)]
+            r.decision = decide(r.pairs, max_rounds=1, min_rounds=1, steady_ref=False)
+            return r
+        steady_ref = steady(Sample.of(ref_prev).rate, Sample.of(ref_now).rate)
+        r.pairs.append(pair(first_trial, ref_now, "BA"))
+    while True:
+        d = decide(r.pairs, max_rounds=max_rounds, steady_ref=steady_ref)
+        if d is not None:
+            r.decision = d
+            return r
+        i = len(r.pairs) + 1
+        order: Literal["AB", "BA"] = "AB" if r.pairs[-1].order == "BA" else "BA"
+        got: dict[Side, Throughput] = {}
+        for side in ("reference", "trial") if order == "AB" else ("trial", "reference"):
+            previous = r.ref
+            tp = run(side, i)  # type: ignore[arg-type]
+            if tp is None:
+                if r.failed or r.cold:
+                    return r
+                r.decision = decide(r.pairs, max_rounds=len(r.pairs), steady_ref=False)
+                return r
+            if side == "reference" and previous is not None:
+                steady_ref = steady(Sample.of(previous).rate, Sample.of(tp).rate)
+            got[side] = tp  # type: ignore[index]
+        r.pairs.append(pair(got["trial"], got["reference"], order))
 
 
 #: why a trial whose memo caches (the ``generator-cache`` fix) never served in the warm-up is not judged
@@ -236,90 +266,9 @@ def memo_problem(facts: Facts | None) -> str | None:
     return MEMO_COLD if facts is not None and facts.memo_warm is False else None
 
 
-@dataclass
-class _Confirmation:
-    """What the paired rounds of one trial measured (latest throughputs; the runs in the order run)."""
-
-    rounds: list[Round] = field(default_factory=list)
-    run_ids: list[str] = field(default_factory=list)
-    ref: Throughput | None = None
-    trial: Throughput | None = None
-    failed: tuple[str, str] | None = None  # a trial run failed: (reason, error)
-    cold: bool = False  # a trial run's caches did not warm
-    note: str = ""  # why the rounds stopped early
-
-
-_NUM = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-
-
-def normalized_output(stdout: str) -> Counter[str]:
-    """The script's printed lines with every number masked: what it says, not the values."""
-    lines = (ln.strip() for ln in stdout.splitlines())
-    return Counter(
-        _NUM.sub("#", ln) for ln in lines if ln and not ln.startswith(("WARNING", "I0000", "W0000"))
-    )
-
-
-#: a new kind of line that means trouble even when the fixed run went further through the data
-_TROUBLE = re.compile(r"error|exception|traceback|warning|retrac|\bnan\b|\binf\b", re.I)
-
-
-def output_change(before: str, after: str, *, further: bool = False) -> str | None:
-    """Lines the reference printed that the fixed script no longer prints (or new kinds of lines).
-
-    ``further``: the fixed run went further through the data than the reference (more steps after a
-    longer warm-up, or bigger batches): more lines of a kind the reference printed, and new kinds of
-    ordinary lines (an epoch's end the shorter reference never reached), are then expected; fewer lines
-    of a kind, and new lines that look like trouble (errors, warnings, retracing, NaN), still count.
-    """
-    b, a = normalized_output(before), normalized_output(after)
-    missing = b - a
-    extra = a - b
-    if further:
-        extra = Counter({ln: n for ln, n in extra.items() if ln not in b and _TROUBLE.search(ln)})
-    if not missing and not extra:
-        return None
-    bits = []
-    if missing:
-        line, n = missing.most_common(1)[0]
-        bits.append(f"{n}× fewer '{line[:60]}'")
-    if extra:
-        line, n = extra.most_common(1)[0]
-        bits.append(f"{n}× new '{line[:60]}'")
-    return "the script's output changed: " + "; ".join(bits)
-
-
 def examples_seen(steps: list[StepTiming], per_step: int | None) -> float:
     """Examples the run went through (the harness's counts, else steps × ``per_step``)."""
     return float(sum(s.examples or per_step or 1 for s in steps))
-
-
-def _losses(steps: list[StepTiming]) -> dict[int, float]:
-    """Losses by step index, warm-up included: an adaptive warm-up makes the runs' windows start at
-    different steps (a trial waiting for its cache to warm times steps the reference never ran), and a
-    warm-up step's loss is as real as any other."""
-    return {s.index: s.loss for s in steps if s.loss is not None}
-
-
-def loss_problem(ref: list[StepTiming], new: list[StepTiming], scaled: bool) -> str | None:
-    """Losses not finite, or off the reference's trajectory over the same steps."""
-    lt = _losses(new)
-    bad = [i for i, v in sorted(lt.items()) if not math.isfinite(v)]
-    if bad:
-        return f"loss is not finite from step {bad[0]} on ({lt[bad[0]]})"
-    lb = _losses(ref)
-    common = sorted(set(lb) & set(lt))
-    if len(common) < 3:
-        return None  # nothing to compare (no losses recorded)
-    mb = statistics.median(lb[i] for i in common)
-    mt = statistics.median(lt[i] for i in common)
-    tol = LOSS_REL * abs(mb) + LOSS_ABS
-    if mt > mb + tol or (not scaled and mt < mb - tol):
-        return (
-            f"loss off the baseline's trajectory: median {mt:.4g} vs {mb:.4g} over steps "
-            f"{common[0]}-{common[-1]} (tolerance ±{tol:.3g})"
-        )
-    return None
 
 
 def examples_per_step(steps: list[StepTiming], facts: Facts | None) -> int | None:
@@ -327,6 +276,37 @@ def examples_per_step(steps: list[StepTiming], facts: Facts | None) -> int | Non
     if ex:
         return Counter(ex).most_common(1)[0][0]
     return facts.batch_size if facts else None
+
+
+def unchecked_block(fix_id: str, unchecked: str | None, allow: bool) -> str | None:
+    """Why a fix that changes the training is not kept when its loss could not be checked, or None."""
+    what = CHANGES_TRAINING.get(fix_id)
+    if unchecked is None or what is None or allow:
+        return None
+    return (
+        f"{unchecked}: it changes the {what}, so it is not kept without a loss to check (--allow-unchecked)"
+    )
+
+
+def patch_header(
+    script: str,
+    kept: list[str],
+    speedup: float | None,
+    ci: list[float] | None,
+    note: str,
+    changes: dict[str, str],
+) -> str:
+    """The comment block on top of fix.patch: what is in it, what it measured, and whether it changes
+    the training. ``git apply`` and ``patch`` skip text before the first ``---`` line."""
+    lines = [f"# tfdoctor: {', '.join(kept)} on {script}"]
+    if speedup is not None:
+        lines.append(
+            f"# measured: {ratio_ci(speedup, ci)} vs the baseline ({note})"
+            if note
+            else f"# measured: {ratio_ci(speedup, ci)} vs the baseline"
+        )
+    lines.append(f"# {training(changes)}")
+    return "\n".join(lines) + "\n"
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -348,6 +328,7 @@ class FixLoop:
         self.relpath = self.script.name
         self.final_source: str | None = None  # the script with every kept fix, once run() is done
         self._at = (0, 0)  # the candidate being measured, of how many (for progress events)
+        self._last: tuple[str, tuple[tuple[str, str], ...]] | None = None  # the state measured last
 
     def event(self, kind: str, message: str, **kw: object) -> None:
         self.on_event(Event(kind, message, **kw))  # type: ignore[arg-type]
@@ -364,6 +345,10 @@ class FixLoop:
         if self.cfg.only:
             fixes = [f for f in fixes if f.ID in self.cfg.only]
         return order_candidates(fixes, self.report)
+
+    @property
+    def rounds(self) -> int:
+        return max(0, self.cfg.confirm_rounds)
 
     def run(self) -> FixSummary:
         t0 = time.monotonic()
@@ -382,14 +367,18 @@ class FixLoop:
             throughput=base_tp,
             examples=examples_per_step(self.report.steps, facts),
             steps=self.report.steps,
-            stdout=_read(self.baseline.file(STDOUT)),
+            stdout=_read(self.baseline.file("stdout.log")),
             facts=facts,
+            loss_runs=[list(self.report.steps)],
+            run_id=self.baseline.id,
         )
+        base_state = state
         hardware = Hardware.detect(facts)
         cands = self.candidates()
         self.event("candidates", ", ".join(f.ID for f, _ in cands), total=len(cands))
         trials: list[FixTrial] = []
         kept: list[str] = []
+        history: list[tuple[list[str], _State]] = []  # the state after each kept fix
         for i, (fix, est) in enumerate(cands, 1):
             self._at = (i, len(cands))
             before = state  # the state this fix is applied to (variants all start from it)
@@ -430,51 +419,168 @@ class FixLoop:
                     trials[-1] = trials[-1].model_copy(
                         update={"status": "rejected", "reason": f"superseded by {label}; {trials[-1].reason}"}
                     )
+                    history.pop()
                 trials.append(trial)
                 self.event("result", f"{label}: {trial.status} ({trial.reason})", fix_id=fix.ID)
                 if trial.status != "kept":
                     break
                 kept[:] = [x for x in kept if x.split(" ×")[0] != fix.ID] + [label]
-        self.final_source = state.source
-        patch = unified_diff(source, state.source, self.relpath)
-        combined = combined_speedup = combined_run_id = None
+                history.append((list(kept), state))
+        summary = self.combine(base_state, state, kept, history, trials, t0)
+        self.baseline.file("fix.patch").write_text(summary.patch, encoding="utf-8")
+        report = self.report.model_copy(update={"fix": summary})
+        self.baseline.write_report(report)
+        self.store.update(self.baseline, speedup=summary.combined_speedup)
+        done = f"{len(summary.kept)} fix(es) kept"
+        if summary.combined_speedup:
+            done += f", {ratio_ci(summary.combined_speedup, summary.combined_ci)}"
+        self.event("done", done)
+        return summary
+
+    # -- the combined result -------------------------------------------------------------------------
+    def combine(
+        self,
+        base: _State,
+        state: _State,
+        kept: list[str],
+        history: list[tuple[list[str], _State]],
+        trials: list[FixTrial],
+        t0: float,
+    ) -> FixSummary:
+        """The final state measured (profiled), then in paired rounds against the best intermediate state
+        (the fixes after it dropped when the final state is slower) and against the baseline: the
+        headline ratio and its interval."""
+        dropped: list[str] = []
+        ci: list[float] | None = None
+        speedup: float | None = None
+        verdict = None
+        note = ""
+        run_id: str | None = None
+        combined: Throughput | None = None
         if kept:
             self.event("final", f"final run with {', '.join(kept)}")
             run, res, rep = self.measure(
                 "combined: " + ", ".join(kept), state.source, state.switches, profile=self.cfg.final_profile
             )
-            combined_run_id = run.id
+            run_id = run.id
             if res.ok and rep.throughput is not None:
-                combined = rep.throughput
-                _, combined_speedup, _ = beats(
-                    combined, base_tp, _factor(state.examples, before_examples(self.report))
+                state = replace(
+                    state, throughput=rep.throughput, run_id=run.id, facts=res.facts or state.facts
                 )
-        summary = FixSummary(
-            baseline=base_tp,
+                best = self._best_intermediate(base, history[:-1])
+                if best is not None:
+                    best_kept, best_state = best
+                    r = self.compare(state, best_state, f"combined vs {', '.join(best_kept)}")
+                    if r.decision is not None and r.decision.estimate.ratio < 1:
+                        dropped = [x for x in kept if x not in best_kept]
+                        note = (
+                            f"{', '.join(dropped)} dropped: the final state measured "
+                            f"{estimate_text(r.decision.estimate)} of the state without "
+                            f"{'it' if len(dropped) == 1 else 'them'}; "
+                        )
+                        for j, t in enumerate(trials):
+                            if t.status == "kept" and t.name in dropped:
+                                trials[j] = t.model_copy(
+                                    update={
+                                        "status": "rejected",
+                                        "reason": f"dropped: it lowered the combined result "
+                                        f"({estimate_text(r.decision.estimate)}); {t.reason}",
+                                    }
+                                )
+                        kept = list(best_kept)
+                        state = best_state if r.ref is None else replace(best_state, throughput=r.ref)
+                    elif r.trial is not None:
+                        state = replace(state, throughput=r.trial)
+                r = self.compare(state, base, "combined vs the baseline")
+                if r.decision is not None:
+                    est = r.decision.estimate
+                    speedup, ci, verdict = (
+                        est.ratio,
+                        [round(est.low, 4), round(est.high, 4)],
+                        r.decision.verdict,
+                    )
+                    note += r.decision.reason
+                combined = state.throughput
+                if state.run_id:
+                    run_id = state.run_id
+            else:
+                note = (
+                    f"the final run failed ({res.message or res.status}): the combined result is not measured"
+                )
+        self.final_source = state.source if kept else base.source
+        changes = training_changes(base.facts, state.facts) if kept else {}
+        patch = unified_diff(base.source, self.final_source, self.relpath)
+        if patch:
+            patch = patch_header(self.relpath, kept, speedup, ci, note.split(": ", 1)[-1], changes) + patch
+        return FixSummary(
+            baseline=self.report.throughput,
             trials=trials,
             combined=combined,
-            combined_speedup=combined_speedup,
+            combined_speedup=speedup,
+            combined_ci=ci,
+            combined_verdict=verdict,
+            combined_note=note,
+            dropped=dropped,
+            training_changes=changes,
+            allow_unchecked=self.cfg.allow_unchecked,
             patch=patch,
             kept=kept,
-            combined_run_id=combined_run_id,
+            combined_run_id=run_id,
             wall_s=time.monotonic() - t0,
-            confirm_rounds=max(0, self.cfg.confirm_rounds),
+            confirm_rounds=self.rounds,
         )
-        self.baseline.file(PATCH).write_text(patch, encoding="utf-8")
-        report = self.report.model_copy(update={"fix": summary})
-        self.baseline.write_report(report)
-        self.store.update(self.baseline, speedup=combined_speedup)
-        self.event(
-            "done", f"{len(kept)} fix(es) kept" + (f", {combined_speedup:.2f}x" if combined_speedup else "")
+
+    def _best_intermediate(
+        self, base: _State, history: list[tuple[list[str], _State]]
+    ) -> tuple[list[str], _State] | None:
+        """The intermediate state (after some but not all kept fixes) with the highest measured rate
+        relative to the baseline, or None (fewer than two kept fixes)."""
+        best: tuple[float, tuple[list[str], _State]] | None = None
+        for kept, st in history:
+            t, a, _ = comparable(st.throughput, base.throughput, _factor(st.examples, base.examples))
+            r = t.rate / a.rate if a.rate > 0 else 0.0
+            if best is None or r > best[0]:
+                best = (r, (kept, st))
+        return best[1] if best else None
+
+    def compare(self, trial: _State, ref: _State, label: str) -> Rounds:
+        """Paired rounds of two measured states (the trial's latest measurement is its first run)."""
+        index, total = self._at
+
+        def measure(side: Side, i: int) -> Measured:
+            st = ref if side == "reference" else trial
+            self.event("trial", f"{label}, paired round {i}, {side}", index=index, total=total)
+            return self._measured(self.measure(f"{label}: {side}, paired round {i}", st.source, st.switches))
+
+        return judge_rounds(
+            measure,
+            first_trial=trial.throughput,
+            ref_prev=ref.throughput,
+            ref_fresh=self._last == ref.key() and self._last != trial.key(),
+            scale=_factor(trial.examples, ref.examples),
+            max_rounds=self.rounds,
         )
-        return summary
+
+    # -- one run -------------------------------------------------------------------------------------
+    def _measured(self, got: tuple[RunDir, CaptureResult, Report]) -> Measured:
+        run, res, rep = got
+        return Measured(
+            run_id=run.id,
+            status=res.status if res.ok else (res.status if res.status != "complete" else "failed"),
+            throughput=rep.throughput if res.ok else None,
+            steps=list(res.steps),
+            facts=res.facts,
+            message=res.message or "",
+            error=res.error,
+        )
 
     def measure(
         self, label: str, code: str, switches: dict[str, str], *, profile: bool = False
     ) -> tuple[RunDir, CaptureResult, Report]:
+        self._last = (code, tuple(sorted(switches.items())))
         run = self.store.new_run(str(self.script), self.cfg.args, kind="fix", parent=self.baseline.id)
         self.store.update(run, fix=label)
-        run.file(PATCH).write_text(
+        run.file("fix.patch").write_text(
             unified_diff(self.script.read_text(encoding="utf-8"), code, self.relpath), encoding="utf-8"
         )
         work = Path(tempfile.mkdtemp(prefix="tfdoctor-fix-"))
@@ -512,6 +618,7 @@ class FixLoop:
             )
         return run, res, rep
 
+    # -- one trial -----------------------------------------------------------------------------------
     def trial(
         self,
         fix: Fix,
@@ -523,16 +630,16 @@ class FixLoop:
     ) -> tuple[FixTrial, _State]:
         """Measure ``outcome`` (applied to ``before``) and judge it against ``ref`` (the state to beat).
         Returns the trial and the state to go on from: the fix's when kept, else ``ref``; either with its
-        latest throughput when paired rounds re-measured it."""
+        latest measurement after the paired rounds."""
         switches = {**before.switches, **outcome.switches}
+        ref_was_last = self._last == ref.key()
         run, res, rep = self.measure(label, outcome.code, switches)
         tp = rep.throughput if res.ok else None
-        vs_base: float | None = None
-        paired: list[float] = []
+        extra: dict[str, object] = {}
         paired_ids: list[str] = []
 
         def decided(
-            status: Literal["kept", "rejected", "failed"], reason: str, error: str | None = None
+            status: Literal["kept", "rejected", "failed", "skipped"], reason: str, error: str | None = None
         ) -> FixTrial:
             return FixTrial(
                 fix_id=fix.ID,
@@ -542,12 +649,11 @@ class FixLoop:
                 reason=reason,
                 error=error,
                 throughput=tp,
-                speedup=vs_base,
                 patch=unified_diff(before.source, outcome.code, self.relpath),
                 runtime_switch=dict(outcome.switches),
                 run_id=run.id,
-                paired_ratios=paired,
                 paired_run_ids=paired_ids,
+                **extra,  # type: ignore[arg-type]
             )
 
         if not res.ok:
@@ -559,129 +665,111 @@ class FixLoop:
             return decided("failed", "no throughput measured, rolled back"), ref
         examples = examples_per_step(res.steps, res.facts)
         factor = expected / ref.examples if expected and ref.examples else outcome.examples_factor
-        first = beats(tp, ref.throughput, factor)
-        text = first[2]
-        _, vs_base, _ = beats(
-            tp, self.report.throughput or before.throughput, _factor(examples, before_examples(self.report))
-        )
+        extra["training_changes"] = training_changes(before.facts, res.facts)
         state = _State(
             source=outcome.code,
             switches=switches,
             throughput=tp,
             examples=examples,
             steps=res.steps,
-            stdout=_read(run.file(STDOUT)),
+            stdout=_read(run.file("stdout.log")),
             facts=res.facts or before.facts,
+            loss_runs=[list(res.steps)],
+            run_id=run.id,
         )
         # sanity first: a fast but broken run is rejected whatever its speed
         if expected is not None and examples is not None and abs(examples - expected) > 0.01 * expected:
-            why = f"examples per step changed ({before.examples} → {examples}, expected {expected:g}); measured {text}"
+            why = f"examples per step changed ({before.examples} → {examples}, expected {expected:g})"
             return decided("rejected", why), ref
-        bad_loss = loss_problem(ref.steps, res.steps, scaled=fix.SCALES_EXAMPLES)
-        if bad_loss:
-            return decided("rejected", f"{bad_loss}; {text}"), ref
+        absent = not_in_effect(fix.ID, before.facts, res.facts)
+        if absent:
+            return decided("skipped", f"not applied: {absent}; not measured"), ref
         if outcome.side_effects:
             effects = "; ".join(outcome.side_effects)
-            why = f"Python side effects in the step would change behaviour under it ({effects}); measured {text}"
+            why = f"Python side effects in the step would change behaviour under it ({effects})"
             return decided("rejected", why), ref
         further = examples_seen(res.steps, examples) > examples_seen(ref.steps, ref.examples)
         changed = output_change(ref.stdout, state.stdout, further=further)
         if changed:
-            return decided("rejected", f"{changed}; measured {text}"), ref
+            return decided("rejected", changed), ref
         cold = memo_problem(res.facts)
         if cold:  # it timed the cache filling, not serving: no verdict on speed
             return decided("rejected", cold), ref
-        rounds: list[Round] = []
-        note = ""
-        if needs_confirmation(first[1], self.cfg.confirm_rounds):
-            c = self.confirm(fix.ID, label, ref, outcome.code, switches, factor, first[0])
-            paired[:] = [round(r.ratio, 4) for r in c.rounds]
-            paired_ids[:] = c.run_ids
-            if c.ref is not None:  # the latest measurement of each state is the one to go on with
-                ref = replace(ref, throughput=c.ref)
-            if c.trial is not None:
-                state = replace(state, throughput=c.trial)
-            if c.failed:
-                return decided("failed", *c.failed), ref
-            if c.cold:
-                return decided("rejected", MEMO_COLD), ref
-            rounds, note = c.rounds, (f"; {c.note}" if c.note else "")
-        verdict = judge(first, rounds)
-        if not verdict.keep:
-            return decided("rejected", verdict.reason + note), ref
+        loss = loss_check(ref.loss_runs, res.steps)
+        if loss.status == "not finite":
+            return decided("rejected", loss.text), ref
+        unchecked = loss.text if loss.status == "unreadable" else None
+        extra["unchecked"] = unchecked
+        blocked = unchecked_block(fix.ID, unchecked, self.cfg.allow_unchecked)
+        if blocked:
+            return decided("rejected", blocked), ref
+        # the speed: paired rounds against the state to beat
+        index, total = self._at
+
+        def measure(side: Side, i: int) -> Measured:
+            self.event(
+                "trial",
+                f"{label} paired round {i}/{self.rounds}, {side}",
+                fix_id=fix.ID,
+                index=index,
+                total=total,
+            )
+            if side == "reference":
+                got = self.measure(f"{label}: reference, paired round {i}", ref.source, ref.switches)
+            else:
+                got = self.measure(f"{label}: paired round {i}", outcome.code, switches)
+            return self._measured(got)
+
+        r = judge_rounds(
+            measure,
+            first_trial=tp,
+            ref_prev=ref.throughput,
+            ref_fresh=ref_was_last,
+            scale=factor,
+            max_rounds=self.rounds,
+        )
+        paired_ids[:] = r.run_ids
+        extra["paired_ratios"] = r.ratios
+        ref = replace(
+            ref,
+            throughput=r.ref or ref.throughput,
+            loss_runs=[*ref.loss_runs, *r.ref_steps],
+        )
+        state = replace(state, throughput=r.trial or tp, loss_runs=[*state.loss_runs, *r.trial_steps])
+        if r.failed:
+            return decided("failed", *r.failed), ref
+        if r.cold:
+            return decided("rejected", MEMO_COLD), ref
+        assert r.decision is not None
+        d: Decision = r.decision
+        extra.update(
+            speedup=d.estimate.ratio,
+            speedup_ci=[round(d.estimate.low, 4), round(d.estimate.high, 4)],
+            verdict=d.verdict,
+        )
+        note = f"; {r.note}" if r.note else ""
+        # the loss again, now with every run of the reference (its run-to-run spread learned)
+        loss = loss_check(ref.loss_runs, res.steps)
+        if loss.bad:
+            return decided("rejected", f"{loss.text}; measured {estimate_text(d.estimate)}"), ref
+        if not d.keep:
+            return decided("rejected", d.reason + note), ref
         notes = [w for w in outcome.warnings if not w.startswith("advice:")]
         advice = [w for w in outcome.warnings if w.startswith("advice:")]
+        changes = extra["training_changes"]
         reason = (
-            verdict.reason
+            d.reason
             + note
+            + (f"; {training(changes)}" if changes else "")  # type: ignore[arg-type]
+            + (
+                f"; loss not checked ({unchecked}), kept as --allow-unchecked asked"
+                if unchecked and fix.ID in CHANGES_TRAINING
+                else ""
+            )
             + (f"; note: {'; '.join(notes)}" if notes else "")
             + (f"; {advice[0]}" if advice else "")
         )
         return decided("kept", reason), state
-
-    def confirm(
-        self,
-        fix_id: str,
-        label: str,
-        ref: _State,
-        code: str,
-        switches: dict[str, str],
-        factor: float,
-        first_keep: bool,
-    ) -> _Confirmation:
-        """Paired rounds: the reference state (``ref``'s source and switches) and the trial (``code``,
-        ``switches``) measured back to back, reference first in odd rounds and trial first in even ones, so
-        load drifting across the rounds weighs on both sides alike. Up to ``confirm_rounds``; one when the
-        first round agrees clearly with the single run's verdict (``first_keep``, see :func:`settles`)."""
-        c = _Confirmation()
-        n = max(0, self.cfg.confirm_rounds)
-        index, total = self._at
-        for i in range(n):
-            got: dict[str, Throughput] = {}
-            for which in ("reference", "trial") if i % 2 == 0 else ("trial", "reference"):
-                self.event(
-                    "trial",
-                    f"{label} paired round {i + 1}/{n}, {which}: back to back",
-                    fix_id=fix_id,
-                    index=index,
-                    total=total,
-                )
-                if which == "reference":
-                    run, res, rep = self.measure(
-                        f"{label}: reference, paired round {i + 1}", ref.source, ref.switches
-                    )
-                else:
-                    run, res, rep = self.measure(f"{label}: paired round {i + 1}", code, switches)
-                c.run_ids.append(run.id)
-                tp = rep.throughput if res.ok else None
-                if which == "trial":
-                    if tp is None:
-                        err = (res.error or res.message or res.status).strip()
-                        what = {"complete": "measured no throughput", "timeout": "timed out"}
-                        c.failed = (
-                            f"its run in paired round {i + 1} {what.get(res.status, 'failed')}, rolled back"
-                            + ("" if res.ok else f": {res.message or res.status}"),
-                            "\n".join(err.splitlines()[-20:]),
-                        )
-                        return c
-                    if memo_problem(res.facts):
-                        c.cold = True
-                        return c
-                    c.trial = tp
-                elif tp is None:
-                    on = f"{len(c.rounds)} paired round(s)" if c.rounds else "the single run"
-                    c.note = (
-                        f"the reference's re-run in paired round {i + 1} measured nothing "
-                        f"({res.message or res.status}): decided on {on}"
-                    )
-                    return c
-                else:
-                    c.ref = tp
-                got[which] = tp
-            c.rounds.append(Round.of(got["trial"], got["reference"], factor))
-            if i == 0 and settles(first_keep, c.rounds[0]):
-                break
-        return c
 
 
 def _factor(examples: int | None, base_examples: int | None) -> float:
@@ -716,20 +804,17 @@ def run_fix_loop(
 
 
 __all__ = [
-    "DECISIVE",
+    "DEFAULT_ROUNDS",
     "MEMO_COLD",
     "Event",
     "FixLoop",
     "LoopConfig",
-    "Round",
-    "Verdict",
-    "beats",
-    "judge",
+    "Measured",
+    "Rounds",
+    "judge_rounds",
     "memo_problem",
-    "needs_confirmation",
     "order_candidates",
-    "output_change",
-    "paired_verdict",
+    "patch_header",
     "run_fix_loop",
-    "settles",
+    "unchecked_block",
 ]

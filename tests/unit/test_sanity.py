@@ -1,0 +1,174 @@
+"""The sanity checks a fix trial passes before its speed is judged (tfdoctor.fixes.sanity), on real
+recorded stdout (tests/data/stdout/: a Keras ``fit(verbose=1)`` run and a tqdm loop, each run twice)
+and on step losses with known noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.fixes.sanity import (
+    CHANGES_TRAINING,
+    is_progress,
+    loss_check,
+    loss_noise,
+    normalized_output,
+    not_in_effect,
+    output_change,
+    terminal_lines,
+    training_changes,
+)
+from tfdoctor.model import Facts, StepTiming
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "stdout"
+
+
+def _read(name: str) -> str:
+    with open(DATA / name, encoding="utf-8", newline="") as f:  # keep the \r the bars wrote
+        return f.read()
+
+
+# -- output ------------------------------------------------------------------------------------------
+def test_two_runs_of_keras_fit_with_its_progress_bar_say_the_same_things() -> None:
+    a, b = _read("keras_fit_verbose1.a.txt"), _read("keras_fit_verbose1.b.txt")
+    assert "\x1b[" in a and "\r" in a and "━" in a and "\b" in a  # the real thing: ANSI, \r, backspaces
+    out_a, out_b = normalized_output(a), normalized_output(b)
+    assert out_a.progress > out_b.progress > 0  # a different number of redraws
+    assert out_a.lines == out_b.lines == {"Epoch #/#": 2, "final accuracy #": 1}
+    assert output_change(a, b) is None and output_change(b, a) is None
+
+
+def test_two_runs_of_a_tqdm_loop_at_different_speeds_say_the_same_things() -> None:
+    a, b = _read("tqdm_loop.a.txt"), _read("tqdm_loop.b.txt")
+    assert "it/s" in a and "%|" in a
+    out = normalized_output(a)
+    assert out.progress > 40 and not out.lines  # every bar redraw dropped
+    assert out.timing == {"epoch # done in <time>, loss #"}  # a timed line: compared by kind
+    assert output_change(a, b) is None
+
+
+def test_a_line_the_fixed_run_no_longer_prints_is_still_a_change_among_the_bars() -> None:
+    a = _read("keras_fit_verbose1.a.txt")
+    without = a.replace("final accuracy", "")
+    why = output_change(a, without.replace("\n 0.", "\n"))
+    assert why is not None and "fewer 'final accuracy #'" in why
+    # a run that went further may print more bars and epochs, not new trouble
+    nan = _read("tqdm_loop.b.txt") + "loss became nan at step 70\n"
+    why = output_change(_read("tqdm_loop.a.txt"), nan, further=True)
+    assert why is not None and "new 'loss became nan at step #'" in why
+
+
+def test_terminal_lines_split_redraws_and_drop_escapes() -> None:
+    text = "\r\x1b[1m 1/32\x1b[0m ━━━ 1s\b\b\b\r\x1b[1m 2/32\x1b[0m ━━━ 0s\nhello 3\n"
+    assert terminal_lines(text) == ["1/32 ━━━ 1s", "2/32 ━━━ 0s", "hello 3"]
+    assert is_progress("32/32 [==============================] - 1s 7ms/step - loss: 0.7")  # Keras 2
+    assert is_progress("epoch 0:  45%|████▌     | 18/40 [00:00<00:00, 95.41it/s, loss=0.3]")
+    assert is_progress("18it [00:00, 95.41it/s]")
+    assert not is_progress("step 50: loss 1.23") and not is_progress("Epoch 1/2")
+
+
+def test_output_change_ignores_numbers_but_not_missing_lines() -> None:
+    before = "step 50: loss 1.23\nepoch 1: loss 0.9 (128 steps, 7.5 steps/s)\n"
+    assert output_change(before, "step 50: loss 0.98\nepoch 1: loss 0.7 (128 steps, 38.1 steps/s)\n") is None
+    why = output_change(before, "epoch 1: loss 0.7 (128 steps, 38.1 steps/s)\n")
+    assert why is not None and "fewer 'step #: loss #'" in why
+
+
+def test_timing_lines_count_by_kind_not_by_number() -> None:
+    """A script printing its speed every 2 s prints it more often in a slow run: not a change."""
+    slow = "step 10\n" + "throughput 120 examples/sec\n" * 5
+    fast = "step 10\n" + "throughput 480 examples/sec\n" * 2
+    assert output_change(slow, fast) is None
+    assert output_change("took 1.5s\n", "took 850ms\n") is None  # the unit of a duration changes too
+
+
+def test_output_of_a_run_that_went_further_may_add_ordinary_lines_not_trouble() -> None:
+    before = "step 10: loss 1.23\nstep 20: loss 1.1\n"
+    longer = "step 10: loss 1.2\nstep 20: loss 1.1\nepoch 1: loss 0.9 (128 steps, 38.1 steps/s)\nstep 130: loss 0.5\n"
+    assert output_change(before, longer, further=True) is None
+    why = output_change(before, longer)
+    assert why is not None and "new '" in why  # without further: a change
+    trouble = longer + "WARN: 5 out of the last 5 calls triggered tf.function retracing\n"
+    assert "triggered tf.function retrac" in (output_change(before, trouble, further=True) or "")
+    assert "loss is nan" in (output_change(before, longer + "loss is nan\n", further=True) or "")
+    fewer = "epoch 1: loss 0.9 (128 steps, 38.1 steps/s)\n"
+    assert "fewer 'step #: loss #'" in (output_change(before, fewer, further=True) or "")
+
+
+# -- loss ------------------------------------------------------------------------------------------------
+def _steps(losses: list[float], start: int = 0) -> list[StepTiming]:
+    return [
+        StepTiming(index=start + i, window="timing", start_ns=i, end_ns=i + 1, loss=v, examples=32)
+        for i, v in enumerate(losses)
+    ]
+
+
+def test_losses_must_be_finite_and_not_above_the_reference_beyond_its_noise() -> None:
+    ref = _steps([2.0, 1.9, 1.8, 1.7, 1.6])  # step-to-step noise 0.1: tolerance 0.3
+    assert loss_check([ref], _steps([2.1, 1.8, 1.8, 1.6, 1.5])).status == "ok"
+    assert loss_check([ref], _steps([2.0, float("nan"), 1.0, 1.0, 1.0])).status == "not finite"
+    high = loss_check([ref], _steps([9.0, 9.1, 9.2, 9.0, 9.3]))
+    assert high.status == "higher" and high.bad and "step-to-step noise" in high.text
+    # one-sided: a lower loss is fine (a bigger batch or bf16 may learn faster per step)
+    assert loss_check([ref], _steps([1.0, 0.9, 0.8, 0.7, 0.6])).status == "ok"
+
+
+def test_the_tolerance_is_learned_from_two_reference_runs_when_there_are_two() -> None:
+    one = _steps([1.00, 1.01, 1.00, 1.01, 1.00, 1.01])
+    two = _steps([1.20, 1.21, 1.20, 1.21, 1.20, 1.21])  # the same script again: +0.2
+    trial = _steps([1.15, 1.16, 1.15, 1.16, 1.15, 1.16])
+    assert loss_check([one], trial).status == "higher"  # one run knows only its flat trajectory
+    check = loss_check([one, two], trial)
+    assert check.status == "ok", check.text
+    noise, where = loss_noise([one, two])
+    assert noise == pytest.approx(0.2) and where == "2 reference runs"
+
+
+def test_no_loss_to_read_is_said_not_skipped() -> None:
+    ref = _steps([2.0, 1.9, 1.8, 1.7, 1.6])
+    check = loss_check([ref], [s.model_copy(update={"loss": None}) for s in ref])
+    assert check.status == "unreadable" and not check.bad and "no loss could be read" in check.text
+    assert loss_check([[]], ref).status == "unreadable"
+    assert set(CHANGES_TRAINING) == {"mixed-precision", "batch-scale"}
+
+
+def test_losses_compare_across_shifted_windows_warm_up_included() -> None:
+    ref = [s.model_copy(update={"window": "warmup" if s.index < 6 else "timing"}) for s in _steps([2.0] * 40)]
+    trial = [
+        s.model_copy(update={"window": "warmup" if s.index < 131 else "timing"}) for s in _steps([9.0] * 160)
+    ]
+    assert loss_check([ref], trial).status == "higher"
+    assert loss_check([ref], [s.model_copy(update={"loss": 2.03}) for s in trial]).status == "ok"
+
+
+# -- facts -----------------------------------------------------------------------------------------------
+def test_a_change_must_show_in_the_trials_facts() -> None:
+    base = Facts(step_kind="tf.function", jit_compile=False, steps_per_execution=1, dtype_policy="float32")
+    # the notebook case from the issue: the cell's own compile() reset jit_compile
+    assert "no XLA" in (not_in_effect("xla-jit", base, base) or "")
+    assert not_in_effect("xla-jit", base, base.model_copy(update={"jit_compile": True})) is None
+    assert not_in_effect("xla-jit", base, base.model_copy(update={"auto_jit": True})) is None
+    assert "steps_per_execution 1" in (not_in_effect("steps-per-execution", base, base) or "")
+    assert (
+        not_in_effect("steps-per-execution", base, base.model_copy(update={"steps_per_execution": 8})) is None
+    )
+    assert "float32" in (not_in_effect("mixed-precision", base, base) or "")
+    assert (
+        not_in_effect("mixed-precision", base, base.model_copy(update={"dtype_policy": "mixed_bfloat16"}))
+        is None
+    )
+    eager = base.model_copy(update={"step_kind": "eager"})
+    assert "still eager" in (not_in_effect("tf-function", eager, eager) or "")
+    assert not_in_effect("tfdata-prefetch", base, base) is None  # no fact of its own to show it by
+
+
+def test_training_changes_name_the_values() -> None:
+    a = Facts(batch_size=32, learning_rate=0.001, dtype_policy="float32")
+    b = Facts(batch_size=64, learning_rate=0.002, dtype_policy="mixed_bfloat16")
+    assert training_changes(a, b) == {
+        "batch size": "32 → 64",
+        "learning rate": "0.001 → 0.002",
+        "precision": "float32 → mixed_bfloat16",
+    }
+    assert training_changes(a, a) == {} and training_changes(a, Facts()) == {}

@@ -1,0 +1,236 @@
+"""The one judge of a fix: is the trial faster than the state it was tried on, and by how much?
+
+Used by every face that measures fixes (the script loop behind ``tfdoctor profile --fix`` and
+``tfdoctor fix``, and the notebook's ``%%tfdoctor --fix``). It is pure statistics: no TensorFlow, no
+runs; the loops hand it measurements and ask whether to measure again.
+
+Measurements come in **paired rounds**: the reference state and the trial measured back to back, the
+order alternating (BA, AB, BA, …) so that load drifting across the rounds weighs on both sides alike.
+Each run brings its rate and the rates of its sub-windows (:attr:`Throughput.windows`). The ratio
+trial / reference gets a **confidence interval** from a two-level bootstrap: rounds are resampled (the
+run-to-run noise of a shared machine), and inside each chosen round each run's sub-windows are
+resampled (the noise within a run, so one round still has an honest interval). The point estimate is
+the geometric mean of the rounds' ratios.
+
+Decision (:func:`decide`):
+
+* **faster** when the whole interval lies above :data:`KEEP_ABOVE` (a gain of at least 2 %);
+* **not faster** when the whole interval lies below :data:`WORTH` (whatever it gains is under 5 %:
+  not worth a change the user has to review), or below 1 (slower);
+* otherwise another round is measured, until the round budget is spent: then **undecided** ("not
+  decided (noisy machine)"), and the fix is not kept.
+
+At least :data:`MIN_ROUNDS` rounds (one AB and one BA) decide, except a round that is *clear*: its
+interval entirely beyond [1/:data:`DECISIVE`, :data:`DECISIVE`] with the reference re-measured steady
+(within :data:`STEADY` of its previous measurement), which decides alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from tfdoctor.model import Throughput
+from tfdoctor.report.format import estimate_text
+
+#: a kept fix gains at least this much: the whole interval must lie above it
+KEEP_ABOVE = 1.02
+#: a fix whose whole interval lies below this gains under 5 %: rejected without more rounds
+WORTH = 1.05
+#: the confidence of the interval (two-sided, percentile bootstrap)
+CONFIDENCE = 0.95
+#: bootstrap resamples: the interval's ends move by well under 1 % between seeds at this count
+RESAMPLES = 2000
+#: rounds (one BA, one AB) before a decision, unless a round is clear (see DECISIVE)
+MIN_ROUNDS = 2
+#: a round whose whole interval lies beyond [1/DECISIVE, DECISIVE] is clear: on this shared 2-core machine
+#: one run of an unchanged script measured up to 2.06x another *minutes apart* (docs/benchmarks.md), but
+#: back to back with a steady reference such outcomes (tf-function 4-6x, XLA on a CPU 0.12-0.33x) do not
+#: flip
+DECISIVE = 2.0
+#: with this many sub-windows or more, a run's fastest and slowest are dropped before resampling: a
+#: 500 ms hiccup among 25 ms steps lands in one window and would otherwise make every interval useless
+TRIM_FROM = 4
+#: the reference re-measured in a round is steady when its rate is within this relative distance of its
+#: previous measurement: no load spike hit the round's reference side
+STEADY = 0.3
+
+Verdict = Literal["faster", "not faster", "undecided"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured run: its rate in the unit being compared, and its sub-window rates (any unit: only
+    their spread around their mean is used)."""
+
+    rate: float
+    windows: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, tp: Throughput, *, examples: bool = True, scale: float = 1.0) -> Sample:
+        """From a run's throughput: examples/s when ``examples`` and known, else steps/s × ``scale`` (the
+        examples per step a fix changed, when the batch size is unknown)."""
+        rate = tp.examples_per_s if examples and tp.examples_per_s else tp.steps_per_s * scale
+        return cls(rate, tuple(w for w in tp.windows if w > 0))
+
+
+def comparable(trial: Throughput, ref: Throughput, scale: float = 1.0) -> tuple[Sample, Sample, str]:
+    """(trial, reference, unit): examples/s where both runs know it, else steps/s with the trial scaled by
+    ``scale`` (the examples per step the fix changed)."""
+    if trial.examples_per_s and ref.examples_per_s:
+        return Sample.of(trial), Sample.of(ref), "examples/s"
+    unit = "steps/s" + (" (scaled)" if scale != 1 else "")
+    return Sample.of(trial, examples=False, scale=scale), Sample.of(ref, examples=False), unit
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One round: the reference and the trial measured back to back (``order`` "AB": reference first).
+    ``back_to_back`` is False for a trial compared with a reference measured earlier."""
+
+    ref: Sample
+    trial: Sample
+    order: Literal["AB", "BA"] = "AB"
+    back_to_back: bool = True
+
+    @property
+    def ratio(self) -> float:
+        return self.trial.rate / self.ref.rate if self.ref.rate > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The ratio trial / reference over some rounds, with its confidence interval."""
+
+    ratio: float
+    low: float
+    high: float
+    rounds: int
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return (self.low, self.high)
+
+
+def _log_rates(s: Sample, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` bootstrap draws of log(rate): the rate scaled by the mean of resampled sub-windows over their
+    mean (the extreme windows dropped first, see TRIM_FROM)."""
+    base = math.log(s.rate) if s.rate > 0 else -math.inf
+    w = np.sort(np.asarray(s.windows, dtype=float))
+    if len(w) >= TRIM_FROM:  # one window hit by another process widens nothing: extremes dropped
+        w = w[1:-1]
+    if len(w) < 2:
+        return np.full(n, base)
+    draws = w[rng.integers(0, len(w), size=(n, len(w)))].mean(axis=1)
+    return base + np.log(draws / w.mean())
+
+
+def estimate(pairs: Sequence[Pair], *, confidence: float = CONFIDENCE, seed: int = 0) -> Estimate:
+    """The geometric-mean ratio over ``pairs`` and its two-level bootstrap interval (deterministic: a
+    fixed seed, so the same measurements always give the same interval)."""
+    if not pairs:
+        raise ValueError("no measurements to estimate from")
+    if any(p.ref.rate <= 0 or p.trial.rate <= 0 for p in pairs):
+        r = pairs[0].ratio
+        return Estimate(r, r, r, len(pairs))
+    rng = np.random.default_rng(seed)
+    n = len(pairs)
+    # per round, RESAMPLES draws of its log ratio (noise inside the two runs)
+    per_round = np.stack(
+        [_log_rates(p.trial, rng, RESAMPLES) - _log_rates(p.ref, rng, RESAMPLES) for p in pairs]
+    )
+    # resample the rounds (noise between runs), one set of rounds per draw
+    pick = rng.integers(0, n, size=(RESAMPLES, n)) if n > 1 else np.zeros((RESAMPLES, 1), dtype=int)
+    draws = per_round[pick, np.arange(RESAMPLES)[:, None]].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(draws, [alpha, 1 - alpha])
+    point = math.exp(sum(math.log(p.ratio) for p in pairs) / n)
+    return Estimate(point, float(min(math.exp(lo), point)), float(max(math.exp(hi), point)), n)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The judge's word on one trial: its verdict, the estimate it rests on, and the sentence citing it."""
+
+    verdict: Verdict
+    estimate: Estimate
+    reason: str
+
+    @property
+    def keep(self) -> bool:
+        return self.verdict == "faster"
+
+
+def steady(previous: float | None, now: float) -> bool:
+    """Is a re-measured reference within STEADY of its previous measurement (or is there none)?"""
+    return previous is None or previous <= 0 or abs(now / previous - 1) <= STEADY
+
+
+def decide(
+    pairs: Sequence[Pair],
+    *,
+    max_rounds: int,
+    min_rounds: int = MIN_ROUNDS,
+    keep_above: float = KEEP_ABOVE,
+    worth: float = WORTH,
+    steady_ref: bool = True,
+) -> Decision | None:
+    """The decision on the rounds so far, or None: measure another round.
+
+    ``max_rounds`` is the budget: with that many rounds an interval still straddling the thresholds is
+    *undecided*. ``steady_ref``: the reference re-measured in the latest round matched its previous
+    rate (a clear round decides alone only then).
+    """
+    est = estimate(pairs)
+    n = len(pairs)
+    clear = n == 1 and steady_ref and (est.low > DECISIVE or est.high < 1 / DECISIVE)
+    what = _what(pairs)
+    if n >= min_rounds or clear or n >= max_rounds:
+        cited = f"{estimate_text(est)} over {what}"
+        if est.low > keep_above:
+            return Decision("faster", est, f"faster: {cited}, above the {keep_above:.2f}x bar")
+        if est.high < 1:
+            return Decision("not faster", est, f"slower: {cited}")
+        if est.high < worth:
+            return Decision(
+                "not faster", est, f"not faster: {cited}; any gain is under {(worth - 1) * 100:.0f} %"
+            )
+    if n >= max_rounds:
+        cited = f"{estimate_text(est)} over {what}"
+        return Decision(
+            "undecided",
+            est,
+            f"not decided (noisy machine): {cited} straddles the {keep_above:.2f}x bar after the "
+            f"round budget ({max_rounds}); not kept",
+        )
+    return None
+
+
+def _what(pairs: Sequence[Pair]) -> str:
+    if len(pairs) == 1 and not pairs[0].back_to_back:
+        return "one run against an earlier reference"
+    n = len(pairs)
+    return f"{n} paired round{'s' if n != 1 else ''} ({'/'.join(p.order for p in pairs)})"
+
+
+__all__ = [
+    "CONFIDENCE",
+    "DECISIVE",
+    "KEEP_ABOVE",
+    "MIN_ROUNDS",
+    "STEADY",
+    "WORTH",
+    "Decision",
+    "Estimate",
+    "Pair",
+    "Sample",
+    "Verdict",
+    "comparable",
+    "decide",
+    "estimate",
+    "steady",
+]

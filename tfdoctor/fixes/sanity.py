@@ -1,0 +1,303 @@
+"""Is a fixed run still the same training? The checks a trial passes before its speed is judged.
+
+* :func:`output_change`: the script's printed output, compared as *what it says*: progress bars (Keras
+  3's Progbar with its ``\\r`` updates, backspaces, ANSI colours and ``━`` bars; Keras 2's
+  ``[=====>...]``; tqdm) are dropped, durations and numbers masked, and lines that report timing (ETA,
+  ms/step, it/s, "took 3.2 s") compared by kind only: a faster run prints them at other moments.
+* :func:`loss_check`: the trial's losses against the reference's over the same steps, with a tolerance
+  learned from the reference itself (the spread between its runs when it was run more than once, and
+  the step-to-step noise of its trajectory), one-sided: a lower loss is fine.
+* :func:`not_in_effect`: the run's facts must show that the fix's change took effect (jit_compile,
+  steps_per_execution, the dtype policy, a tf.function step, the batch size) before it is measured.
+* :func:`training_changes`: what a fix changed of the training itself (batch size, learning rate,
+  precision), with values, so the headline can say "same training, faster" or not.
+
+Pure functions of recorded output, steps and facts: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tfdoctor.model import Facts, StepTiming
+
+# -- output ------------------------------------------------------------------------------------------
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
+#: a progress bar line: Keras 3 (``12/32 ━━━━`` with or without colours), Keras 2 (``12/32 [====>..]``),
+#: tqdm (``45%|████▌ | 18/40 [00:00<00:00, 95.4it/s]``, ``18it [00:00, 95.4it/s]``)
+_PROGRESS = re.compile(
+    r"━|"
+    r"^\s*\d+/(\d+|Unknown)\s+\[[=>.]*\]|"
+    r"\d+%\|.*\|\s*\d+/\d+|"
+    r"\|\s*\d+/\d+\s*\[\d+:\d+|"
+    r"^\s*[^|]*\d+(it|B)\s*\[\d+:\d+(:\d+)?,"
+)
+#: a duration or a clock time: "1.2s", "12 ms", "3 sec", "00:01<00:10", "1:15"
+_DURATION = re.compile(
+    r"\d+(\.\d+)?\s?(ns|us|µs|ms|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b|\d+:\d{2}(:\d{2})?(\.\d+)?",
+    re.I,
+)
+#: a line reporting timing or speed (compared by kind, not counted)
+_TIMING = re.compile(
+    r"<time>|/s\b|/sec\b|per sec|/step\b|\bETA\b|elapsed|\btook\b|throughput|it/s|s/it|"
+    r"samples?/s|examples?/s|images?/s|img/s|tokens?/s",
+    re.I,
+)
+_NUM = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+#: log lines of TF/absl/warnings printed to stdout: not the script's output
+_LOG_PREFIX = ("WARNING", "I0000", "W0000", "E0000")
+
+
+def terminal_lines(text: str) -> list[str]:
+    """The lines a terminal would have shown one after another: ``\\r`` starts a new one (progress bars
+    redraw in place), backspaces and ANSI escapes are dropped, blank lines too."""
+    text = _ANSI.sub("", text).replace("\b", "")
+    return [ln.strip() for ln in re.split(r"[\r\n]", text) if ln.strip()]
+
+
+def is_progress(line: str) -> bool:
+    """A progress bar's redraw (Keras 3 / Keras 2 Progbar, tqdm), after :func:`terminal_lines`."""
+    return bool(_PROGRESS.search(line))
+
+
+def mask(line: str) -> str:
+    """The line with durations as ``<time>`` and every other number as ``#``."""
+    return _NUM.sub("#", _DURATION.sub("<time>", line))
+
+
+def is_timing(masked: str) -> bool:
+    """A (masked) line that reports time or speed: printed at moments that depend on the speed."""
+    return bool(_TIMING.search(masked))
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a run printed, as kinds of lines: ``lines`` counted, ``timing`` (kinds only)."""
+
+    lines: Counter[str]
+    timing: frozenset[str]
+    progress: int  # progress bar redraws dropped
+
+
+def normalized_output(stdout: str) -> Output:
+    lines: Counter[str] = Counter()
+    timing: set[str] = set()
+    progress = 0
+    for ln in terminal_lines(stdout):
+        if ln.startswith(_LOG_PREFIX):
+            continue
+        if is_progress(ln):
+            progress += 1
+            continue
+        m = mask(ln)
+        if is_timing(m):
+            timing.add(m)
+        else:
+            lines[m] += 1
+    return Output(lines, frozenset(timing), progress)
+
+
+#: a new kind of line that means trouble even when the fixed run went further through the data
+_TROUBLE = re.compile(r"error|exception|traceback|warning|retrac|\bnan\b|\binf\b", re.I)
+
+
+def output_change(before: str, after: str, *, further: bool = False) -> str | None:
+    """Lines the reference printed that the fixed script no longer prints (or new kinds of lines), or
+    None when it says the same things.
+
+    ``further``: the fixed run went further through the data than the reference (more steps after a
+    longer warm-up, or bigger batches): more lines of a kind the reference printed, and new kinds of
+    ordinary lines (an epoch's end the shorter reference never reached), are then expected; fewer lines
+    of a kind, and new lines that look like trouble (errors, warnings, retracing, NaN), still count.
+    Progress bars are ignored; timing lines count by kind (a kind that vanished, or new trouble).
+    """
+    b, a = normalized_output(before), normalized_output(after)
+    missing = b.lines - a.lines
+    extra = a.lines - b.lines
+    if further:
+        extra = Counter({ln: n for ln, n in extra.items() if ln not in b.lines and _TROUBLE.search(ln)})
+    gone_timing = sorted(b.timing - a.timing)
+    new_timing = sorted(t for t in a.timing - b.timing if _TROUBLE.search(t))
+    # a timing kind may vanish only because the run stopped earlier in an epoch: not when it went further
+    if not further:
+        gone_timing = []
+    bits = []
+    if missing:
+        line, n = missing.most_common(1)[0]
+        bits.append(f"{n}× fewer '{line[:60]}'")
+    if extra:
+        line, n = extra.most_common(1)[0]
+        bits.append(f"{n}× new '{line[:60]}'")
+    if gone_timing:
+        bits.append(f"no more '{gone_timing[0][:60]}'")
+    if new_timing:
+        bits.append(f"new '{new_timing[0][:60]}'")
+    if not bits:
+        return None
+    return "the script's output changed: " + "; ".join(bits)
+
+
+# -- loss ----------------------------------------------------------------------------------------------
+#: the tolerance is this many times the reference's own noise (run-to-run, or step-to-step)
+LOSS_K = 3.0
+#: the least tolerance, relative to the loss (a deterministic script has no noise at all)
+LOSS_FLOOR = 0.02
+#: fewest common steps with a loss on both sides to compare at all
+LOSS_MIN_STEPS = 3
+
+LossStatus = Literal["ok", "higher", "not finite", "unreadable"]
+
+
+@dataclass(frozen=True)
+class LossCheck:
+    status: LossStatus
+    text: str
+
+    @property
+    def bad(self) -> bool:
+        return self.status in ("higher", "not finite")
+
+
+def losses(steps: Sequence[StepTiming]) -> dict[int, float]:
+    """Losses by step index, warm-up included: an adaptive warm-up makes the runs' windows start at
+    different steps, and a warm-up step's loss is as real as any other."""
+    return {s.index: s.loss for s in steps if s.loss is not None}
+
+
+def loss_noise(refs: Sequence[Sequence[StepTiming]]) -> tuple[float, str]:
+    """The reference's own loss noise, and where it was learned: the median absolute difference between
+    two runs over their common steps when there are two or more runs; the median absolute step-to-step
+    change of the trajectory otherwise (the larger of the two when both are known)."""
+    runs = [losses(r) for r in refs if r]
+    runs = [r for r in runs if r]
+    if not runs:
+        return 0.0, "no loss"
+    traj = []
+    for r in runs:
+        vals = [v for _, v in sorted(r.items()) if math.isfinite(v)]
+        traj += [abs(b - a) for a, b in itertools.pairwise(vals)]
+    step_noise = statistics.median(traj) if traj else 0.0
+    between = []
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            common = set(runs[i]) & set(runs[j])
+            between += [abs(runs[i][k] - runs[j][k]) for k in common]
+    if between:
+        run_noise = statistics.median(between)
+        if run_noise >= step_noise:
+            return run_noise, f"{len(runs)} reference runs"
+    return step_noise, "the reference's step-to-step noise"
+
+
+def loss_check(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming]) -> LossCheck:
+    """The trial's losses: finite, and not higher than the reference's over the same steps beyond the
+    reference's own noise (``refs``: every run of the reference state so far). Lower is fine (a bigger
+    batch or another precision may learn faster)."""
+    lt = losses(new)
+    bad = [i for i, v in sorted(lt.items()) if not math.isfinite(v)]
+    if bad:
+        return LossCheck("not finite", f"loss is not finite from step {bad[0]} on ({lt[bad[0]]})")
+    lb = losses(refs[-1]) if refs else {}
+    common = sorted(set(lb) & set(lt))
+    if len(common) < LOSS_MIN_STEPS:
+        side = "the trial" if lb else "the reference"
+        return LossCheck("unreadable", f"no loss could be read ({side} recorded none per step)")
+    mb = statistics.median(lb[i] for i in common)
+    mt = statistics.median(lt[i] for i in common)
+    noise, learned = loss_noise(refs)
+    tol = max(LOSS_K * noise, LOSS_FLOOR * abs(mb), 1e-6)
+    span = f"steps {common[0]}-{common[-1]}"
+    if mt > mb + tol:
+        return LossCheck(
+            "higher",
+            f"loss above the reference's: median {mt:.4g} vs {mb:.4g} over {span} "
+            f"(tolerance +{tol:.3g}, {LOSS_K:g}× the noise of {learned})",
+        )
+    return LossCheck("ok", f"loss median {mt:.4g} vs {mb:.4g} over {span} (tolerance +{tol:.3g})")
+
+
+# -- training changes --------------------------------------------------------------------------------
+#: fixes that change the numerics or the hyperparameters of the training: never kept without a loss
+#: to check them by, unless the user says so (--allow-unchecked). What each changes.
+CHANGES_TRAINING: dict[str, str] = {
+    "mixed-precision": "precision",
+    "batch-scale": "batch size and learning rate",
+}
+
+
+def training_changes(before: Facts | None, after: Facts | None) -> dict[str, str]:
+    """What the training itself changed between two runs' facts: ``{"batch size": "32 → 64", ...}``
+    (batch size, learning rate, precision); empty when the facts agree or are unknown."""
+    if before is None or after is None:
+        return {}
+    out: dict[str, str] = {}
+    pairs: list[tuple[str, object, object]] = [
+        ("batch size", before.batch_size, after.batch_size),
+        ("learning rate", before.learning_rate, after.learning_rate),
+        ("precision", before.dtype_policy, after.dtype_policy),
+    ]
+    for name, x, y in pairs:
+        if x is None or y is None or x == y:
+            continue
+        if isinstance(x, float) and isinstance(y, float) and math.isclose(x, y, rel_tol=1e-6):
+            continue
+        out[name] = f"{x:g} → {y:g}" if isinstance(x, float) and isinstance(y, float) else f"{x} → {y}"
+    return out
+
+
+# -- did the change take effect? -----------------------------------------------------------------------
+def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str | None:
+    """Why the trial's facts do not show its change in effect, or None (shown, or nothing to show it
+    by: the input-pipeline fixes have no fact of their own)."""
+    if after is None:
+        return None
+    b = before or Facts()
+    if fix_id == "xla-jit":
+        if after.jit_compile or after.auto_jit:
+            return None
+        return f"its facts show no XLA (jit_compile: {after.jit_compile}, auto_jit: {after.auto_jit})"
+    if fix_id == "tf-function":
+        if after.step_kind == "tf.function":
+            return None
+        return f"its facts show the step still {after.step_kind}"
+    if fix_id == "steps-per-execution":
+        spe = after.steps_per_execution
+        if spe is not None and spe > (b.steps_per_execution or 1):
+            return None
+        return f"its facts show steps_per_execution {spe} (was {b.steps_per_execution})"
+    if fix_id == "mixed-precision":
+        if (after.dtype_policy or "").startswith("mixed") and after.dtype_policy != b.dtype_policy:
+            return None
+        return f"its facts show the dtype policy {after.dtype_policy} (was {b.dtype_policy})"
+    if fix_id == "batch-scale":
+        if after.batch_size is None or b.batch_size is None or after.batch_size > b.batch_size:
+            return None
+        return f"its facts show the batch size {after.batch_size} (was {b.batch_size})"
+    return None
+
+
+__all__ = [
+    "CHANGES_TRAINING",
+    "LOSS_FLOOR",
+    "LOSS_K",
+    "LossCheck",
+    "Output",
+    "is_progress",
+    "is_timing",
+    "loss_check",
+    "loss_noise",
+    "losses",
+    "mask",
+    "normalized_output",
+    "not_in_effect",
+    "output_change",
+    "terminal_lines",
+    "training_changes",
+]

@@ -1,0 +1,153 @@
+"""The one formatter for rates, ratios, intervals and noise: every face (terminal, HTML, web, notebook,
+compare, the fix loop's reasons) writes one figure for one quantity through these functions.
+
+A leaf module: it imports nothing of tfdoctor but the model (and only for type hints).
+
+Conventions:
+
+* a rate: examples/s where known, else steps/s; thousands separators; 1 decimal (examples/s) or 2
+  (steps/s) below 100, none above;
+* a ratio: ``1.23x`` (2 decimals; 3 when within 5 % of 1, where the keep bar 1.02x lives);
+* an interval: ``[1.10x, 1.35x]`` with the same decimals as its ratio;
+* noise of a throughput: ``±N %``, **half** the range of its sub-window rates around their median
+  (``spread / 2``): the distance a single window may lie from the figure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from tfdoctor.model import FixSummary, Throughput
+
+
+class _Interval(Protocol):
+    @property
+    def ratio(self) -> float: ...
+    @property
+    def low(self) -> float: ...
+    @property
+    def high(self) -> float: ...
+
+
+def _decimals(x: float) -> int:
+    return 3 if abs(x - 1) < 0.05 else 2
+
+
+def ratio(x: float | None, *, decimals: int | None = None) -> str:
+    """``1.23x``; ``1.018x`` near 1; ``n/a`` when unknown; ``inf`` as ``∞x``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if math.isinf(x):
+        return "∞x"
+    d = _decimals(x) if decimals is None else decimals
+    return f"{x:.{d}f}x"
+
+
+def interval(low: float | None, high: float | None, *, around: float | None = None) -> str:
+    """``[1.10x, 1.35x]`` (decimals of the ratio it surrounds, ``around``)."""
+    if low is None or high is None:
+        return ""
+    d = _decimals(around if around is not None else (low + high) / 2)
+    d = max(d, _decimals(low), _decimals(high))
+    return f"[{ratio(low, decimals=d)}, {ratio(high, decimals=d)}]"
+
+
+def ratio_ci(x: float | None, ci: tuple[float, float] | list[float] | None) -> str:
+    """``1.23x [1.10x, 1.35x]`` (just the ratio without an interval)."""
+    if not ci or len(ci) != 2:
+        return ratio(x)
+    d = max(_decimals(x or 1.0), _decimals(ci[0]), _decimals(ci[1]))
+    return f"{ratio(x, decimals=d)} {interval(ci[0], ci[1], around=x)}"
+
+
+def estimate_text(est: _Interval) -> str:
+    """An estimate (ratio, low, high): ``1.23x [1.10x, 1.35x]``."""
+    return ratio_ci(est.ratio, (est.low, est.high))
+
+
+def rate(value: float | None, unit: str) -> str:
+    """``1,234 examples/s`` / ``12.3 examples/s`` / ``4.56 steps/s``."""
+    if value is None:
+        return "n/a"
+    if value >= 100:
+        return f"{value:,.0f} {unit}"
+    return f"{value:,.1f} {unit}" if unit.startswith("ex") else f"{value:,.2f} {unit}"
+
+
+def headline_rate(t: Throughput | None, *, short: bool = False) -> str:
+    """The run's rate: examples/s where known, else steps/s (``ex/s`` with ``short``)."""
+    if t is None:
+        return "n/a"
+    if t.examples_per_s is not None:
+        return rate(t.examples_per_s, "ex/s" if short else "examples/s")
+    return rate(t.steps_per_s, "steps/s")
+
+
+def noise_fraction(t: Throughput) -> float:
+    """Half the relative range of the sub-window rates (the ± of :func:`noise`)."""
+    return t.spread / 2
+
+
+def noise(t: Throughput | None) -> str:
+    """``±4 %`` (half the sub-windows' range around their median); empty without windows."""
+    if t is None or not t.windows:
+        return ""
+    return f"±{noise_fraction(t) * 100:.0f} %"
+
+
+def percent(x: float | None, *, decimals: int = 0) -> str:
+    """``42 %`` of a fraction (0.42)."""
+    if x is None:
+        return "n/a"
+    return f"{x * 100:.{decimals}f} %"
+
+
+def ms(x: float | None) -> str:
+    """``12.3 ms``."""
+    if x is None:
+        return "n/a"
+    return f"{x:,.1f} ms"
+
+
+def training(changes: dict[str, str]) -> str:
+    """``same training, faster`` or ``changed batch size 32 → 64, learning rate 0.001 → 0.002``."""
+    if not changes:
+        return "same training, faster"
+    return "changed " + ", ".join(f"{k} {v}" for k, v in changes.items())
+
+
+def fix_headline(fx: FixSummary) -> str:
+    """The one sentence on a --fix run: the combined ratio with its interval, measured side by side
+    against the baseline, and whether the training is the same."""
+    if not fx.kept:
+        return "No fix kept."
+    what = ", ".join(fx.kept)
+    if fx.combined_speedup is None:
+        return f"Kept {what}; the combined result was not measured ({fx.combined_note or 'no run'})."
+    fig = ratio_ci(fx.combined_speedup, fx.combined_ci)
+    verdict = {
+        "faster": "",
+        "undecided": " (not decided: noisy machine)",
+        "not faster": " (not faster side by side)",
+    }.get(fx.combined_verdict or "", "")
+    return (
+        f"Combined: {fig} vs the baseline, side by side{verdict}; {training(fx.training_changes)} ({what})."
+    )
+
+
+__all__ = [
+    "estimate_text",
+    "fix_headline",
+    "headline_rate",
+    "interval",
+    "ms",
+    "noise",
+    "noise_fraction",
+    "percent",
+    "rate",
+    "ratio",
+    "ratio_ci",
+    "training",
+]
