@@ -15,6 +15,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -193,6 +194,38 @@ def _tail(path: Path, lines: int = 25) -> str:
 def _last_line(text: str | None) -> str:
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
+
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """A formatted traceback in two lines: the exception and where the user's code raised it."""
+
+    exception: str  # "TypeError: first line of the message"
+    where: str | None = None  # "train.py:42 in train_step"
+    code: str | None = None  # the source line there
+
+
+def failure_summary(text: str | None) -> FailureSummary:
+    """The last exception of a formatted traceback: ``Type: first line`` (not the last line of a
+    multi-line message) and its last frame in the user's code (not TF's, not tfdoctor's)."""
+    from tfdoctor.capture.child.hooks import is_user_file
+
+    lines = (text or "").rstrip().splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last):")]
+    if not starts:
+        return FailureSummary(_last_line(text)[:300])
+    frame: tuple[str, str, str | None] | None = None
+    i = starts[-1] + 1
+    while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
+        m = re.match(r'\s*File "(.+)", line (\d+), in (.+)', lines[i])
+        if m and is_user_file(m[1]):
+            code = lines[i + 1].strip() if i + 1 < len(lines) and lines[i + 1].startswith("    ") else None
+            frame = (f"{os.path.basename(m[1])}:{m[2]}", m[3], code)
+        i += 1
+    exc = lines[i].strip() if i < len(lines) else _last_line(text)
+    if frame is None:
+        return FailureSummary(exc[:300])
+    return FailureSummary(exc[:300], f"{frame[0]} in {frame[1]}", frame[2])
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -375,7 +408,9 @@ def _collect(
         message = f"the script could not import TensorFlow: {_last_line(error)}"
     elif h_status == "error":
         status = "failed"
-        message = f"the script failed after {n} step{'s' if n != 1 else ''}: {_last_line(error)}"
+        fs = failure_summary(error)
+        at = f" (at {fs.where})" if fs.where else ""
+        message = f"the script failed after {n} step{'s' if n != 1 else ''}: {fs.exception}{at}"
     elif h_status == "interrupted":
         status = "interrupted"
         message = f"the script was interrupted (KeyboardInterrupt) after {n} steps"
