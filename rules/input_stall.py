@@ -63,6 +63,12 @@ class InputStall(Rule):
             True,
             "TF 2.3 CPU, Keras profile_batch: one train_function call, GetNext 42 % of it (XProf: HIGHLY, 61 %)",
         ),
+        Example(
+            "sample_traces/walkthrough-metrics",
+            False,
+            "the custom training walkthrough's shape: metric updates with a second forward pass between steps"
+            " (14 ms a step), the batch fetched in 0.5 ms: not input-bound",
+        ),
         Example(f"{SHARED}/logs_load/download8-20210202-122657", False, "GPU, fit(numpy): under 1 % wait"),
     ]
 

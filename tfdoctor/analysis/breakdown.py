@@ -130,13 +130,39 @@ def _set(plane: Plane, line: Line, pred, cache: dict) -> iv.IntervalSet:
     return iv.union(line.start_ps[sel], line.end_ps[sel])
 
 
+def input_wait_set(getnext: iv.IntervalSet, markers: iv.IntervalSet) -> tuple[iv.IntervalSet, iv.IntervalSet]:
+    """(input wait, host work between steps that is not getting the batch).
+
+    tfdoctor's ``tfdoctor_input`` marker spans from the end of one step to the start of the next one's
+    compute: in a custom loop that holds whatever the loop does between steps (metric updates with a
+    second forward pass, logging), not only the batch. Where the trace shows the batch being fetched
+    inside a marker (tf.data's GetNext), the input wait is that fetch and the rest of the marker is host
+    work between steps; a marker with no fetch inside (a Python generator) stays input wait."""
+    ms, me = markers
+    if not ms.size:
+        return getnext, iv.EMPTY
+    gs = getnext[0]
+    # markers holding at least one GetNext start: the fetch is visible, the marker is not the input wait
+    if gs.size:
+        k = np.searchsorted(ms, gs, side="right") - 1
+        inside = (k >= 0) & (gs < me[np.clip(k, 0, None)])
+        has_fetch = np.zeros(ms.size, dtype=bool)
+        has_fetch[k[inside]] = True
+    else:
+        has_fetch = np.zeros(ms.size, dtype=bool)
+    kept = (ms[~has_fetch], me[~has_fetch])
+    between = iv.subtract((ms[has_fetch], me[has_fetch]), getnext)
+    return iv.union_sets(getnext, kept), between
+
+
 def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSet]:
     cache: dict = {}
-    inp, coll, ops, disp, wait, func, kern, send = [], [], [], [], [], [], [], []
+    inp, coll, ops, disp, wait, func, kern, send, marker = [], [], [], [], [], [], [], [], []
     main = steps.main_line
     for plane in trace.host_planes():
         for ln in plane.lines:
-            inp.append(_set(plane, ln, lambda n: n in INPUT_NAMES, cache))
+            inp.append(_set(plane, ln, lambda n: n in INPUT_NAMES and n != INPUT_MARKER, cache))
+            marker.append(_set(plane, ln, lambda n: n == INPUT_MARKER, cache))
             coll.append(_set(plane, ln, is_collective, cache))
             if ln is main:
                 disp.append(_set(plane, ln, is_dispatch, cache))
@@ -163,11 +189,13 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
     main_set = iv.EMPTY
     if main is not None and len(main):
         main_set = iv.union(main.start_ps, main.end_ps)
+    input_set, between = input_wait_set(iv.union_sets(*inp), iv.union_sets(*marker))
     # eager kernels run inline on the main thread: KernelAndDeviceFunc::Run outside function calls
     fn = iv.union_sets(*func)
     eager_kern = iv.subtract(iv.union_sets(*kern), fn)
     return {
-        "input": iv.union_sets(*inp),
+        "input": input_set,
+        "between_steps": between,
         "collective": iv.union_sets(*coll),
         "host_ops": iv.union_sets(*ops, eager_kern) if not gpu else iv.union_sets(*ops),
         "dispatch": iv.union_sets(*disp, fn) if not gpu else iv.union_sets(*disp),
@@ -244,6 +272,13 @@ def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None
         )
     gpu = bool(devices)
     host = _host_sets(trace, steps, gpu)
+    between = float(iv.per_window(host["between_steps"], lo, hi).sum()) / (float((hi - lo).sum()) or 1.0)
+    if between >= 0.05:
+        notes.append(
+            f"{between * 100:.0f} % of step time is host work between steps that is not getting the batch "
+            "(the loop's own work after one step and before the next: metric updates, logging); it is "
+            "dispatch / host compute here, not input wait"
+        )
     per_device: dict[str, dict[str, float]] = {}
     if gpu:
         results = []

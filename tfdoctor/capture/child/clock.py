@@ -6,7 +6,11 @@ the clock turns that into :class:`~tfdoctor.model.StepTiming` lines, window chan
 calls on a :class:`Markers` implementation (the harness's profiler control).
 
 Step boundaries: a step starts where the previous one ended (the first at the first hook event);
-its *compute start* is the first compute event inside it; ``input_wait_ns = compute_start - start``.
+its *compute start* is the first compute event inside it. Its input wait is the time spent getting the
+batch: the tf.data iterator's ``next`` calls before the compute start (``note_fetch``); the rest of
+``compute_start - start`` is host work between steps (``between_ns``: metric updates, logging). Where
+no fetch is seen (a Python generator, numpy slicing), the whole of ``compute_start - start`` is input
+wait, as before.
 
 The warm-up is *adaptive* unless the user fixed it (``--warmup N``): :class:`Warmup` decides, step by
 step, whether it goes on past the planned length (see its docstring for the rules and limits); the
@@ -443,6 +447,7 @@ class StepClock:
         self.index = 0  # the step in progress (or the next one)
         self.start_ns: int | None = None  # start of the step in progress; None before the first event
         self.compute_ns: list[int] = []  # compute-start candidates seen in the step in progress
+        self.fetch_ns: list[tuple[int, int]] = []  # (start, end) of the batch fetches seen
         self.stopped = False
         self.profiling = False
         self._input_open = False
@@ -471,6 +476,11 @@ class StepClock:
             if self.markers is not None:
                 self.markers.close_input()
 
+    def note_fetch(self, t0: int, t1: int) -> None:
+        """The loop fetched a batch (a tf.data iterator's ``next``) from ``t0`` to ``t1``."""
+        if not self.stopped and t1 >= t0:
+            self.fetch_ns.append((t0, t1))
+
     def end_step(
         self,
         t: int | None = None,
@@ -488,16 +498,24 @@ class StepClock:
         inside = [c for c in self.compute_ns if start <= c <= t]
         later = [c for c in self.compute_ns if c > t]
         compute = inside[0] if inside else start
+        gap = max(0, compute - start)
+        # the fetches before the compute began: the input wait; the rest of the gap is host work (when
+        # the step fetched its batch at all: a loop without a visible fetch keeps the whole gap as wait)
+        fetched = sum(max(0, min(b, compute) - max(a, start)) for a, b in self.fetch_ns if a < compute)
+        seen = any(a < t and b > start for a, b in self.fetch_ns)
+        wait = min(fetched, gap) if seen else gap
         window = self.windows.of(self.index)
         step = StepTiming(
             index=self.index,
             window=window,
             start_ns=start,
             end_ns=max(t, start),
-            input_wait_ns=max(0, compute - start),
+            input_wait_ns=wait,
+            between_ns=gap - wait,
             loss=loss,
             examples=examples,
         )
+        self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
         self._write(step)
         if self._input_open and self.markers is not None:
             self.markers.close_input()

@@ -566,11 +566,15 @@ class Tracker:
             self.iter_datasets.clear()
         self.iter_datasets[id(iterator)] = dataset
 
-    def iterator_next(self, iterator: Any, element: Any) -> None:
+    def iterator_next(
+        self, iterator: Any, element: Any, t0: int | None = None, t1: int | None = None
+    ) -> None:
         if not self._active():
             return
         self.counts["tfdata_next"] += 1
         self.clock.touch()
+        if t0 is not None and t1 is not None and not self.fn_stack:
+            self.clock.note_fetch(t0, t1)
         self.step_saw_tfdata = True
         ds = self.iter_datasets.get(id(iterator))
         if ds is not None and not self.fn_stack:
@@ -847,8 +851,10 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
 
     def make_next(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __next__(self: Any) -> Any:
+            t0 = tracker.clock.clock()  # the fetch itself is the input wait, not the time since the step
             element = orig(self)
-            tracker._guard("iterator next", lambda: tracker.iterator_next(self, element))
+            t1 = tracker.clock.clock()
+            tracker._guard("iterator next", lambda: tracker.iterator_next(self, element, t0, t1))
             return element
 
         return __next__

@@ -1,0 +1,61 @@
+"""Input wait is the time spent getting the batch, not whatever lies between two steps (issue 15).
+
+In a custom loop the span from ``apply_gradients`` to the next ``GradientTape`` holds the loop's own work
+too (the "custom training walkthrough" updates its metrics there with a second forward pass). The clock
+counts the tf.data iterator's ``next`` calls as input wait and the rest as host work between steps; the
+trace analysis does the same with the GetNext events inside tfdoctor's input marker.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfdoctor.analysis import intervals as iv
+from tfdoctor.analysis.breakdown import input_wait_set
+from tfdoctor.capture.child.clock import StepClock, Windows
+from tfdoctor.model import StepTiming
+
+
+def _steps(clock_path) -> list[StepTiming]:
+    return [StepTiming.model_validate_json(x) for x in clock_path.read_text().splitlines()]
+
+
+def test_clock_counts_the_fetch_not_the_gap(tmp_path) -> None:
+    clock = StepClock(Windows(9, 0, 0), tmp_path / "steps.jsonl", None, clock=lambda: 0)
+    clock.touch(0)
+    clock.compute_start(10)
+    clock.end_step(100)  # step 0
+    # step 1: 60 ns of metric work after step 0, then a 5 ns fetch, then the tape
+    clock.note_fetch(160, 165)
+    clock.compute_start(170)
+    clock.end_step(250)
+    # step 2: no fetch seen (a Python generator): the whole gap stays input wait, as before
+    clock.compute_start(290)
+    clock.end_step(300)
+    s = _steps(tmp_path / "steps.jsonl")
+    assert (s[1].input_wait_ns, s[1].between_ns) == (5, 65)
+    assert (s[2].input_wait_ns, s[2].between_ns) == (40, 0)
+
+
+def test_a_fetch_after_the_compute_start_is_not_this_steps_wait(tmp_path) -> None:
+    clock = StepClock(Windows(9, 0, 0), tmp_path / "steps.jsonl", None, clock=lambda: 0)
+    clock.touch(0)
+    clock.compute_start(0)
+    clock.end_step(100)
+    clock.compute_start(120)
+    clock.note_fetch(130, 140)  # inside the step's compute (a fetch inside the step function's call)
+    clock.end_step(200)
+    s = _steps(tmp_path / "steps.jsonl")
+    assert (s[1].input_wait_ns, s[1].between_ns) == (0, 20)
+
+
+def _set(*pairs: tuple[int, int]) -> iv.IntervalSet:
+    return iv.union(np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]))
+
+
+def test_trace_input_marker_with_a_getnext_inside_is_the_getnext() -> None:
+    markers = _set((0, 100), (200, 300))
+    getnext = _set((90, 95))  # the first marker shows its fetch; the second (a generator) does not
+    wait, between = input_wait_set(getnext, markers)
+    assert iv.measure(wait) == 5 + 100
+    assert iv.measure(between) == 95
