@@ -15,8 +15,9 @@ from tfdoctor.capture.workers import from_tf_config
 from tfdoctor.errors import RunExists, TfdoctorError, UsageError
 from tfdoctor.fixes import all_fixes
 from tfdoctor.model import Report
+from tfdoctor.report.format import fix_headline
 from tfdoctor.rundir import RunDir
-from tfdoctor.session.fix_loop import Event, FixLoop, LoopConfig
+from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, Event, FixLoop, LoopConfig
 from tfdoctor.store import RunStore
 from tfdoctor.userfiles import Source, UserFileError, check_writable, make_backup, read_source, write_source
 
@@ -84,11 +85,19 @@ def add_fix_options(parser: argparse.ArgumentParser, defaults: bool = True) -> N
     parser.add_argument(
         "--fix-rounds",
         type=_rounds,
-        default=d(2),
+        default=d(DEFAULT_ROUNDS),
         metavar="N",
-        help="when a fix's one run is between 0.5x and 2x, re-measure it and the state it must beat back to "
-        "back, up to N rounds, and decide on the median of the paired ratios (default 2; 0: decide on "
-        "the one run)",
+        help="paired rounds at most per fix: the fix and the state it must beat measured back to back "
+        "(order alternating) until the 95 %% interval of their ratio lies above 1.02x (kept) or below "
+        f"1.05x (rejected); still straddling after N rounds: 'not decided (noisy machine)', not kept "
+        f"(default {DEFAULT_ROUNDS}; 0: judge each fix on its one run)",
+    )
+    parser.add_argument(
+        "--allow-unchecked",
+        action="store_true",
+        default=d(False),
+        help="keep fixes that change the training (mixed precision, a bigger batch and learning rate) "
+        "even when the script's loss could not be read to check them by",
     )
 
 
@@ -174,18 +183,17 @@ def run_loop(
         table = fix_table(report)
         if table is not None:
             out.print(table)
-        if summary.combined_speedup:
-            out.print(
-                f"Combined: [bold]{summary.combined_speedup:.2f}x[/] with {', '.join(summary.kept)} "
-                f"(whole --fix run {summary.wall_s:.0f} s)"
-            )
-        else:
-            out.print(f"No fix kept (whole --fix run {summary.wall_s:.0f} s).")
+        out.print(f"[bold]{escape(fix_headline(summary))}[/] (whole --fix run {summary.wall_s:.0f} s)")
         if summary.patch:
             out.print(
                 f"Patch: {escape(str(run.file('fix.patch')))}  (apply with: git apply or patch -p1 in {escape(str(script.parent))})"
             )
-    if getattr(args, "apply", False) and summary.patch:
+    if getattr(args, "apply", False) and summary.patch and summary.combined_verdict != "faster":
+        out.print(
+            "Not applied: the combined result is not verified faster than the baseline side by side "
+            f"({escape(summary.combined_note or 'not measured')}); the patch is in fix.patch"
+        )
+    elif getattr(args, "apply", False) and summary.patch:
         bak = apply_patch(script, original, loop.final_source or original.text)
         out.print(f"Applied to {escape(str(script))} (backup: {escape(str(bak))})")
     return 0
@@ -196,12 +204,17 @@ class FixCommand:
 
     TARGET is a run id or run directory from `tfdoctor profile`. Each candidate fix (best estimated
     gain first) is applied to a copy of the script's folder on top of the fixes kept so far and run
-    for the same steps; it is kept only if the run stays sane (no error, finite losses near the
-    baseline's, same examples per step unless the fix scales the batch, unchanged output) and
-    throughput rises beyond the measured noise band. A run between 0.5x and 2x of the state it must
-    beat is not decided alone: that state and the fix are re-measured back to back (--fix-rounds,
-    order alternating) and the median paired ratio decides. Then a final run with every kept fix.
-    The combined patch is written to RUN/fix.patch; your files are not touched unless you pass --apply.
+    for the same steps. It must stay sane: no error, its facts show the change in effect, the same
+    examples per step unless the fix scales the batch, the same output (progress bars and timing
+    lines aside), a finite loss not above the reference's beyond the reference's own run-to-run
+    noise (a fix that changes the training, precision or batch, is not kept when no loss can be read,
+    unless --allow-unchecked). Then it and the state it must beat are measured back to back in
+    paired rounds (order alternating, --fix-rounds at most) until the 95 % interval of their ratio
+    decides: kept above 1.02x, rejected below 1.05x, else "not decided (noisy machine)". The final
+    state is measured side by side against the best intermediate state (later fixes that lower it are
+    dropped) and against the baseline: that ratio and its interval are the headline, with what the
+    fixes change of the training. The combined patch is written to RUN/fix.patch; your files are not
+    touched unless you pass --apply (applied only when the combined result verified faster).
 
     Examples:
       tfdoctor fix 20261121-101500-naive_loop-ab12
@@ -252,6 +265,7 @@ class FixCommand:
             warmup=int(w["warmup"]) if "warmup" in w and not cap.get("warmup_adaptive", False) else None,
             timeout_s=args.fix_timeout,
             confirm_rounds=args.fix_rounds,
+            allow_unchecked=args.allow_unchecked,
             only=only or None,
             skip=skip,
             env=dict(cap.get("env") or {}),
@@ -281,7 +295,8 @@ def fix_after_profile(
         steps=cfg.steps,
         warmup=cfg.warmup,
         timeout_s=getattr(args, "fix_timeout", None),
-        confirm_rounds=getattr(args, "fix_rounds", 2),
+        confirm_rounds=getattr(args, "fix_rounds", DEFAULT_ROUNDS),
+        allow_unchecked=getattr(args, "allow_unchecked", False),
         only=_ids(getattr(args, "only", None)) or None,
         skip=_ids(getattr(args, "skip", None)),
         env=dict(cfg.env),

@@ -42,7 +42,7 @@ from tfdoctor.fixes.sanity import (
 from tfdoctor.fixes.workspace import make_workspace, unified_diff
 from tfdoctor.model import Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
 from tfdoctor.report.format import estimate_text, ratio_ci, training
-from tfdoctor.rundir import RunDir
+from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
 
@@ -367,7 +367,7 @@ class FixLoop:
             throughput=base_tp,
             examples=examples_per_step(self.report.steps, facts),
             steps=self.report.steps,
-            stdout=_read(self.baseline.file("stdout.log")),
+            stdout=_read(self.baseline.file(STDOUT)),
             facts=facts,
             loss_runs=[list(self.report.steps)],
             run_id=self.baseline.id,
@@ -427,7 +427,7 @@ class FixLoop:
                 kept[:] = [x for x in kept if x.split(" ×")[0] != fix.ID] + [label]
                 history.append((list(kept), state))
         summary = self.combine(base_state, state, kept, history, trials, t0)
-        self.baseline.file("fix.patch").write_text(summary.patch, encoding="utf-8")
+        self.baseline.file(PATCH).write_text(summary.patch, encoding="utf-8")
         report = self.report.model_copy(update={"fix": summary})
         self.baseline.write_report(report)
         self.store.update(self.baseline, speedup=summary.combined_speedup)
@@ -580,7 +580,7 @@ class FixLoop:
         self._last = (code, tuple(sorted(switches.items())))
         run = self.store.new_run(str(self.script), self.cfg.args, kind="fix", parent=self.baseline.id)
         self.store.update(run, fix=label)
-        run.file("fix.patch").write_text(
+        run.file(PATCH).write_text(
             unified_diff(self.script.read_text(encoding="utf-8"), code, self.relpath), encoding="utf-8"
         )
         work = Path(tempfile.mkdtemp(prefix="tfdoctor-fix-"))
@@ -672,7 +672,7 @@ class FixLoop:
             throughput=tp,
             examples=examples,
             steps=res.steps,
-            stdout=_read(run.file("stdout.log")),
+            stdout=_read(run.file(STDOUT)),
             facts=res.facts or before.facts,
             loss_runs=[list(res.steps)],
             run_id=run.id,
