@@ -162,7 +162,7 @@ def capture_worker(
     run, mine = _claim(store, run_id, str(cfg.script), cfg.args, ident, force)
     result = run_capture(cfg, mine, progress=progress)
     publish(run, mine, ident.name, result)
-    own = _worker_report(mine, result)
+    own = _worker_report(mine, result, str(cfg.script), cfg.args)
     if not ident.is_chief:
         return run, result, own
     others = [n for n in ident.all_names() if n != ident.name]
@@ -206,8 +206,14 @@ def failed_workers(run: RunDir, names: list[str]) -> list[str]:
     return out
 
 
-def _worker_report(mine: RunDir, result: CaptureResult) -> Report:
-    mine.update_meta(status=result.status, error=result.message if result.status != "complete" else None)
+def _worker_report(mine: RunDir, result: CaptureResult, script: str, args: list[str]) -> Report:
+    """This worker's own report (what a non-chief worker shows): named by the script, like any run."""
+    mine.update_meta(
+        script=script,
+        args=list(args),
+        status=result.status,
+        error=result.message if result.status != "complete" else None,
+    )
     report = build_report(mine)
     mine.write_report(report)
     return report
