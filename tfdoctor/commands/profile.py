@@ -227,7 +227,16 @@ class ProfileCommand:
             raise TensorFlowMissing(result.message or "")
         tail = ""
         if result.status == "failed" and result.error and "Traceback" in result.error:
-            tail = result.error
+            from tfdoctor.capture.runner import failure_summary
+
+            fs = failure_summary(result.error)
+            if fs.where:  # where the user's code raised it, not the last lines of a long message
+                err.print("[dim]── where the script failed (full traceback in the run directory) ──[/]")
+                err.print(f"  {escape(fs.where)}", soft_wrap=True, highlight=False)
+                if fs.code:
+                    err.print(f"    {escape(fs.code)}", soft_wrap=True, highlight=False)
+                err.print(f"  {escape(fs.exception)}", soft_wrap=True, highlight=False)
+            tail = "" if fs.where else result.error
         else:
             tail = result.stdout_tail or result.stderr_tail
         lines = [ln for ln in tail.rstrip().splitlines() if ln.strip()][-8:]
