@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tfdoctor.capture.workers import from_tf_config
 from tfdoctor.commands.profile import ProfileCommand, ProgressDisplay
 from tfdoctor.errors import RunError, UsageError
 from tfdoctor.rundir import now_iso
@@ -41,6 +43,19 @@ class ScaleResult(BaseModel):
     unit: str  # "examples/s" or "replica-steps/s"
     points: list[ScalePoint] = Field(default_factory=list)
     verdict: str = ""
+
+
+def uses_multiworker(script: Path) -> str | None:
+    """What in the script's source says it is a multi-worker job (MultiWorkerMirroredStrategy, a
+    TF_CONFIG read, a ParameterServerStrategy), or None."""
+    try:
+        source = script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for word in ("MultiWorkerMirroredStrategy", "ParameterServerStrategy", "TF_CONFIG"):
+        if word in source:
+            return word
+    return None
 
 
 def parse_replicas(text: str) -> list[int]:
@@ -113,6 +128,14 @@ class ScaleCommand(ProfileCommand):
     def run(self, args: argparse.Namespace) -> int:
         err = Console(stderr=True, highlight=False)
         cfg = self.config(args)
+        ident = from_tf_config({**os.environ, **cfg.env})
+        if ident is not None:
+            raise UsageError(
+                f"tfdoctor scale is for one-machine strategies (MirroredStrategy over this machine's devices); "
+                f"TF_CONFIG makes this process {ident.name} of a {ident.n_workers}-worker cluster",
+                hint="profile each worker with `tfdoctor profile` under its own TF_CONFIG (docs/distributed.md)",
+            )
+        multiworker = uses_multiworker(Path(str(cfg.script)))
         counts = parse_replicas(args.replicas)
         store = RunStore(args.home)
         stem = Path(str(cfg.script)).stem
@@ -163,11 +186,18 @@ class ScaleCommand(ProfileCommand):
             self.show_scale(res, Console(highlight=False), str(base.path))
         failed = [p for p in points if p.status != "complete"]
         if failed:
-            raise RunError(
+            e = RunError(
                 f"{len(failed)} of {len(points)} runs did not complete: "
                 + "; ".join(f"×{p.replicas}: {p.note or p.status}" for p in failed),
                 run_dir=str(base.path),
             )
+            if multiworker:
+                e.hint = (
+                    f"{Path(str(cfg.script)).name} uses {multiworker}: tfdoctor scale is for one-machine "
+                    "strategies (MirroredStrategy); profile each worker of a multi-worker job with "
+                    "`tfdoctor profile` under its TF_CONFIG (docs/distributed.md)"
+                )
+            raise e
         return 0
 
     @staticmethod

@@ -1,0 +1,88 @@
+"""Messages a user meets: a failure's one-line summary, a worker's report, scale on a multi-worker job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.capture.child.clock import Windows
+from tfdoctor.capture.runner import CaptureResult, failure_summary
+from tfdoctor.cli import main
+from tfdoctor.rundir import RunDir
+from tfdoctor.session.distributed import _worker_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: what Keras 3 prints for a shape mismatch: a multi-line message whose last line is an argument dump
+KERAS_TB = """Traceback (most recent call last):
+  File "/home/u/proj/train.py", line 41, in <module>
+    main()
+  File "/home/u/proj/train.py", line 33, in main
+    preds = model(batch)
+            ^^^^^^^^^^^^
+  File "/usr/lib/python3.11/site-packages/keras/src/utils/traceback_utils.py", line 122, in error_handler
+    raise e.with_traceback(filtered_tb) from None
+  File "/usr/lib/python3.11/site-packages/keras/src/layers/input_spec.py", line 227, in assert_input_compatibility
+    raise ValueError(
+ValueError: Exception encountered when calling Sequential.call().
+
+Input 0 of layer "dense" is incompatible with the layer: expected axis -1 of input shape to have value 4
+
+Arguments received by Sequential.call():
+  • inputs=tf.Tensor(shape=(2, 5), dtype=float32)
+  • training=None
+"""
+
+
+def test_failure_summary_is_type_first_line_and_the_users_frame() -> None:
+    fs = failure_summary(KERAS_TB)
+    assert fs.exception == "ValueError: Exception encountered when calling Sequential.call()."
+    assert fs.where == "train.py:33 in main"
+    assert fs.code == "preds = model(batch)"
+
+
+def test_failure_summary_of_a_chained_exception_takes_the_last_one() -> None:
+    text = (
+        'Traceback (most recent call last):\n  File "/p/a.py", line 1, in <module>\n    x()\nKeyError: 1\n\n'
+        "During handling of the above exception, another exception occurred:\n\n"
+        'Traceback (most recent call last):\n  File "/p/a.py", line 3, in <module>\n    y()\n'
+        "RuntimeError: second\nmore\n"
+    )
+    fs = failure_summary(text)
+    assert (fs.exception, fs.where, fs.code) == ("RuntimeError: second", "a.py:3 in <module>", "y()")
+
+
+def test_failure_summary_without_a_traceback_is_the_last_line() -> None:
+    assert failure_summary("some output\nKilled\n").exception == "Killed"
+    assert failure_summary(None).exception == ""
+
+
+def test_a_non_chief_workers_report_names_the_script(tmp_path: Path) -> None:
+    mine = RunDir(tmp_path / "job1" / "workers" / "worker-1")
+    mine.path.mkdir(parents=True)
+    result = CaptureResult(status="complete", returncode=0, windows=Windows(3, 5, 2))
+    report = _worker_report(mine, result, "/home/u/proj/train.py", ["--epochs", "1"])
+    assert report.script == "/home/u/proj/train.py" and report.args == ["--epochs", "1"]
+    assert json.loads(mine.file("report.json").read_text())["script"] == "/home/u/proj/train.py"
+
+
+def test_scale_refuses_a_multi_worker_tf_config_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cluster = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+    rc = main(["scale", str(ROOT / "examples" / "multiworker.py"), "--home", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "tfdoctor scale is for one-machine strategies" in err and "2-worker cluster" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_uses_multiworker_reads_the_source(tmp_path: Path) -> None:
+    from tfdoctor.commands.scale import uses_multiworker
+
+    assert uses_multiworker(ROOT / "examples" / "multiworker.py") == "MultiWorkerMirroredStrategy"
+    assert uses_multiworker(ROOT / "examples" / "mirrored.py") is None
