@@ -53,7 +53,9 @@ class FixProgress:
         elif e.kind == "final":
             self.label = "combined"
             self.progress.update(self.task, description="final run (kept fixes combined)", completed=0)
-        if e.kind in ("result", "candidates"):
+        if e.kind == "candidates":
+            self.console.print(f"[dim]fixes to try ({e.total}): {escape(e.message)}[/]", soft_wrap=True)
+        elif e.kind == "result":
             self.console.print(f"[dim]{escape(e.message)}[/]", soft_wrap=True)
 
     def capture(self, p: CaptureProgress) -> None:
