@@ -7,7 +7,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow import keras
 
-model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+model = keras.Sequential(
+    [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+)
 opt = keras.optimizers.SGD(0.01)
 x = np.random.default_rng(0).normal(size=(16, 8)).astype(np.float32)
 y = x.sum(axis=1, keepdims=True)
@@ -23,4 +25,4 @@ for _ in range(10_000):
     with tf.GradientTape() as tape:
         loss = tf.reduce_mean((model(x) - y) ** 2)
     grads = tape.gradient(loss, model.trainable_variables)
-    opt.apply_gradients(zip(grads, model.trainable_variables))
+    opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
