@@ -238,6 +238,12 @@ class Breakdown(_Frozen):
     avg_step_ms: float = 0.0
     notes: list[str] = Field(default_factory=list)  # caveats ("device plane present but empty", ...)
     precision: ComputePrecision | None = None  # measured compute precision (tfdoctor.analysis)
+    # the profiler's cost: median profiled step / median unprofiled step (harness clock); None: not measured
+    tracer_cost: float | None = None
+    # where that cost was significant (>= 1.10x) the shares and avg_step_ms describe the unprofiled step;
+    # the profiled ones are kept here (tfdoctor.analysis.tracer)
+    profiled_share: dict[str, float] | None = None
+    profiled_step_ms: float | None = None
 
 
 class Evidence(_Frozen):

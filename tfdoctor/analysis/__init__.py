@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from tfdoctor.analysis.breakdown import BreakdownResult, compute_breakdown
 from tfdoctor.analysis.details import Details, TfDataStage, compute_details
 from tfdoctor.analysis.steps import Steps, find_steps
+from tfdoctor.analysis.tracer import SIGNIFICANT, corrected_share, event_weights, tracer_cost
 from tfdoctor.model import Breakdown, ComputePrecision, StepTiming
 from tfdoctor.trace.model import Trace
 
@@ -52,6 +53,44 @@ def measured_precision(trace: Trace, steps: Steps, details: Details) -> ComputeP
     )
 
 
+def _without_tracer_cost(
+    bd: Breakdown, res: BreakdownResult, trace: Trace, steps: Steps, harness_steps: list[StepTiming] | None
+) -> Breakdown:
+    """Record the profiler's cost (profiled ÷ unprofiled step, harness clock) and, where it is significant,
+    make the breakdown describe the unprofiled step (tfdoctor.analysis.tracer)."""
+    cost = tracer_cost(harness_steps)
+    if cost is None:
+        return bd
+    upd: dict = {"tracer_cost": round(cost.ratio, 4)}
+    if cost.ratio < SIGNIFICANT or bd.avg_step_ms <= 0:
+        return bd.model_copy(update=upd)
+    weights = event_weights(res, trace, steps)
+    share, step_ms = corrected_share(bd.share, bd.avg_step_ms, cost, weights)
+    factor = {
+        c: (share[c] * step_ms) / (bd.share[c] * bd.avg_step_ms) if bd.share.get(c) else 0.0 for c in share
+    }
+    rows = [
+        r.model_copy(update={"ms": {c: v * factor.get(c, 1.0) for c, v in r.ms.items()}}) for r in bd.steps
+    ]
+    top = sorted(weights.items(), key=lambda kv: -kv[1])[:2]
+    note = (
+        f"the profiler slowed the step {cost.ratio:.2f}x ({cost.profiled_ms:.1f} ms profiled vs "
+        f"{cost.unprofiled_ms:.1f} ms unprofiled, harness clock): shares and ms/step describe a "
+        f"{step_ms:.1f} ms step, the tracer's cost taken out where it recorded events ("
+        + ", ".join(f"{c} {w * 100:.0f} %" for c, w in top)
+        + f"); profiled shares in profiled_share, the profiled step {bd.avg_step_ms:.1f} ms"
+    )
+    upd.update(
+        share=share,
+        profiled_share=dict(bd.share),
+        profiled_step_ms=bd.avg_step_ms,
+        avg_step_ms=step_ms,
+        steps=rows,
+        notes=[*bd.notes, note],
+    )
+    return bd.model_copy(update=upd)
+
+
 def analyze(trace: Trace, harness_steps: list[StepTiming] | None = None) -> Analysis:
     steps = find_steps(trace, harness_steps)
     if steps is None:
@@ -78,6 +117,8 @@ def analyze(trace: Trace, harness_steps: list[StepTiming] | None = None) -> Anal
     res = compute_breakdown(scope, steps, notes)
     details = compute_details(scope, steps)
     bd = res.breakdown.model_copy(update={"precision": measured_precision(scope, steps, details)})
+    if steps.source in ("tfdoctor markers", "harness clock"):  # the harness's own windows: its own cost
+        bd = _without_tracer_cost(bd, res, scope, steps, harness_steps)
     res.breakdown = bd
     return Analysis(
         trace=trace,

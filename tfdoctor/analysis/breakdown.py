@@ -245,6 +245,9 @@ class BreakdownResult:
     per_step_ps: dict[str, np.ndarray]  # category -> ps per step (for the main device)
     per_device: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> share per category
     sets: dict[str, iv.IntervalSet] = field(default_factory=dict)
+    #: the classification order of the main device (CPU: the host), to tell an instant's category
+    ordered: list[tuple[str, iv.IntervalSet]] = field(default_factory=list)
+    rest_category: str = "host_compute"  # where an instant no set covers goes
 
 
 def _classify(window_lo: np.ndarray, window_hi: np.ndarray, ordered: list[tuple[str, iv.IntervalSet]]):
@@ -283,6 +286,7 @@ def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None
     if gpu:
         results = []
         unexplained = iv.EMPTY
+        first_ordered: list[tuple[str, iv.IntervalSet]] = []
         for plane in devices:
             dev = _device_sets(plane)
             ordered = [
@@ -299,6 +303,8 @@ def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None
             out, rest, taken = _classify(lo, hi, ordered)
             out["other"] = out["other"] + rest
             results.append((plane, out, dev))
+            if len(results) == 1:
+                first_ordered = ordered
             if len(results) == 1:  # the unexplained time of the first device: what "other" is made of
                 unexplained = iv.subtract(iv.union(lo, hi), taken)
             tot = float((hi - lo).sum()) or 1.0
@@ -317,6 +323,7 @@ def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None
         ]
         out, rest, _ = _classify(lo, hi, ordered)
         out["host_compute"] = out["host_compute"] + rest
+        first_ordered = ordered
         unexplained = iv.EMPTY  # on a CPU run the rest of the step is the main thread's (host compute)
         per_step = out
         sets = host
@@ -345,4 +352,11 @@ def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None
         avg_step_ms=float(total.mean()) / 1e9 if total.size else 0.0,
         notes=notes,
     )
-    return BreakdownResult(breakdown=bd, per_step_ps=per_step, per_device=per_device, sets=sets)
+    return BreakdownResult(
+        breakdown=bd,
+        per_step_ps=per_step,
+        per_device=per_device,
+        sets=sets,
+        ordered=first_ordered,
+        rest_category="other" if gpu else "host_compute",
+    )

@@ -1,0 +1,71 @@
+"""The profile window perturbs the step it explains (issue 15): the tracer's cost is measured per run
+(profiled vs unprofiled step, harness clock) and, where significant, the breakdown describes the unprofiled
+step (tfdoctor.analysis.tracer)."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from tfdoctor.analysis.tracer import SIGNIFICANT, TracerCost, corrected_share, tracer_cost
+from tfdoctor.model import StepTiming
+from tfdoctor.rules._base import REPO, Example
+from tfdoctor.rules._examples import load_example
+
+
+def _st(i: int, window: str, ms: float) -> StepTiming:
+    return StepTiming(index=i, window=window, start_ns=i * 10**9, end_ns=i * 10**9 + int(ms * 1e6))  # type: ignore[arg-type]
+
+
+def test_cost_is_the_ratio_of_window_medians_and_needs_both_windows() -> None:
+    steps = [_st(i, "timing", 100.0) for i in range(5)] + [_st(5 + i, "profile", 200.0) for i in range(4)]
+    cost = tracer_cost(steps)
+    assert cost is not None and cost.ratio == pytest.approx(2.0)
+    assert tracer_cost([s for s in steps if s.window == "profile"]) is None
+    assert tracer_cost(steps[:2] + steps[5:]) is None  # 2 timing steps: too few
+
+
+def test_excess_is_removed_where_the_tracer_recorded_never_below_zero() -> None:
+    share = {"dispatch": 0.5, "device_compute": 0.3, "host_compute": 0.2}
+    cost = TracerCost(profiled_ms=318.0, unprofiled_ms=156.0, n_profiled=5, n_unprofiled=20)
+    out, step = corrected_share(share, 318.0, cost, {"dispatch": 0.9, "device_compute": 0.1})
+    assert step == pytest.approx(156.0, rel=0.01)
+    assert sum(out.values()) == pytest.approx(1.0)
+    assert out["dispatch"] * step == pytest.approx(159.0 - 0.9 * 162.0, rel=0.01)
+    assert out["host_compute"] * step == pytest.approx(63.6)  # no events recorded there: untouched
+    # a category cannot give more than it holds: the step then stays above the unprofiled one
+    out, step = corrected_share({"dispatch": 0.1, "device_compute": 0.9}, 300.0, cost, {"dispatch": 1.0})
+    assert out["dispatch"] == 0.0 and step == pytest.approx(270.0)
+
+
+def _bd(name: str):
+    a, _ = load_example(Example(f"sample_traces/{name}", True))
+    assert a is not None and a.breakdown is not None
+    return a.breakdown
+
+
+def test_eager_run_with_a_costly_tracer_describes_the_unprofiled_step() -> None:
+    # cpu-side_effects: an eager loop, 810 ops per step dispatched from Python; profiled 190 ms, 155 ms not
+    bd = _bd("cpu-side_effects")
+    steps = [
+        StepTiming.model_validate_json(x)
+        for x in (REPO / "sample_traces/cpu-side_effects/steps.jsonl").read_text().splitlines()
+        if x.strip()
+    ]
+    unprof = statistics.median(s.duration_ns for s in steps if s.window == "timing") / 1e6
+    assert bd.tracer_cost is not None and bd.tracer_cost >= SIGNIFICANT
+    assert bd.profiled_share is not None and bd.profiled_step_ms is not None
+    assert bd.avg_step_ms == pytest.approx(unprof, rel=0.05)
+    assert bd.avg_step_ms < bd.profiled_step_ms
+    assert sum(bd.share.values()) == pytest.approx(1.0)
+    assert bd.share["dispatch"] < bd.profiled_share["dispatch"]  # the tracer records every eager dispatch
+    assert any("the profiler slowed the step" in n for n in bd.notes)
+    ms = sum(sum(r.ms.values()) for r in bd.steps) / len(bd.steps)
+    assert ms == pytest.approx(bd.avg_step_ms, rel=0.02)  # rows describe the same step as the shares
+
+
+def test_a_cheap_tracer_is_recorded_and_nothing_corrected() -> None:
+    bd = _bd("cpu-expert")  # profiled 30.2 ms, unprofiled 29.8 ms
+    assert bd.tracer_cost == pytest.approx(1.01, abs=0.02)
+    assert bd.profiled_share is None and bd.profiled_step_ms is None
