@@ -78,7 +78,7 @@ def score(points: list[ScalePoint]) -> tuple[str, str]:
     unit = "examples/s" if done and all(p.examples_per_s for p in done) else "replica-steps/s"
 
     def rate(p: ScalePoint) -> float:
-        return p.examples_per_s if unit == "examples/s" else (p.steps_per_s or 0.0) * p.ran_replicas
+        return (p.examples_per_s or 0.0) if unit == "examples/s" else (p.steps_per_s or 0.0) * p.ran_replicas
 
     if len(done) < 2:
         return unit, "not enough complete runs to compare"
