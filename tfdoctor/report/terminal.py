@@ -4,17 +4,22 @@ step-time breakdown, findings, and (after ``--fix``) the per-fix table.
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, Report, Throughput
+from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, FixSummary, Report, Throughput
 from tfdoctor.report import format as fmt
 
 _SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 _BAR = 28
+#: below this many columns (a laptop split, a CI log at 80) findings and fixes are stacked blocks, not
+#: tables squeezing their text into narrow columns
+WIDE = 100
+_STATUS_STYLE = {"kept": "green", "rejected": "yellow", "failed": "red", "skipped": "dim"}
 
 
 def fmt_throughput(t: Throughput | None) -> str:
@@ -59,6 +64,35 @@ def breakdown_table(report: Report) -> Table | None:
     return table
 
 
+def _finding_text(f) -> Text:  # type: ignore[no-untyped-def]
+    claim = Text(f.claim)
+    if not f.decided and f.why_not:
+        claim.append(f"\n  undecided: {f.why_not}", style="dim")
+    for ev in f.evidence[:3]:
+        src = f" ({ev.source})" if ev.source else ""
+        claim.append(f"\n  · {ev.label}: {ev.value}{src}", style="dim")
+    return claim
+
+
+def findings_blocks(report: Report) -> list[RenderableType]:
+    """The findings for a narrow terminal: a heading line per finding (id, severity, saving, fixes),
+    then its claim and evidence indented below at the full width."""
+    if not report.findings:
+        return []
+    out: list[RenderableType] = [Text("Findings", style="italic")]
+    for f in report.findings:
+        head = Text(f.rule_id, style="bold")
+        head.append("  ")
+        head.append(f.severity, style=_SEV_STYLE.get(f.severity, ""))
+        if f.est_saving:
+            head.append(f"  saving {f.est_saving * 100:.0f} %")
+        if f.fix_ids:
+            head.append(f"  fix: {', '.join(f.fix_ids)}", style="cyan")
+        out.append(head)
+        out.append(Padding(_finding_text(f), (0, 0, 0, 4), expand=False))
+    return out
+
+
 def findings_table(report: Report) -> Table | None:
     if not report.findings:
         return None
@@ -69,27 +103,18 @@ def findings_table(report: Report) -> Table | None:
     table.add_column("saving", justify="right", no_wrap=True)
     table.add_column("fix", no_wrap=False)
     for f in report.findings:
-        claim = Text(f.claim)
-        if not f.decided and f.why_not:
-            claim.append(f"\n  undecided: {f.why_not}", style="dim")
-        for ev in f.evidence[:3]:
-            src = f" ({ev.source})" if ev.source else ""
-            claim.append(f"\n  · {ev.label}: {ev.value}{src}", style="dim")
         table.add_row(
             f.rule_id,
             Text(f.severity, style=_SEV_STYLE.get(f.severity, "")),
-            claim,
+            _finding_text(f),
             f"{f.est_saving * 100:.0f} %" if f.est_saving else "",
             ", ".join(f.fix_ids),
         )
     return table
 
 
-def fix_table(report: Report) -> Table | None:
-    fx = report.fix
-    if fx is None:
-        return None
-    caption = (
+def fix_caption(fx: FixSummary) -> str:
+    return (
         "speedup: each fix's own ratio over the state it was tried on, with its 95 % interval "
         + (
             f"from paired rounds back to back (at most {fx.confirm_rounds}); "
@@ -98,8 +123,15 @@ def fix_table(report: Report) -> Table | None:
         )
         + "combined: the final state against the baseline, side by side"
     )
+
+
+def fix_table(report: Report) -> Table | None:
+    fx = report.fix
+    if fx is None:
+        return None
+    caption = fix_caption(fx)
     table = Table(title="Fixes (measured)", title_justify="left", caption=caption, expand=False)
-    table.add_column("fix")
+    table.add_column("fix", no_wrap=True)
     table.add_column("throughput", justify="right")
     table.add_column("speedup", justify="right")
     table.add_column("result")
@@ -108,13 +140,7 @@ def fix_table(report: Report) -> Table | None:
     style = {"kept": "green", "rejected": "yellow", "failed": "red", "skipped": "dim"}
     for t in fx.trials:
         # the reason's first clause stays whole; advice after it is clipped (docs/fixes.md has it all)
-        head, _, advice = t.reason.partition("; advice:")
-        why = Text(head)
-        if t.training_changes and fmt.training(t.training_changes) not in head:
-            why.append("\n" + fmt.training(t.training_changes), style="bold")
-        if advice:
-            advice = advice.strip()
-            why.append("\n" + (advice if len(advice) <= 140 else advice[:139] + "…"), style="dim")
+        why = _why(t)
         speedup = Text(fmt.ratio_ci(t.speedup, t.speedup_ci) if t.speedup else "")
         if t.paired_ratios:
             speedup.append("\npaired " + ", ".join(fmt.ratio(r) for r in t.paired_ratios), style="dim")
@@ -136,6 +162,53 @@ def fix_table(report: Report) -> Table | None:
             style="bold",
         )
     return table
+
+
+def _why(t) -> Text:  # type: ignore[no-untyped-def]
+    head, _, advice = t.reason.partition("; advice:")
+    why = Text(head)
+    if t.training_changes and fmt.training(t.training_changes) not in head:
+        why.append("\n" + fmt.training(t.training_changes), style="bold")
+    if advice:
+        advice = advice.strip()
+        why.append("\n" + (advice if len(advice) <= 140 else advice[:139] + "…"), style="dim")
+    return why
+
+
+def fix_blocks(report: Report) -> list[RenderableType]:
+    """The fix trials for a narrow terminal: per trial a heading line (name whole, result, speedup),
+    then its throughput and why, indented."""
+    fx = report.fix
+    if fx is None:
+        return []
+    out: list[RenderableType] = [Text("Fixes (measured)", style="italic")]
+    base = Text("baseline", style="bold")
+    out.append(base)
+    out.append(Padding(Text(fmt_throughput(fx.baseline)), (0, 0, 0, 4), expand=False))
+    for t in fx.trials:
+        head = Text(t.name, style="bold")
+        result = t.status if t.verdict != "undecided" else "not decided"
+        head.append("  ")
+        head.append(result, style=_STATUS_STYLE.get(t.status, ""))
+        if t.speedup:
+            head.append("  " + fmt.ratio_ci(t.speedup, t.speedup_ci))
+        out.append(head)
+        body = Text(fmt_throughput(t.throughput) + "\n") if t.throughput else Text()
+        if t.paired_ratios:
+            body.append("paired " + ", ".join(fmt.ratio(r) for r in t.paired_ratios) + "\n", style="dim")
+        body.append_text(_why(t))
+        out.append(Padding(body, (0, 0, 0, 4), expand=False))
+    if fx.combined is not None:
+        head = Text("combined", style="bold")
+        head.append("  ")
+        head.append("final", style="bold green")
+        if fx.combined_speedup:
+            head.append("  " + fmt.ratio_ci(fx.combined_speedup, fx.combined_ci))
+        out.append(head)
+        body = Text(fmt_throughput(fx.combined) + "\n")
+        body.append(f"{', '.join(fx.kept)}: {fmt.training(fx.training_changes)}")
+        out.append(Padding(body, (0, 0, 0, 4), expand=False))
+    return out
 
 
 def distributed_table(report: Report) -> Table | None:
@@ -199,24 +272,48 @@ def render(report: Report, console: Console | None = None, *, run_dir: str | Non
     if facts_bits:
         lines.append(Text(" · ".join(facts_bits), style="dim"))
     if report.error:
-        lines.append(Text(report.error.strip().splitlines()[-1] if report.error.strip() else "", style="red"))
+        lines.append(Text(error_line(report.error), style="red"))
     console.print(Panel(Group(*lines), title="tfdoctor", title_align="left", expand=False))
-    for table in (
-        breakdown_table(report),
-        distributed_table(report),
-        findings_table(report),
-        fix_table(report),
-    ):
-        if table is not None:
-            console.print(table)
+    narrow = console.width < WIDE
+    parts: list[RenderableType | None] = [breakdown_table(report), distributed_table(report)]
+    if narrow:
+        parts += [*findings_blocks(report), *fix_blocks(report)]
+        if report.fix is not None and (cap := fix_caption(report.fix)):
+            parts.append(Text(cap, style="dim"))
+    else:
+        parts += [findings_table(report), fix_table(report)]
+    for part in parts:
+        if part is not None:
+            console.print(part)
     if report.fix is not None:
         console.print(Text(fmt.fix_headline(report.fix), style="bold"))
     if report.breakdown is not None:
         for note in report.breakdown.notes:
             console.print(f"[dim]note: {escape(note)}[/]")
     if run_dir:
-        console.print(f"Run directory: {escape(run_dir)}")
+        # a path or a command is never broken across lines (soft_wrap): a copied line must work
+        if len(run_dir) + len("Run directory: ") > console.width:
+            console.print("Run directory:")
+            console.print(f"  {escape(run_dir)}", soft_wrap=True)
+        else:
+            console.print(f"Run directory: {escape(run_dir)}", soft_wrap=True)
         if report.logdir:
-            console.print(
-                f"[dim]Raw trace: tensorboard --logdir {escape(run_dir)}/{escape(report.logdir)}[/]"
-            )
+            cmd = f"tensorboard --logdir {run_dir}/{report.logdir}"
+            if len(cmd) + len("Raw trace: ") > console.width:
+                console.print("[dim]Raw trace:[/]")
+                console.print(f"[dim]  {escape(cmd)}[/]", soft_wrap=True)
+            else:
+                console.print(f"[dim]Raw trace: {escape(cmd)}[/]", soft_wrap=True)
+
+
+def error_line(text: str) -> str:
+    """One line of an error text: a traceback's last exception as ``Type: first line`` (not the last
+    line of a multi-line message), else the text's first line."""
+    lines = text.strip().splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last):")]
+    if not starts:
+        return lines[0].strip() if lines else ""
+    i = starts[-1] + 1
+    while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
+        i += 1
+    return lines[i].strip() if i < len(lines) else lines[-1].strip()
