@@ -13,6 +13,7 @@ For each fault the same promises are checked (``assert_fault_handled``):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -337,3 +338,103 @@ def test_file_size_limit_while_writing_the_trace(tmp_path, earlier_store):
     assert tree_hashes(scene.home / "runs" / "earlier") == scene.earlier_before
     assert index_row(scene.home, "earlier") == scene.earlier_row
     assert tree_hashes(scene.user) == scene.user_before
+
+
+# -- what the script starts, and the parent's death (issue 16, items 6, 7, 12) ----------------------
+#: at step 0 the script starts children of every kind, writes their pids to PIDS, then prints 12 MB
+SPAWN_CHILDREN = """
+if i == 0:
+    import multiprocessing, subprocess, time
+    kids = [
+        subprocess.Popen(["sleep", "600"]).pid,  # in the run's process group
+        subprocess.Popen(["sleep", "601"], start_new_session=True).pid,  # setsid: its own group
+        subprocess.Popen(["sleep", "602"], start_new_session=True, env={}).pid,  # setsid, no env
+    ]
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(603)
+        os._exit(0)
+    kids.append(pid)
+    mp = multiprocessing.get_context("fork").Process(target=time.sleep, args=(604,))
+    mp.start()
+    kids.append(mp.pid)
+    open(PIDS, "w").write(" ".join(map(str, kids)))
+    for n in range(120_000):
+        print(f"line {n:06d} " + "x" * 90)
+"""
+
+
+def _gone(pids: list[int], within_s: float) -> list[int]:
+    """The pids still alive after waiting up to ``within_s`` (zombies count as gone)."""
+    deadline = time.monotonic() + within_s
+    alive = pids
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if _alive(p)]
+        if not alive:
+            break
+        time.sleep(0.2)
+    return alive
+
+
+def test_processes_the_script_started_are_stopped_when_the_run_ends(tmp_path, earlier_store):
+    pids_file = tmp_path / "pids.txt"
+    source = script_with(SPAWN_CHILDREN.replace("PIDS", repr(str(pids_file))))
+    scene = Scene(tmp_path, earlier_store, source)
+    res = scene.profile("--steps", "12", "--warmup", "2", "--profile-steps", "3")
+    assert res.returncode == 0, res.stderr
+    pids = [int(p) for p in pids_file.read_text().split()]
+    assert len(pids) == 5
+    try:
+        assert _gone(pids, within_s=30) == []  # every kind of child stopped, setsid'd ones included
+        report = json.loads((scene.run_dir / "report.json").read_text())
+        notes = " ".join(report["breakdown"]["notes"])
+        assert "left running when the run ended" in notes, notes  # and the run says so
+        assert "sleep" in notes
+        # item 12: 12 MB printed, the head and the tail kept
+        log = (scene.run_dir / "stdout.log").read_bytes()
+        assert len(log) < 4.5 * 1024 * 1024
+        assert b"line 000000 " in log[:4096] and b"line 119999 " in log[-4096:]
+        assert b"bytes of output cut here" in log
+    finally:
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+    assert tree_hashes(scene.user) == scene.user_before
+
+
+#: at step 3 the script starts a setsid'd child and says so; then it trains until stopped
+SPAWN_AND_TRAIN = """
+if i == 3:
+    import subprocess
+    kid = subprocess.Popen(["sleep", "605"], start_new_session=True).pid
+    open(PIDS, "w").write(f"{os.getpid()} {kid}")
+"""
+
+
+def test_sigkill_of_tfdoctor_stops_the_training_child_and_its_children(tmp_path, earlier_store):
+    pids_file = tmp_path / "pids.txt"
+    scene = Scene(tmp_path, earlier_store, script_with(SPAWN_AND_TRAIN.replace("PIDS", repr(str(pids_file)))))
+    env = {**os.environ, "TFDOCTOR_HOME": str(scene.home), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfdoctor", "profile", str(scene.script), "--run-id", "faulty",
+         "--steps", "1000000", "--timeout", "900"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not pids_file.exists() and proc.poll() is None:
+            time.sleep(0.2)
+        assert pids_file.exists(), "the script never reached step 3"
+        time.sleep(0.5)
+        pids = [int(p) for p in pids_file.read_text().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        proc.kill()  # SIGKILL: tfdoctor cannot clean up; the harness's watchdog must
+        proc.wait()
+        assert _gone(pids, within_s=60) == [], "the training child or its child outlived tfdoctor"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)

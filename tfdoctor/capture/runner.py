@@ -16,6 +16,8 @@ import importlib.util
 import json
 import os
 import re
+import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.capture.child import procs
 from tfdoctor.capture.child.clock import Windows
 from tfdoctor.errors import NO_SPACE, TensorFlowMissing, UsageError
 from tfdoctor.model import Facts, RunStatus, StepTiming
@@ -114,6 +117,8 @@ class CaptureResult:
     wall_s: float = 0.0
     harness: dict[str, Any] = field(default_factory=dict)
     tf_missing: bool = False
+    #: processes the script left running that were stopped when the run ended ("name (pid N)")
+    stopped_leftovers: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -161,6 +166,116 @@ def _child_env(cfg: CaptureConfig) -> dict[str, str]:
     except importlib.metadata.PackageNotFoundError:  # running from a source tree: make it importable
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
     return env
+
+
+#: stdout.log / stderr.log keep at most the first LOG_HEAD and the last LOG_TAIL bytes of the output
+LOG_HEAD = 2 * 1024 * 1024
+LOG_TAIL = 2 * 1024 * 1024
+#: how often the kept tail is rewritten into the log while the script prints past the head
+LOG_TAIL_FLUSH_S = 2.0
+
+
+class CappedLog:
+    """A log file that keeps the head and the tail of a stream: the first ``head`` bytes as they
+    come, then a line saying how much was cut, then the last ``tail`` bytes (rewritten every
+    ``LOG_TAIL_FLUSH_S`` and at close, so the file is readable while the run goes on). A script
+    printing 100 MB stores about ``head + tail``. Write errors (a full disk) stop the writing, never
+    the draining: the child never blocks on a pipe nobody reads."""
+
+    def __init__(self, path: Path, head: int = LOG_HEAD, tail: int = LOG_TAIL):
+        self.f = open(path, "wb")  # noqa: SIM115 (closed by close(), after the pump thread ends)
+        self.head, self.tail = head, tail
+        self.written = 0  # bytes of the head written
+        self.total = 0  # bytes received
+        self.ring = bytearray()
+        self.dirty = False
+        self.last_flush = time.monotonic()
+        self.error: OSError | None = None
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.written < self.head:
+            part = data[: self.head - self.written]
+            data = data[len(part) :]
+            self._write(part)
+            self.written += len(part)
+        if data:
+            self.ring += data
+            if len(self.ring) > self.tail:
+                del self.ring[: len(self.ring) - self.tail]
+            self.dirty = True
+            if time.monotonic() - self.last_flush >= LOG_TAIL_FLUSH_S:
+                self.flush_tail()
+
+    def _write(self, data: bytes) -> None:
+        if self.error is None and data:
+            try:
+                self.f.write(data)
+                self.f.flush()
+            except OSError as e:
+                self.error = e
+
+    def flush_tail(self) -> None:
+        self.last_flush = time.monotonic()
+        if not self.dirty or self.error is not None:
+            return
+        cut = self.total - self.written - len(self.ring)
+        try:
+            self.f.seek(self.written)
+            if cut > 0:
+                self.f.write(
+                    f"\n[tfdoctor: {cut} bytes of output cut here; the first {self.written} and the last "
+                    f"{len(self.ring)} bytes are kept]\n".encode()
+                )
+            self.f.write(self.ring)
+            self.f.truncate()
+            self.f.flush()
+            self.dirty = False
+        except OSError as e:
+            self.error = e
+
+    def close(self) -> None:
+        self.flush_tail()
+        try:
+            self.f.close()
+        except OSError:
+            pass
+
+
+class _Pump:
+    """Drains a child's pipe into a :class:`CappedLog` on a thread until end of file or ``stop()``."""
+
+    def __init__(self, fd: int, log: CappedLog):
+        self.fd, self.log = fd, log
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tfdoctor-log-pump", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                ready, _, _ = select.select([self.fd], [], [], 0.5)
+                if not ready:
+                    if self.stopping.is_set():
+                        return
+                    continue
+                data = os.read(self.fd, 1 << 16)
+                if not data:
+                    return
+                self.log.feed(data)
+        except (OSError, ValueError):
+            return
+
+    def stop(self, wait_s: float) -> None:
+        """Wait up to ``wait_s`` for end of file (a process we could not stop may hold the pipe)."""
+        self.thread.join(wait_s)
+        self.stopping.set()
+        self.thread.join(5)
+        self.log.close()
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
 
 
 def actual_windows(
@@ -307,21 +422,45 @@ def run_capture(
     t0 = time.monotonic()
     stopped_for: str | None = None
     term_installed, previous_term = _term_as_interrupt()
-    with open(run.file(STDOUT), "wb") as out, open(run.file(STDERR), "wb") as err:
+    token = secrets.token_hex(8)
+    env = _child_env(cfg)
+    env[procs.TOKEN_ENV] = token  # marks every process of this run (see stop_leftovers)
+    watch_r, watch_w = os.pipe()  # the harness stops the run when this pipe's write end closes
+    env[procs.WATCHDOG_ENV] = str(watch_r)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pumps = [_Pump(out_r, CappedLog(run.file(STDOUT))), _Pump(err_r, CappedLog(run.file(STDERR)))]
+    seen: dict[int, procs.Proc] = {}
+    try:
         proc = subprocess.Popen(
             [cfg.python, "-m", "tfdoctor.capture.child.harness", str(run.file(CAPTURE))],
             stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
+            stdout=out_w,
+            stderr=err_w,
             cwd=str(cwd),
-            env=_child_env(cfg),
+            env=env,
+            pass_fds=(watch_r,),
             start_new_session=True,  # ^C reaches us; we decide how the child stops
         )
+    except BaseException:
+        os.close(watch_w)
+        for pump in pumps:
+            pump.stopping.set()
+            pump.stop(0)
+        raise
+    finally:
+        for fd in (watch_r, out_w, err_w):
+            os.close(fd)
+    try:
         report("starting")
+        last_scan = 0.0
         try:
             while proc.poll() is None:
                 if tail.poll():
                     report("running")
+                if time.monotonic() - last_scan > SCAN_EVERY_S:  # setsid'd descendants, while we can
+                    last_scan = time.monotonic()
+                    seen.update(procs.descendants(proc.pid, procs.table()))
                 if time.monotonic() - t0 > cfg.timeout_s:
                     stopped_for = "timeout"
                     break
@@ -333,6 +472,7 @@ def run_capture(
             stopped_for = "interrupted"
         if stopped_for is not None and proc.poll() is None:
             report("stopping")
+            seen.update(procs.descendants(proc.pid, procs.table()))
             _signal_group(proc, signal.SIGINT)
             try:
                 deadline = time.monotonic() + cfg.stop_grace_s
@@ -344,12 +484,49 @@ def run_capture(
                 _signal_group(proc, signal.SIGKILL)
                 proc.wait()
         rc = proc.wait()
+    finally:
+        leftovers = stop_leftovers(proc, token, seen.values())
+        os.close(watch_w)
+        for pump in pumps:
+            pump.stop(LOG_DRAIN_S)
     if term_installed:
         signal.signal(signal.SIGTERM, previous_term if previous_term is not None else signal.SIG_DFL)
     tail.poll()
     wall = time.monotonic() - t0
     report("done")
-    return _collect(run, windows, tail.steps, rc, stopped_for, cfg, wall)
+    result = _collect(run, windows, tail.steps, rc, stopped_for, cfg, wall)
+    if leftovers:
+        note = (
+            f"stopped {len(leftovers)} process{'es' if len(leftovers) != 1 else ''} the script left running "
+            f"when the run ended: {procs.describe(leftovers)}"
+        )
+        result.stopped_leftovers = [procs.describe([p]) for p in leftovers]
+        result.message = f"{result.message}; {note}" if result.message else note
+        result.error = f"{result.error}\n{note}" if result.error else result.error
+    return result
+
+
+#: how often the child's process tree is scanned for descendants (setsid'd ones leave its group)
+SCAN_EVERY_S = 1.0
+#: after the child exited and its leftovers were stopped, how long its output may take to drain
+LOG_DRAIN_S = 10.0
+
+
+def stop_leftovers(proc: subprocess.Popen[bytes], token: str, seen: Any = ()) -> list[procs.Proc]:
+    """SIGKILL what the run started and left running: the child's process group (its session: the
+    script's subprocess / fork / multiprocessing children), every process carrying the run's token,
+    and the descendants seen while it ran (setsid'd ones). Returns what was stopped."""
+    found = procs.run_processes(proc.pid, token, seen, root=proc.pid if proc.poll() is None else None)
+    found = [p for p in found if p.pid != proc.pid]
+    killed = procs.kill(found)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # anything of the group the scan could not see
+    except (ProcessLookupError, PermissionError):
+        pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(procs._stat(p.pid) is not None for p in killed):
+        time.sleep(0.05)
+    return killed
 
 
 def _collect(
