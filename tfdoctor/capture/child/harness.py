@@ -29,6 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.capture.child import procs
 from tfdoctor.capture.child.clock import (
     WARMUP_TIMEOUT_SHARE,
     MemoScanner,
@@ -287,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     run_dir = Path(cfg["run_dir"])
     windows = Windows(**cfg["windows"])
+    procs.start_watchdog()  # the parent dies (SIGKILL): this run's processes stop with it
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
