@@ -376,7 +376,7 @@ def test_runs_list_compare_and_404(server, real_run, sample_runs, page):
     pg.select_option("select[name=b]", after)
     pg.click("form.compare-form button")
     pg.wait_for_selector("#chart-throughput[data-rendered='1']")
-    assert "B is 4.38× faster than A" in pg.inner_text("#compare-headline")
+    assert "B is 4.38x faster than A" in pg.inner_text("#compare-headline")
     assert _plot_traces(pg, "chart-share") > 0
     _shot(pg, "compare.png")
     resp = pg.goto(server + "/runs/does-not-exist")

@@ -55,7 +55,7 @@ class TestRunPagePayload:
         bar = fig["data"][0]
         assert bar["x"] == ["baseline", "tf-function", "xla", "combined"]
         assert bar["y"][0] == pytest.approx(160 * 32)
-        assert bar["text"] == ["", "×4.10", "×0.98", "×4.38"]
+        assert bar["text"] == ["", "4.10x", "0.981x", "4.38x"]
         assert bar["error_y"]["array"][0] == pytest.approx(160 * 32 * 0.03, rel=1e-6)
         assert bar["error_y"]["arrayminus"][0] == pytest.approx(160 * 32 * 0.03, rel=1e-6)
         band = fig["layout"]["shapes"][0]
@@ -76,11 +76,12 @@ class TestRunPagePayload:
         m = {x.label: x for x in self.page.metrics}
         assert m["Baseline"].value == "5,120 ex/s"
         assert m["After fixes"].value == "22,400 ex/s" and m["After fixes"].tone == "good"
-        assert m["After fixes"].sub.startswith("×4.38")
+        assert m["After fixes"].sub.startswith("4.38x")
         assert m["Findings"].value == "3" and m["Findings"].sub == "1 high"
         facts = dict(self.page.facts)
         assert facts["TensorFlow"] == "2.21.0" and facts["Batch size"] == "32"
-        assert facts["Dataset"] == "map → batch → repeat" and facts["Source: step_fn"] == "train.py:31"
+        assert facts["Dataset"] == "map → batch → repeat"
+        assert facts["Where: the training step function"] == "train.py:31"
         assert "XLA (jit_compile)" in facts and facts["XLA (jit_compile)"] == "off"
         assert self.page.patch_stats == "+3 −1"
         assert (
@@ -197,13 +198,13 @@ class TestCommands:
         a, b = "20261121-101500-train-ab12", "20261121-101600-train-fix1"
         assert main(["compare", a, b]) == 0
         out = capsys.readouterr().out
-        assert "B is 4.38× faster than A (examples/s)" in out and "Launch / dispatch" in out
+        assert "B is 4.38x faster than A (examples/s)" in out and "Launch / dispatch" in out
         assert main(["compare", a, b, "--json"]) == 0
         c = json.loads(capsys.readouterr().out)
         assert c["speedup"] == pytest.approx(700 / 160)
         out_html = tmp_path / "c.html"
         assert main(["compare", a, b, "--html", str(out_html)]) == 0
-        assert "B is 4.38× faster than A" in out_html.read_text()
+        assert "B is 4.38x faster than A" in out_html.read_text()
         assert main(["compare", a, b, "--html", str(out_html)]) == 6
 
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfdoctor.errors import UsageError
+from tfdoctor.report import format as fmt
 from tfdoctor.store import RunStore
 
 STATUSES = ("running", "complete", "failed", "interrupted", "timeout", "no_steps")
@@ -63,7 +64,7 @@ def _rate(r: dict[str, Any]) -> str:
 
 
 def _speedup(r: dict[str, Any]) -> str:
-    return f"×{r['speedup']:.2f}" if r.get("speedup") else ""
+    return fmt.ratio(r["speedup"]) if r.get("speedup") else ""
 
 
 def _when(r: dict[str, Any]) -> str:

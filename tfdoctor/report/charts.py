@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, Breakdown, Report, StepBreakdown, Throughput
+from tfdoctor.report import format as fmt
 from tfdoctor.report.timeline import KINDS, Timeline
 
 Figure = dict[str, Any]
@@ -216,7 +217,7 @@ def throughput_figure(report: Report) -> Figure | None:
         ys.append(round(med, 3))
         up.append(round(max(wins) - med, 3) if wins else 0.0)
         down.append(round(med - min(wins), 3) if wins else 0.0)
-        text.append("" if status in ("baseline", "run") or base <= 0 else f"×{med / base:.2f}")
+        text.append("" if status in ("baseline", "run") or base <= 0 else fmt.ratio(med / base))
     data = [
         {
             "type": "bar",

@@ -27,6 +27,7 @@ from tfdoctor import __version__
 from tfdoctor.errors import TfdoctorError
 from tfdoctor.model import CATEGORY_LABELS, Facts, Finding, FixTrial, Report, Throughput
 from tfdoctor.report import charts
+from tfdoctor.report import format as fmt
 from tfdoctor.report.compare import Comparison
 from tfdoctor.report.timeline import KINDS, Timeline
 from tfdoctor.rundir import PATCH, RunDir
@@ -184,6 +185,7 @@ class RunPage:
     n_steps: int
     legend: list[tuple[str, str, str]] = field(default_factory=list)  # (label, colour, kind)
     distributed: DistributedView | None = None
+    fix_headline: str = ""  # report.format.fix_headline: the combined ratio, its interval, the training
 
 
 def _clip(text: str | None, n: int = MAX_TEXT) -> str | None:
@@ -196,13 +198,10 @@ def fmt_rate(t: Throughput | None) -> tuple[str, str]:
     """("1,234 ex/s", "12.3 ms/step · ±4 %") for a metric card."""
     if t is None:
         return "n/a", ""
-    if t.examples_per_s is not None:
-        main = f"{t.examples_per_s:,.0f} ex/s" if t.examples_per_s >= 100 else f"{t.examples_per_s:,.1f} ex/s"
-    else:
-        main = f"{t.steps_per_s:,.2f} steps/s"
-    sub = f"{t.step_ms_median:,.1f} ms/step"
+    main = fmt.headline_rate(t, short=True)
+    sub = f"{fmt.ms(t.step_ms_median)}/step"
     if t.windows:
-        sub += f" · ±{t.spread * 50:.0f} %"
+        sub += f" · {fmt.noise(t)}"
     return main, sub
 
 
@@ -289,9 +288,35 @@ def facts_rows(f: Facts) -> list[tuple[str, str]]:
             or None,
         ),
     ]
-    rows += [(f"Source: {k}", v) for k, v in f.source.items()]
-    rows += [(k, v) for k, v in f.extra.items()]
+    rows.append(("CPU cores", None if f.cpu_count is None else str(f.cpu_count)))
+    rows.append(("CPU features", ", ".join(f.cpu_flags) or None))
+    rows += [(f"Where: {SOURCE_LABELS.get(k, k.replace('_', ' '))}", v) for k, v in f.source.items()]
+    seen = [(k[len("seen_") :], v) for k, v in f.extra.items() if k.startswith("seen_")]
+    if seen:
+        rows.append(("Calls seen by the hooks", " · ".join(f"{k.replace('_', ' ')} {v}" for k, v in seen)))
+    for k, v in f.extra.items():
+        if k.startswith("switch_"):
+            rows.append((f"Run-time switch: {k[len('switch_') :].replace('_', ' ')}", v))
+        elif not k.startswith("seen_"):
+            rows.append((k.replace("_", " ").capitalize(), v))
     return [(k, _clip(v, 600) or "") for k, v in rows if v]
+
+
+#: what each ``Facts.source`` role names, for the Facts table ("Where: the training step function")
+SOURCE_LABELS = {
+    "step_fn": "the training step function",
+    "apply_gradients": "the optimizer step",
+    "gradient": "the gradient (GradientTape)",
+    "fit": "the Model.fit call",
+    "input": "the input (Python generator)",
+    "dataset": "the tf.data pipeline",
+    "dataset_map": "the tf.data map",
+    "dataset_source": "the dataset's source",
+    "generator": "the Python generator",
+    "model": "the model",
+    "compile": "Model.compile",
+    "batch": "the batch size",
+}
 
 
 def highlight_patch(patch: str) -> Markup:
@@ -350,9 +375,10 @@ def _fix_row(t: FixTrial) -> FixRow:
         fix_id=t.name,
         description=t.description,
         status=t.status,
-        reason=_clip(t.reason, 800) or "",
+        reason=(_clip(t.reason, 800) or "")
+        + (f" ({fmt.training(t.training_changes)})" if t.training_changes else ""),
         throughput=main if t.throughput else "–",
-        speedup=f"×{t.speedup:.2f}" if t.speedup is not None else "–",
+        speedup=fmt.ratio_ci(t.speedup, t.speedup_ci) if t.speedup is not None else "–",
         error=_clip(t.error),
         run_id=t.run_id,
     )
@@ -414,7 +440,8 @@ def run_page(
             Metric(
                 "After fixes",
                 main,
-                (f"×{sp:.2f} · " if sp else "") + sub,
+                (f"{fmt.ratio_ci(sp, report.fix.combined_ci)} side by side · " if sp else "")
+                + fmt.training(report.fix.training_changes),
                 tone="good" if sp and sp > 1 else ("bad" if sp and sp < 1 else ""),
             )
         )
@@ -479,6 +506,7 @@ def run_page(
         figures=figures,
         findings=[_finding_view(f, trial_ids) for f in findings],
         fix_rows=[_fix_row(t) for t in report.fix.trials] if report.fix else [],
+        fix_headline=fmt.fix_headline(report.fix) if report.fix else "",
         kept=list(report.fix.kept) if report.fix else [],
         patch_html=patch_html,
         patch_stats=patch_stats,
@@ -517,6 +545,7 @@ def environment(extra_dirs: Iterable[Path] = ()) -> jinja2.Environment:
         category_colors=charts.COLORS,
         asset=asset,
     )
+    env.filters.update(ratio=fmt.ratio, ratio_ci=fmt.ratio_ci, rate=fmt.rate)
     return env
 
 
@@ -613,7 +642,7 @@ class ComparePage:
     comparison: Comparison
     a_title: str
     b_title: str
-    headline: str  # "B is 1.42× faster than A (examples/s)"
+    headline: str  # "B is 1.42x faster than A (examples/s)"
     tone: str  # "good" | "bad" | ""
     figures: dict[str, dict[str, Any]]
     rows: list[tuple[str, str, str, str, str]]  # (category, a, b, delta, css class of delta)
@@ -635,7 +664,7 @@ def compare_page(c: Comparison, a: Report, b: Report) -> ComparePage:
     else:
         word = "faster" if c.speedup >= 1 else "slower"
         ratio = c.speedup if c.speedup >= 1 else 1 / c.speedup
-        headline = f"B is {ratio:.2f}× {word} than A ({c.unit})"
+        headline = f"B is {fmt.ratio(ratio)} {word} than A ({c.unit})"
         if c.within_noise:
             headline += ", within the noise of the two runs"
             tone = ""
