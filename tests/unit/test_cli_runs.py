@@ -68,7 +68,7 @@ def test_table_groups_trials_under_their_fix_run_and_never_wraps_an_id(
     assert any("20261101-100000-train-aaaa" in ln for ln in lines)  # whole, on one line
     assert "20261101-100001-xla-jit" not in out  # trials are grouped, not listed as runs
     assert "3 trials" in out or "3 fix trials" in out
-    assert "1,234.5 ex/s" in out and "×1.80" in out
+    assert "1,234.5 ex/s" in out and "1.80x" in out
     rc, out, _ = runs(store, "--trials", capsys=capsys)
     assert all(f"└ 20261101-10000{i}-" in out for i in (1, 2, 3))
     assert max(len(ln) for ln in out.splitlines()) <= width
