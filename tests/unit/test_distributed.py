@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from real_traces import shared
 
 from tfdoctor.analysis import analyze
 from tfdoctor.analysis.distributed import replica_ids, summary_for
@@ -19,7 +20,8 @@ from tfdoctor.session.distributed import failed_workers
 from tfdoctor.trace import load
 
 ROOT = Path(__file__).resolve().parents[2]
-V100 = ROOT.parent / "shared/traces/tensorflow-profiler/demo/plugins/profile/GPU-multi-worker"
+#: the tensorflow/profiler demo (Apache-2.0), in sample_traces/third_party/ (or ../shared/traces)
+V100 = "tensorflow-profiler/demo/plugins/profile/GPU-multi-worker"
 SAMPLES = ROOT / "sample_traces"
 
 
@@ -27,9 +29,8 @@ def _summary(path: Path, **facts):
     return summary_for(analyze(load(path)), Facts(**facts))
 
 
-@pytest.mark.skipif(not V100.exists(), reason="shared traces not present")
 def test_v100_trace_only_two_of_eight_gpus_compute():
-    s = _summary(V100)
+    s = _summary(shared(V100))
     assert [r.name for r in s.replicas] == [f"/device:GPU:{i}" for i in range(8)]
     active = {r.name: r for r in s.replicas if r.active}
     assert sorted(active) == ["/device:GPU:4", "/device:GPU:6"]
