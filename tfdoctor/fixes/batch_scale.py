@@ -14,6 +14,8 @@ from tfdoctor.fixes._cst import aliases, attr_name, call_name, kwarg, set_kwarg,
 
 FACTORS = (2, 4, 8)
 BATCH_NAME = re.compile(r"^-*(batch[_-]?size|bs|batch)$", re.I)
+#: constants that hold a batch size among other words: BATCH_SIZE_PER_REPLICA, per_worker_batch_size
+BATCH_CONST = re.compile(r"(^|_)(batch_?size|bs)(_|$)", re.I)
 LR_NAME = re.compile(r"^-*(lr|learning[_-]?rate)$", re.I)
 #: optimizers whose learning rate scales linearly with the batch (Goyal et al. 2017)
 LINEAR = frozenset({"SGD", "Momentum", "MomentumOptimizer", "GradientDescentOptimizer", "LARS"})
@@ -146,7 +148,8 @@ class BatchScaleCodemod(FixCodemod):
                 and isinstance(s.targets[0].target, cst.Name)
             ):
                 continue
-            if BATCH_NAME.match(s.targets[0].target.value) and (v := _number(s.value)) is not None:
+            name = s.targets[0].target.value
+            if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and (v := _number(s.value)) is not None:
                 self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
                 return f"{s.targets[0].target.value} = {v * self.factor:g}, line {self.line(s)}"
         for c in walk(tree):  # .batch(32) / fit(batch_size=32)

@@ -116,10 +116,12 @@ class GeneratorPrefetchCodemod(FixCodemod):
         methods = _generator_methods(tree)
         self.workers: dict[int, str] = {}  # id(super().__init__ call of a PyDataset) -> its class
         self.targets: set[int] = set()
-        loaders = self._pydatasets(tree)
+        loaders, notes = self._pydatasets(tree)
         if not gens and not methods:
             if loaders:
                 return super().transform_module_impl(tree)
+            if notes:
+                raise SkipFile("; ".join(notes))
             raise SkipFile(
                 "no Python generator function, generator method or PyDataset/Sequence in the script"
             )
@@ -162,6 +164,8 @@ class GeneratorPrefetchCodemod(FixCodemod):
         if not self.targets:
             if loaders:
                 return super().transform_module_impl(tree)
+            if notes:
+                raise SkipFile("no Python generator feeds the training loop; " + "; ".join(notes))
             raise SkipFile("no Python generator feeds the training loop")
         self.summary = "; ".join(
             x
@@ -205,7 +209,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
             )
         return new.with_changes(body=[*body[:at], helper, *rest])
 
-    def _pydatasets(self, tree: cst.Module) -> list[str]:
+    def _pydatasets(self, tree: cst.Module) -> tuple[list[str], list[str]]:
         """Plan ``workers=N`` on the ``super().__init__()`` of each keras PyDataset/Sequence subclass
         whose instances feed ``fit``; returns what was planned (the summary says it)."""
         classes = {
@@ -215,7 +219,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
             and any((dotted(b.value) or "").split(".")[-1] in LOADER_BASES for b in c.bases)
         }
         if not classes:
-            return []
+            return [], []
         made: dict[str, str] = {}  # variable -> class
         for a in walk(tree):
             if (
@@ -239,6 +243,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
                 if cls is not None and cls not in fed:
                     fed.append(cls)
         done: list[str] = []
+        notes: list[str] = []
         for name in fed:
             cls = classes[name]
             passes = [
@@ -265,10 +270,10 @@ class GeneratorPrefetchCodemod(FixCodemod):
                     None,
                 )
             if passes or (sup is not None and kwarg(sup, "workers") is not None):
-                self.warn(f"{name} already sets workers: left as it is")
+                notes.append(f"{name} already sets workers: left as it is")
                 continue
             if sup is None:
-                self.warn(f"{name}.__init__ does not call super().__init__(): nowhere to set workers")
+                notes.append(f"{name}.__init__ does not call super().__init__(): nowhere to set workers")
                 continue
             self.workers[id(sup)] = name
             done.append(f"workers={WORKERS} in {name}'s super().__init__() (line {self.line(sup)})")
@@ -281,7 +286,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
                 "; ".join(done)
                 + ": Keras prepares the next batches in background threads while the step trains"
             )
-        return done
+        return done, notes
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         if id(original_node) in self.workers:

@@ -279,6 +279,8 @@ class TfFunctionCodemod(FixCodemod):
             what = f"{cls.name.value}.{target.name.value}" if owner.get(id(target)) else target.name.value
             self.summary = f"@{self.tf}.function on {what}() (line {self.line(target)}){note}"
             break
+        if not self.decorate and compiled and not self.ran and not keras_steps and not in_strategy:
+            raise SkipFile(f"the training step is already a tf.function ({', '.join(compiled)})")
         if not self.decorate and not self.find_inline(tree):
             ran = f" (the profiled run was eager: step at line {self.ran[0]})" if self.ran else ""
             if keras_steps:

@@ -8,7 +8,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import aliases, call_name, dotted, expr, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, kwarg, set_kwarg, walk
 from tfdoctor.fixes._models import compile_sites
 from tfdoctor.fixes.tf_function import _is_step_body
 
@@ -27,6 +27,17 @@ class XlaCodemod(FixCodemod):
         step_names = {
             f.name.value for f in walk(tree) if isinstance(f, cst.FunctionDef) and _is_step_body(f.body)
         }
+        # a function running the step through strategy.run(step_fn, ...) is the compiled step
+        for f in walk(tree):
+            if isinstance(f, cst.FunctionDef) and any(
+                isinstance(c, cst.Call)
+                and attr_name(c) == "run"
+                and c.args
+                and isinstance(c.args[0].value, cst.Name)
+                and c.args[0].value.value in step_names
+                for c in walk(f.body)
+            ):
+                step_names.add(f.name.value)
         for n in walk(tree):
             if isinstance(n, cst.FunctionDef) and n.name.value in step_names:
                 for d in n.decorators:

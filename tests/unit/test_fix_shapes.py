@@ -1,0 +1,640 @@
+"""Each codemod on the code shapes real users write (issue 13): before/after per shape, and the unchanged
+case with its reason. No TensorFlow is imported: these are source transforms. The corpus scripts
+themselves (examples/corpus/) are checked at the end: which fixes find their pattern in each."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.fixes import FixContext, Hardware, all_fixes, get_fix
+from tfdoctor.model import Facts
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+BF16 = Hardware(cpu_bf16=True)
+
+
+def d(code: str) -> str:
+    return textwrap.dedent(code).lstrip("\n")
+
+
+def run(fix_id: str, before: str, **ctx: object):
+    return get_fix(fix_id).apply(d(before), FixContext(**ctx))  # type: ignore[arg-type]
+
+
+def assert_codemod(fix_id: str, before: str, after: str, **ctx: object) -> str:
+    out = run(fix_id, before, **ctx)
+    assert out.status == "changed", out.reason
+    assert out.code == d(after)
+    ast.parse(out.code)
+    return out.reason
+
+
+def assert_skipped(fix_id: str, before: str, why: str, **ctx: object) -> None:
+    out = run(fix_id, before, **ctx)
+    assert out.status == "skipped", out.reason
+    assert out.code == d(before)
+    assert why in out.reason, out.reason
+
+
+# -- tf-function -----------------------------------------------------------------------------------
+TRAINER = """
+import tensorflow as tf
+
+
+class Trainer:
+    def step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(y, self.model(x, training=True))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+    def fit(self):
+        for x, y in self.batches():
+            self.step(x, y)
+"""
+
+
+def test_tf_function_decorates_a_step_method_of_a_class() -> None:
+    reason = assert_codemod(
+        "tf-function",
+        TRAINER,
+        TRAINER.replace("    def step(self", "    @tf.function\n    def step(self"),
+        facts=Facts(step_kind="eager", loop_kind="custom"),
+    )
+    assert "Trainer.step()" in reason
+
+
+SEVERAL_STEPS = """
+import tensorflow as tf
+
+for epoch in range(2):
+    for x, y in train_dataset:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss_value = loss_fn(y, logits)
+        grads = tape.gradient(loss_value, model.trainable_weights)
+        optimizer.apply(grads, model.trainable_weights)
+        train_acc_metric.update_state(y, logits)
+
+
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        loss_value = loss_fn(y, logits)
+    grads = tape.gradient(loss_value, model.trainable_weights)
+    optimizer.apply(grads, model.trainable_weights)
+    return loss_value
+"""
+
+
+def test_tf_function_decides_from_what_ran_when_the_file_has_several_steps() -> None:
+    # the run's facts: the profiled step was eager, its optimizer update at line 10 (the eager loop)
+    ran = Facts(step_kind="eager", loop_kind="custom", source={"apply_gradients": "/tmp/w/train.py:10"})
+    assert_codemod(
+        "tf-function",
+        SEVERAL_STEPS,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step_2(x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss_value = loss_fn(y, logits)
+            grads = tape.gradient(loss_value, model.trainable_weights)
+            optimizer.apply(grads, model.trainable_weights)
+            return logits
+
+        for epoch in range(2):
+            for x, y in train_dataset:
+                logits = train_step_2(x, y)
+                train_acc_metric.update_state(y, logits)
+
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss_value = loss_fn(y, logits)
+            grads = tape.gradient(loss_value, model.trainable_weights)
+            optimizer.apply(grads, model.trainable_weights)
+            return loss_value
+        """,
+        facts=ran,
+        filename="train.py",
+    )
+    # without the run's facts the file alone says the step is compiled
+    assert_skipped("tf-function", SEVERAL_STEPS, "already a tf.function (train_step)")
+    # the facts say the profiled step was a tf.function: not tried at all
+    assert_skipped(
+        "tf-function",
+        SEVERAL_STEPS,
+        "already runs as a tf.function (train.py:14)",
+        facts=Facts(step_kind="tf.function", loop_kind="custom", source={"step_fn": "/w/train.py:14"}),
+    )
+
+
+def test_tf_function_never_returns_the_tape_with_keras3_apply() -> None:
+    # the extracted step ends at optimizer.apply (Keras 3), not at the tape block
+    out = run(
+        "tf-function",
+        """
+        import tensorflow as tf
+        for x, y in ds:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            grads = tape.gradient(loss, model.trainable_weights)
+            optimizer.apply(grads, model.trainable_weights)
+            print(float(loss))
+        """,
+    )
+    assert out.status == "changed", out.reason
+    step = out.code.split("def train_step")[1].split("\n\n")[0]
+    assert "optimizer.apply(grads" in step and "return loss" in step and "tape\n" not in step
+    # the tape used after the update: the step cannot be cut there, said before any run
+    assert_skipped(
+        "tf-function",
+        """
+        import tensorflow as tf
+        for x, y in ds:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            grads = tape.gradient(loss, model.trainable_weights)
+            optimizer.apply(grads, model.trainable_weights)
+            more = tape.gradient(loss, extra)
+        """,
+        "the gradient tape 'tape'",
+    )
+
+
+def test_dataset_apply_is_not_an_optimizer_update() -> None:
+    assert_skipped(
+        "tf-function",
+        """
+        import tensorflow as tf
+        for batch in ds:
+            ds2 = ds.apply(tf.data.experimental.ignore_errors())
+        """,
+        "no training step found",
+    )
+
+
+GAN = """
+import keras
+import tensorflow as tf
+
+
+class GAN(keras.Model):
+    def compile(self, d_optimizer, g_optimizer, loss_fn):
+        super().compile()
+        self.d_optimizer = d_optimizer
+        self.loss_fn = loss_fn
+
+    def train_step(self, real):
+        with tf.GradientTape() as tape:
+            predictions = self.discriminator(real)
+            d_loss = self.loss_fn(labels, predictions)
+        grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
+        self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+        return {"d_loss": d_loss}
+
+
+gan = GAN()
+gan.compile(d_optimizer=keras.optimizers.Adam(2e-4), g_optimizer=keras.optimizers.Adam(2e-4), loss_fn=bce)
+gan.fit(dataset, epochs=1)
+"""
+
+
+def test_tf_function_skips_a_keras_train_step_override_saying_what_applies() -> None:
+    assert_skipped("tf-function", GAN, "fit already compiles it into a tf.function")
+    assert_skipped("tf-function", GAN, "xla-jit and steps-per-execution are the fixes that apply")
+    assert_skipped(
+        "tf-function", GAN, "Keras fit already compiles the training step", facts=Facts(loop_kind="keras_fit")
+    )
+
+
+MIRRORED = """
+import tensorflow as tf
+
+
+def step_fn(inputs):
+    x, y = inputs
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+
+@tf.function
+def train_step(inputs):
+    per_replica = strategy.run(step_fn, args=(inputs,))
+    return strategy.reduce("SUM", per_replica, axis=None)
+"""
+
+
+def test_tf_function_leaves_a_step_fn_that_strategy_run_calls_inside_a_tf_function() -> None:
+    assert_skipped(
+        "tf-function", MIRRORED, "step_fn() runs through strategy.run inside the tf.function train_step()"
+    )
+    out = run("xla-jit", MIRRORED)  # XLA goes on the tf.function that runs strategy.run
+    assert out.status == "changed" and "@tf.function(jit_compile=True)\ndef train_step" in out.code
+    # strategy.run from an eager function: that function is the one to compile
+    eager = MIRRORED.replace("@tf.function\ndef train_step", "def train_step")
+    reason = assert_codemod(
+        "tf-function", eager, eager.replace("def train_step", "@tf.function\ndef train_step")
+    )
+    assert "which runs step_fn() through strategy.run" in reason
+
+
+# -- generator-prefetch ----------------------------------------------------------------------------
+def test_generator_prefetch_wraps_a_generator_method_and_a_nested_generator() -> None:
+    out = run(
+        "generator-prefetch",
+        TRAINER.replace(
+            "    def fit(self):", "    def batches(self):\n        yield 1\n\n    def fit(self):"
+        ),
+    )
+    assert out.status == "changed", out.reason
+    assert "for x, y in tfdoctor_prefetch(self.batches()):" in out.code
+    nested = """
+    import tensorflow as tf
+
+    def main():
+        def train_batches(n):
+            for i in range(n):
+                yield i, i
+
+        for images, labels in train_batches(8):
+            train_step(images, labels)
+    """
+    out = run("generator-prefetch", nested)
+    assert out.status == "changed", out.reason
+    assert "for images, labels in tfdoctor_prefetch(train_batches(8)):" in out.code
+
+
+PYDATASET = """
+import keras
+
+
+class Seq(keras.utils.PyDataset):
+    def __init__(self, x, y, batch_size, **kwargs):
+        super().__init__(**kwargs)
+        self.x = x
+
+    def __getitem__(self, idx):
+        return self.x[idx], self.y[idx]
+
+
+train = Seq(x, y, 64)
+model.fit(train, epochs=3)
+"""
+
+
+def test_generator_prefetch_sets_workers_on_a_pydataset_fed_to_fit() -> None:
+    reason = assert_codemod(
+        "generator-prefetch",
+        PYDATASET,
+        PYDATASET.replace("super().__init__(**kwargs)", "super().__init__(**kwargs, workers=4)"),
+    )
+    assert "workers=4 in Seq's super().__init__()" in reason
+    assert_skipped(
+        "generator-prefetch",
+        PYDATASET.replace("train = Seq(x, y, 64)", "train = Seq(x, y, 64, workers=2)"),
+        "Seq already sets workers",
+    )
+
+
+def test_generator_prefetch_unchanged_without_a_generator() -> None:
+    assert_skipped(
+        "generator-prefetch", "import tensorflow as tf\nmodel.fit(x, y)\n", "no Python generator function"
+    )
+
+
+def test_generator_cache_says_why_a_generator_method_is_not_cached() -> None:
+    assert_skipped(
+        "generator-cache",
+        TRAINER.replace(
+            "    def fit(self):", "    def batches(self):\n        yield 1\n\n    def fit(self):"
+        ),
+        "the batch generator is a method (batches())",
+    )
+
+
+# -- mixed-precision -------------------------------------------------------------------------------
+NOTEBOOK = '''
+"""# A notebook export"""
+import numpy as np
+
+"""
+## Load the data
+"""
+x = np.zeros((8, 4))
+
+# %%
+import tensorflow as tf
+from tensorflow import keras
+
+inputs = keras.Input(shape=(4,))
+outputs = keras.layers.Dense(1)(keras.layers.Dense(8)(inputs))
+model = keras.Model(inputs, outputs)
+with tf.GradientTape() as tape:
+    loss = loss_fn(y, model(x))
+
+"""
+## Plot
+"""
+import matplotlib.pyplot as plt
+'''
+
+
+def test_mixed_precision_policy_goes_before_the_model_in_a_notebook_export() -> None:
+    reason = assert_codemod(
+        "mixed-precision",
+        NOTEBOOK,
+        NOTEBOOK.replace(
+            "from tensorflow import keras\n",
+            'from tensorflow import keras\n\nkeras.mixed_precision.set_global_policy("mixed_bfloat16")\n',
+        ).replace("outputs = keras.layers.Dense(1)(", 'outputs = keras.layers.Dense(1, dtype="float32")('),
+        hardware=BF16,
+    )
+    assert "output layer of the model computing the loss: model" in reason
+
+
+def test_mixed_precision_keeps_a_softmax_activation_after_the_last_dense_float32() -> None:
+    src = """
+    from tensorflow.keras.layers import Activation, Dense
+    from tensorflow.keras.models import Sequential
+    import tensorflow as tf
+
+    model = Sequential()
+    model.add(Dense(64))
+    model.add(Dense(5))
+    model.add(Activation("softmax"))
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="adam")
+    """
+    out = run("mixed-precision", src, hardware=BF16)
+    assert out.status == "changed", out.reason
+    assert 'model.add(Activation("softmax", dtype="float32"))' in out.code
+    assert "model.add(Dense(5))" in out.code
+
+
+def test_mixed_precision_keeps_the_gan_discriminator_logits_float32_not_the_generator() -> None:
+    src = """
+    import keras
+    import tensorflow as tf
+
+    discriminator = keras.Sequential([keras.layers.Dense(64), keras.layers.Dense(1)])
+    generator = keras.Sequential([keras.layers.Dense(64), keras.layers.Dense(784, activation="tanh")])
+
+
+    class GAN(keras.Model):
+        def train_step(self, real):
+            fake = self.generator(noise)
+            combined = ops.concatenate([fake, real])
+            with tf.GradientTape() as tape:
+                predictions = self.discriminator(combined)
+                d_loss = self.loss_fn(labels, predictions)
+            return {"d_loss": d_loss}
+    """
+    out = run("mixed-precision", src, hardware=BF16)
+    assert out.status == "changed", out.reason
+    assert 'keras.layers.Dense(1, dtype="float32")' in out.code
+    assert 'keras.layers.Dense(784, activation="tanh")' in out.code  # the generator's output stays bf16
+    assert "discriminator: its output reaches" in out.reason
+
+
+def test_mixed_precision_unchanged_when_keras_is_only_imported_inside_a_function() -> None:
+    assert_skipped(
+        "mixed-precision",
+        "def main():\n    import keras\n    model = keras.Sequential([keras.layers.Dense(1)])\n",
+        "is not imported at the top level",
+        hardware=BF16,
+    )
+
+
+# -- an overridden compile(): steps-per-execution, xla-jit ---------------------------------------------
+def test_compile_settings_go_into_super_compile_of_an_overridden_compile() -> None:
+    for fix_id, kw in (("steps-per-execution", "steps_per_execution=8"), ("xla-jit", "jit_compile=True")):
+        reason = assert_codemod(fix_id, GAN, GAN.replace("super().compile()", f"super().compile({kw})"))
+        assert "super().compile() in GAN.compile(), which gan.compile() calls" in reason
+
+
+def test_compile_settings_skipped_where_they_would_crash() -> None:
+    no_super = GAN.replace("        super().compile()\n", "")
+    assert_skipped("steps-per-execution", no_super, "without calling super().compile()")
+    assert_skipped(
+        "xla-jit", no_super.replace("def train_step", "def other"), "without calling super().compile()"
+    )
+    imported = "import keras\nfrom gans import GAN\ngan = GAN()\ngan.compile(d_optimizer=a, g_optimizer=b, loss_fn=c)\n"
+    assert_skipped("steps-per-execution", imported, "takes d_optimizer, g_optimizer, loss_fn")
+
+
+# -- batch-scale -----------------------------------------------------------------------------------
+def test_batch_scale_scales_every_optimizer_and_makes_a_default_rate_explicit() -> None:
+    reason = assert_codemod(
+        "batch-scale",
+        """
+        import keras
+        batch_size = 64
+        d_opt = keras.optimizers.Adam(learning_rate=0.0002, beta_1=0.5)
+        g_opt = keras.optimizers.SGD()
+        """,
+        """
+        import keras
+        batch_size = 256
+        d_opt = keras.optimizers.Adam(learning_rate=0.0004, beta_1=0.5)
+        g_opt = keras.optimizers.SGD(learning_rate=0.04)
+        """,
+        params={"factor": "4"},
+    )
+    assert "Adam at line 3: 0.0002 → 0.0004 (square-root scaling for Adam)" in reason
+    assert "SGD at line 4: default 0.01 made explicit, → 0.04 (linear scaling for SGD)" in reason
+
+
+def test_batch_scale_follows_a_module_constant_and_a_string_optimizer() -> None:
+    assert_codemod(
+        "batch-scale",
+        """
+        from tensorflow.keras.optimizers import Adam
+        INIT_LR = 1e-3
+        BS = 32
+        opt = Adam(learning_rate=INIT_LR)
+        """,
+        """
+        from tensorflow.keras.optimizers import Adam
+        INIT_LR = 0.002
+        BS = 128
+        opt = Adam(learning_rate=INIT_LR)
+        """,
+        params={"factor": "4"},
+    )
+    assert_codemod(
+        "batch-scale",
+        """
+        import keras
+        model.compile(optimizer="adam", loss="mse")
+        model.fit(x, y, batch_size=32)
+        """,
+        """
+        import keras
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate=0.002), loss="mse")
+        model.fit(x, y, batch_size=128)
+        """,
+        params={"factor": "4"},
+    )
+
+
+def test_batch_scale_says_so_in_the_result_and_the_patch_when_the_rate_cannot_be_scaled() -> None:
+    out = run(
+        "batch-scale",
+        """
+        import keras
+        BATCH_SIZE = 32
+        opt = keras.optimizers.Adam(learning_rate=schedule_from_config())
+        """,
+        params={"factor": "2"},
+    )
+    assert out.status == "changed", out.reason
+    assert "LEARNING RATE NOT SCALED" in out.reason
+    assert "# tfdoctor batch-scale: batch ×2; learning rate NOT scaled" in out.code
+    assert any("learning rate not scaled" in w for w in out.warnings)
+
+
+# -- tf.data shapes --------------------------------------------------------------------------------
+def test_tfdata_cache_follows_a_pipeline_reassigned_to_its_own_name() -> None:
+    assert_codemod(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        def decode(x, y):
+            return tf.cast(x, tf.float32) / 255.0, y
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = (
+            ds.shuffle(1000)
+            .map(decode)
+            .batch(32)
+        )
+        """,
+        """
+        import tensorflow as tf
+        def decode(x, y):
+            return tf.cast(x, tf.float32) / 255.0, y
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = (
+            ds.map(decode)
+            .cache()
+            .shuffle(1000)
+            .batch(32)
+        )
+        """,
+    )
+
+
+def test_a_distribute_datasets_from_function_pipeline_is_a_pipeline() -> None:
+    src = """
+    import tensorflow as tf
+
+    def dataset_fn(input_context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).map(decode).batch(64)
+        return ds
+
+    dist = strategy.distribute_datasets_from_function(dataset_fn)
+    """
+    out = run("tfdata-parallel-map", src)
+    assert out.status == "changed" and "map(decode, num_parallel_calls=tf.data.AUTOTUNE)" in out.code
+
+
+# -- --fix on a multi-worker job --------------------------------------------------------------------
+def test_fix_is_refused_on_a_worker_of_a_multi_worker_job() -> None:
+    from tfdoctor.commands.fix import refuse_multiworker
+    from tfdoctor.errors import UsageError
+
+    two = '{"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 0}}'
+    with pytest.raises(UsageError, match="not supported on worker-0 of a 2-worker job"):
+        refuse_multiworker({"TF_CONFIG": two})
+    with pytest.raises(UsageError, match="multi-worker run"):
+        refuse_multiworker({}, strategy="MultiWorkerMirroredStrategy")
+    refuse_multiworker(
+        {"TF_CONFIG": '{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 0}}'}
+    )
+    refuse_multiworker({}, strategy="MirroredStrategy")
+
+
+# -- the corpus --------------------------------------------------------------------------------------
+#: per corpus script: the fixes whose transform finds its pattern (on a bf16 CPU, with the facts a run
+#: of the script records: fit, a tf.function custom loop or an eager one)
+CORPUS_CHANGED = {
+    "class_trainer.py": {"tf-function", "generator-prefetch", "mixed-precision", "batch-scale"},
+    "eager_apply.py": {"tf-function", "tfdata-prefetch", "mixed-precision", "batch-scale"},
+    "gan_fit.py": {
+        "steps-per-execution",
+        "xla-jit",
+        "tfdata-parallel-map",
+        "tfdata-prefetch",
+        "tfdata-cache",
+        "mixed-precision",
+        "batch-scale",
+    },
+    "mirrored_ctl.py": {
+        "tfdata-parallel-map",
+        "tfdata-prefetch",
+        "xla-jit",
+        "mixed-precision",
+        "batch-scale",
+    },
+    "vae_fit.py": {"steps-per-execution", "xla-jit", "mixed-precision", "batch-scale"},
+    "pydataset_fit.py": {
+        "steps-per-execution",
+        "generator-prefetch",
+        "xla-jit",
+        "mixed-precision",
+        "batch-scale",
+    },
+    "quickstart_closure.py": {"generator-prefetch", "xla-jit", "mixed-precision", "batch-scale"},
+    "notebook_style.py": {"tf-function", "tfdata-prefetch", "mixed-precision", "batch-scale"},
+    "tfdata_progbar_fit.py": {
+        "steps-per-execution",
+        "tfdata-parallel-map",
+        "tfdata-prefetch",
+        "tfdata-cache",
+        "xla-jit",
+        "mixed-precision",
+        "batch-scale",
+    },
+}
+
+
+@pytest.mark.parametrize("script", sorted(CORPUS_CHANGED))
+def test_which_fixes_find_their_pattern_in_each_corpus_script(script: str) -> None:
+    path = CORPUS / script
+    if not path.exists():
+        pytest.skip(f"{script} is not in the corpus")
+    src = path.read_text()
+    if script.endswith("_fit.py"):
+        facts = Facts(loop_kind="keras_fit", step_kind="tf.function")
+    elif script in ("quickstart_closure.py", "mirrored_ctl.py"):
+        facts = Facts(loop_kind="custom", step_kind="tf.function")
+    else:  # an eager custom loop: the hooks record where its optimizer update ran
+        line = next(
+            i for i, t in enumerate(src.splitlines(), 1) if ".apply(" in t or ".apply_gradients(" in t
+        )
+        facts = Facts(
+            loop_kind="custom", step_kind="eager", source={"apply_gradients": f"/w/{script}:{line}"}
+        )
+    ctx = FixContext(hardware=BF16, filename=script, facts=facts)
+    got = set()
+    for fix in all_fixes():
+        out = fix.apply(src, ctx)
+        assert out.status != "failed", (fix.ID, out.reason)
+        assert out.reason, fix.ID
+        if out.changed:
+            ast.parse(out.code)
+            got.add(fix.ID)
+    assert got == CORPUS_CHANGED[script]
