@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import html
 import io
-import math
 import shlex
 import subprocess
 import sys
@@ -36,13 +35,15 @@ from tfdoctor.errors import TfdoctorError
 USAGE = """\
 tfdoctor in a notebook (%load_ext tfdoctor):
 
-  %%tfdoctor [--steps N] [--warmup N] [--profile-steps N] [--fix] [--fixes ID,...]
+  %%tfdoctor [--steps N] [--warmup N] [--profile-steps N] [--fix] [--fixes ID,...] [--allow-unchecked]
              [--run-id ID] [--force] [--home DIR]
       On a cell that trains (model.fit or a custom loop): profile it in this kernel for N steps
       (default 30: warm-up, timing window, profile window), then stop it and show the report.
       The variables of your models and optimizers are restored to their values before the cell.
       --fix also measures the fixes that are reversible in the kernel (xla-jit, tf-function,
-      steps-per-execution, mixed-precision) and keeps those that help; --fixes picks which.
+      steps-per-execution, mixed-precision), each judged in paired rounds against the state it
+      must beat, and keeps those whose speed-up interval lies above 1.02x; --fixes picks which;
+      --allow-unchecked keeps a precision change even when no loss can be read.
 
   %tfdoctor profile SCRIPT [--steps N] [--warmup N] [--fix] [...] [-- SCRIPT_ARGS]
       Run the script unmodified in a child process under the profiler (as `tfdoctor profile`).
@@ -117,6 +118,11 @@ def cell_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--fix", action="store_true", help="measure the fixes that are reversible in the kernel")
     p.add_argument("--fixes", default=None, metavar="ID,...", help="with --fix: only these fix ids")
+    p.add_argument(
+        "--allow-unchecked",
+        action="store_true",
+        help="with --fix: keep fixes that change the training (precision) even when no loss can be read",
+    )
     p.add_argument("--run-id", default=None, help="name of the run (default: time stamp + cell)")
     p.add_argument("--force", action="store_true", help="replace an existing run with the same id")
     p.add_argument("--home", default=None, help="run store (default: $TFDOCTOR_HOME or ~/.tfdoctor)")
@@ -361,7 +367,17 @@ class TfdoctorMagics(Magics):
                 notes.append(res.capture.message)
             if args.fix and res.exception is None and res.capture.status == "complete":
                 report = self._fix_in_kernel(
-                    store, run, report, res, execute, windows, snapshot, requested, label, notes
+                    store,
+                    run,
+                    report,
+                    res,
+                    execute,
+                    windows,
+                    snapshot,
+                    requested,
+                    label,
+                    notes,
+                    allow_unchecked=args.allow_unchecked,
                 )
         finally:
             restored = snapshot.restore()
@@ -404,192 +420,39 @@ class TfdoctorMagics(Magics):
         requested: list[str],
         label: str,
         notes: list[str],
+        allow_unchecked: bool = False,
     ) -> Any:
-        """Measure each candidate fix as a reversible change; keep those beyond the noise band."""
-        from tfdoctor.capture.inproc import capture_in_process
-        from tfdoctor.model import FixSummary, FixTrial
+        """The kernel's fix loop (:func:`tfdoctor.session.kernel.kernel_fix_loop`): the same sanity
+        checks and paired-round judge as ``tfdoctor profile --fix``."""
         from tfdoctor.rules import FIX_IDS
-        from tfdoctor.session.build import finish_run
-        from tfdoctor.session.kernel import KERNEL_FIXES, NotInKernel, kernel_fix
+        from tfdoctor.session.kernel import KernelCell, kernel_fix_loop
 
         assert self.shell is not None
-        ns = self.shell.user_ns
         if requested:
             candidates = list(dict.fromkeys(requested))
         else:
             ranked = sorted(base.findings, key=lambda f: -f.est_saving)
             candidates = list(dict.fromkeys(fid for f in ranked for fid in f.fix_ids if fid in FIX_IDS))
-        baseline = base.throughput
-        band = max(0.05, baseline.spread if baseline else 0.0)
-        trials: list[FixTrial] = []
-        subprocess_only: list[str] = []
-        kept: list[tuple[str, Any]] = []
-
-        def measure(fix_ids: list[str], what: str) -> tuple[Any, Any, list[str], str | None]:
-            snapshot.restore()
-            with contextlib.ExitStack() as stack:
-                applied = [
-                    stack.enter_context(
-                        kernel_fix(
-                            fid, ns, step_fn=base_res.step_fn, models=base_res.models, facts=base.facts
-                        )
-                    )
-                    for fid in fix_ids
-                ]
-                run = store.new_run(f"{label} + {what}", [], kind="notebook-fix", parent=base_run.id)
-                res = capture_in_process(execute, run, windows, label=f"{label} + {what}")
-                why_not = None
-                for kf in applied:
-                    if kf.check is not None:
-                        why_not = why_not or kf.check([*res.models, *_keras_models(ns)])
-            report = finish_run(store, run, res.capture)
-            changes = [c for kf in applied for c in kf.changes]
-            return run, (res, report), changes, why_not
-
-        for fid in candidates:
-            desc = fix_description(fid)
-            if fid not in KERNEL_FIXES:
-                subprocess_only.append(fid)
-                trials.append(
-                    FixTrial(
-                        fix_id=fid,
-                        description=desc,
-                        status="skipped",
-                        reason="rewrites the script's source: only a subprocess run can measure it "
-                        "(tfdoctor profile script.py --fix)",
-                    )
-                )
-                continue
-            try:
-                run, (res, rep), changes, why_not = measure([fid], fid)
-            except NotInKernel as e:
-                trials.append(
-                    FixTrial(fix_id=fid, description=desc, status="skipped", reason=f"not in the kernel: {e}")
-                )
-                subprocess_only.append(fid)
-                continue
-            trial = _judge(fid, desc, baseline, band, res, rep, why_not, changes, run.id)
-            trials.append(trial)
-            if trial.status == "kept":
-                kept.append((fid, rep))
-        combined = combined_speedup = combined_run_id = None
-        if len(kept) == 1:
-            rep = kept[0][1]
-            combined, combined_speedup, combined_run_id = (
-                rep.throughput,
-                _speedup(baseline, rep.throughput),
-                rep.run_id,
-            )
-        elif len(kept) > 1:
-            ids = [k for k, _ in kept]
-            run, (res, rep), changes, _ = measure(ids, "+".join(ids))
-            combined, combined_speedup, combined_run_id = (
-                rep.throughput,
-                _speedup(baseline, rep.throughput),
-                run.id,
-            )
-            trials.append(
-                FixTrial(
-                    fix_id="combined",
-                    description="every kept fix together",
-                    status="kept" if res.capture.status == "complete" else "failed",
-                    reason="; ".join(changes),
-                    throughput=rep.throughput,
-                    speedup=combined_speedup,
-                    run_id=run.id,
-                )
-            )
-        if subprocess_only:
-            notes.append(
-                "measured only in a subprocess (they change the script or how the model is built): "
-                f"{', '.join(subprocess_only)} — run `tfdoctor profile script.py --fix`"
-            )
-        if not candidates:
-            notes.append("no finding proposed a fix to try (pick some with --fixes)")
-        summary = FixSummary(
-            baseline=baseline,
-            trials=trials,
-            combined=combined,
-            combined_speedup=combined_speedup,
-            kept=[k for k, _ in kept],
-            combined_run_id=combined_run_id,
+        cell = KernelCell(
+            ns=self.shell.user_ns,
+            execute=execute,
+            windows=windows,
+            snapshot=snapshot,
+            step_fn=base_res.step_fn,
+            models=list(base_res.models),
+            facts=base.facts,
+            label=label,
         )
-        report = base.model_copy(update={"fix": summary})
-        base_run.write_report(report)
-        store.update(base_run, speedup=combined_speedup)
-        return report
-
-
-def _keras_models(ns: Any) -> list[Any]:
-    keras = sys.modules.get("keras")
-    if keras is None:
-        return []
-    return [v for k, v in list(ns.items()) if not k.startswith("_") and isinstance(v, keras.Model)]
-
-
-def _rate(t: Any) -> float | None:
-    if t is None:
-        return None
-    return t.examples_per_s or t.steps_per_s
-
-
-def _speedup(base: Any, new: Any) -> float | None:
-    a, b = _rate(base), _rate(new)
-    if not a or not b:
-        return None
-    if (base.examples_per_s is None) != (new.examples_per_s is None):
-        a, b = base.steps_per_s, new.steps_per_s
-    return b / a if a else None
-
-
-def _judge(
-    fid: str,
-    desc: str,
-    baseline: Any,
-    band: float,
-    res: Any,
-    rep: Any,
-    why_not: str | None,
-    changes: list[str],
-    run_id: str,
-) -> Any:
-    """The trial's verdict: failed, skipped (did not take effect), rejected or kept."""
-    from tfdoctor.model import FixTrial
-
-    how = "; ".join(changes)
-    trial = FixTrial(
-        fix_id=fid,
-        description=desc,
-        run_id=run_id,
-        runtime_switch={"kernel": how} if how else {},
-        status="rejected",
-        reason="",
-        throughput=rep.throughput,
-    )
-    losses = [s.loss for s in rep.steps if s.loss is not None]
-    sp = _speedup(baseline, rep.throughput)
-    update: dict[str, Any]
-    if res.capture.status != "complete":
-        update = {"status": "failed", "reason": res.capture.message or res.capture.status}
-        update["error"] = res.capture.error
-    elif why_not:
-        update = {"status": "skipped", "reason": why_not}
-    elif any(not math.isfinite(v) for v in losses):
-        update = {"reason": "the loss became non-finite"}
-    elif sp is None:
-        update = {"reason": "no throughput measured"}
-    elif sp > 1 + band:
-        update = {
-            "status": "kept",
-            "speedup": sp,
-            "reason": f"×{sp:.2f} beyond the noise band (±{band * 100:.0f} %)",
-        }
-    else:
-        update = {
-            "speedup": sp,
-            "reason": f"×{sp:.2f} is within the noise band (±{band * 100:.0f} %) or slower",
-        }
-    return trial.model_copy(update=update)
+        return kernel_fix_loop(
+            store,
+            base_run,
+            base,
+            cell,
+            candidates,
+            allow_unchecked=allow_unchecked,
+            notes=notes,
+            describe=fix_description,
+        )
 
 
 @contextlib.contextmanager

@@ -1,10 +1,13 @@
 """Fixes measured in a live kernel: :func:`kernel_fix` applies one fix as a *reversible* change
 (global TF switches, attributes of the user's objects, a name rebound to a wrapped copy), undone when
-the ``with`` block ends. The notebook's ``%%tfdoctor --fix`` measures these.
+the ``with`` block ends; :func:`kernel_fix_loop` is the notebook's ``%%tfdoctor --fix`` loop, with the
+sanity checks (:mod:`tfdoctor.fixes.sanity`) and the paired-round judge
+(:func:`tfdoctor.session.fix_loop.judge_rounds`) of the script loop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
@@ -203,3 +206,246 @@ def kernel_fix(
     finally:
         for back in reversed(undo):
             back()
+
+
+# -- the kernel's fix loop: the same sanity checks and the same judge as the script loop ----------------
+@dataclass
+class KernelCell:
+    """The profiled cell and what a fix trial needs to re-run it in the kernel."""
+
+    ns: MutableMapping[str, Any]
+    execute: Callable[[], None]
+    windows: Any  # tfdoctor.capture.child.clock.Windows
+    snapshot: Any  # tfdoctor.capture.inproc.StateSnapshot: restored before every run
+    step_fn: Any = None
+    models: list[Any] = field(default_factory=list)
+    facts: Any = None  # the baseline's Facts
+    label: str = "cell"
+
+
+@dataclass
+class _KState:
+    fixes: tuple[str, ...]
+    throughput: Any  # Throughput: its latest measurement
+    facts: Any
+    loss_runs: list[list[Any]]
+    run_id: str | None = None
+
+
+def kernel_fix_loop(
+    store: Any,
+    base_run: Any,
+    base: Any,
+    cell: KernelCell,
+    candidates: list[str],
+    *,
+    rounds: int | None = None,
+    allow_unchecked: bool = False,
+    notes: list[str] | None = None,
+    describe: Callable[[str], str] = str,
+) -> Any:
+    """``%%tfdoctor --fix``: each candidate fix applied in the kernel on top of the fixes kept so far,
+    checked (it ran, its facts show it in effect, the loss is finite and not above the reference's
+    beyond its own noise; a fix changing the training needs a loss unless ``allow_unchecked``) and
+    judged in paired rounds against the state it must beat by :func:`tfdoctor.session.fix_loop.judge_rounds`
+    (the judge of the script loop); then the final state measured side by side against the baseline.
+    Fixes that need the script's source are listed as skipped. Returns the baseline's report with its
+    :class:`~tfdoctor.model.FixSummary` (also written to the run)."""
+    import time
+
+    from tfdoctor.capture.inproc import capture_in_process
+    from tfdoctor.fixes.sanity import loss_check, not_in_effect, training_changes
+    from tfdoctor.model import FixSummary, FixTrial
+    from tfdoctor.report.format import estimate_text, ratio_ci, training
+    from tfdoctor.session.build import finish_run
+    from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, Measured, Side, judge_rounds, unchecked_block
+
+    t0 = time.monotonic()
+    notes = notes if notes is not None else []
+    budget = DEFAULT_ROUNDS if rounds is None else max(0, rounds)
+    last: list[tuple[str, ...] | None] = [None]
+
+    def measure(fix_ids: tuple[str, ...], what: str) -> tuple[Measured, list[str], str | None]:
+        cell.snapshot.restore()
+        last[0] = fix_ids
+        with contextlib.ExitStack() as stack:
+            applied = [
+                stack.enter_context(
+                    kernel_fix(fid, cell.ns, step_fn=cell.step_fn, models=cell.models, facts=cell.facts)
+                )
+                for fid in fix_ids
+            ]
+            run = store.new_run(f"{cell.label} + {what}", [], kind="notebook-fix", parent=base_run.id)
+            res = capture_in_process(cell.execute, run, cell.windows, label=f"{cell.label} + {what}")
+            why_not = None
+            for kf in applied:
+                if kf.check is not None:
+                    why_not = why_not or kf.check([*res.models, *_keras_models(cell.ns, [])])
+        report = finish_run(store, run, res.capture)
+        cap = res.capture
+        m = Measured(
+            run_id=run.id,
+            status=cap.status,
+            throughput=report.throughput,
+            steps=list(report.steps),
+            facts=report.facts,
+            message=cap.message or "",
+            error=cap.error,
+        )
+        return m, [c for kf in applied for c in kf.changes], why_not
+
+    baseline = _KState((), base.throughput, base.facts, [list(base.steps)], base_run.id)
+    state = baseline
+    trials: list[Any] = []
+    history: list[_KState] = []
+    subprocess_only: list[str] = []
+    for fid in candidates:
+        desc = describe(fid)
+        if fid not in KERNEL_FIXES:
+            subprocess_only.append(fid)
+            trials.append(
+                FixTrial(
+                    fix_id=fid,
+                    description=desc,
+                    status="skipped",
+                    reason="rewrites the script's source: only a subprocess run can measure it "
+                    "(tfdoctor profile script.py --fix)",
+                )
+            )
+            continue
+        ref = state
+        ref_fresh = last[0] == ref.fixes
+        fixes = (*ref.fixes, fid)
+        try:
+            m, changes, why_not = measure(fixes, fid)
+        except NotInKernel as e:
+            trials.append(
+                FixTrial(fix_id=fid, description=desc, status="skipped", reason=f"not in the kernel: {e}")
+            )
+            subprocess_only.append(fid)
+            continue
+        how = "; ".join(changes)
+        info: dict[str, Any] = {
+            "fix_id": fid,
+            "description": desc,
+            "run_id": m.run_id,
+            "runtime_switch": {"kernel": how} if how else {},
+            "throughput": m.throughput,
+            "training_changes": training_changes(ref.facts, m.facts),
+        }
+        if m.status != "complete" or m.throughput is None:
+            trials.append(
+                FixTrial(
+                    **info, status="failed", reason=m.message or m.status or "no throughput", error=m.error
+                )
+            )
+            continue
+        absent = why_not or not_in_effect(fid, ref.facts, m.facts)
+        if absent:
+            trials.append(FixTrial(**info, status="skipped", reason=f"not applied: {absent}; not measured"))
+            continue
+        loss = loss_check(ref.loss_runs, m.steps)
+        if loss.status == "not finite":
+            trials.append(FixTrial(**info, status="rejected", reason=loss.text))
+            continue
+        unchecked = loss.text if loss.status == "unreadable" else None
+        info["unchecked"] = unchecked
+        blocked = unchecked_block(fid, unchecked, allow_unchecked)
+        if blocked:
+            trials.append(FixTrial(**info, status="rejected", reason=blocked))
+            continue
+
+        def side(which: Side, i: int, _fixes: tuple[str, ...] = fixes, _ref: _KState = ref) -> Measured:
+            if which == "reference":
+                got, _, _ = measure(_ref.fixes, f"reference, paired round {i}")
+            else:
+                got, _, _ = measure(_fixes, f"{_fixes[-1]}, paired round {i}")
+            return got
+
+        r = judge_rounds(
+            side, first_trial=m.throughput, ref_prev=ref.throughput, ref_fresh=ref_fresh, max_rounds=budget
+        )
+        ref.throughput = r.ref or ref.throughput
+        ref.loss_runs += r.ref_steps
+        info["paired_run_ids"] = r.run_ids
+        info["paired_ratios"] = r.ratios
+        if r.failed:
+            trials.append(FixTrial(**info, status="failed", reason=r.failed[0], error=r.failed[1]))
+            continue
+        assert r.decision is not None
+        d = r.decision
+        info.update(
+            speedup=d.estimate.ratio,
+            speedup_ci=[round(d.estimate.low, 4), round(d.estimate.high, 4)],
+            verdict=d.verdict,
+        )
+        loss = loss_check(ref.loss_runs, m.steps)
+        if loss.bad:
+            reason = f"{loss.text}; measured {estimate_text(d.estimate)}"
+            trials.append(FixTrial(**info, status="rejected", reason=reason))
+            continue
+        if not d.keep:
+            trials.append(
+                FixTrial(**info, status="rejected", reason=d.reason + (f"; {r.note}" if r.note else ""))
+            )
+            continue
+        extra = f"; {training(info['training_changes'])}" if info["training_changes"] else ""
+        trials.append(FixTrial(**info, status="kept", reason=d.reason + extra))
+        state = _KState(fixes, r.trial or m.throughput, m.facts, [list(m.steps), *r.trial_steps], m.run_id)
+        history.append(state)
+
+    combined = speedup = ci = verdict = None
+    run_id = None
+    note = ""
+    if state.fixes:
+
+        def final_side(which: Side, i: int) -> Measured:
+            fixes = baseline.fixes if which == "reference" else state.fixes
+            got, _, _ = measure(
+                fixes, f"{'baseline' if which == 'reference' else 'combined'}, paired round {i}"
+            )
+            return got
+
+        r = judge_rounds(
+            final_side,
+            first_trial=state.throughput,
+            ref_prev=baseline.throughput,
+            ref_fresh=last[0] == baseline.fixes,
+            max_rounds=budget,
+        )
+        if r.decision is not None:
+            est = r.decision.estimate
+            speedup, ci, verdict = est.ratio, [round(est.low, 4), round(est.high, 4)], r.decision.verdict
+            note = r.decision.reason
+        combined, run_id = r.trial or state.throughput, state.run_id
+    if subprocess_only:
+        notes.append(
+            "measured only in a subprocess (they change the script or how the model is built): "
+            f"{', '.join(subprocess_only)} — run `tfdoctor profile script.py --fix`"
+        )
+    if not candidates:
+        notes.append("no finding proposed a fix to try (pick some with --fixes)")
+    changes_all = training_changes(baseline.facts, state.facts) if state.fixes else {}
+    if speedup is not None:
+        notes.append(
+            f"combined {ratio_ci(speedup, ci)} vs the baseline side by side; {training(changes_all)}"
+        )
+    summary = FixSummary(
+        baseline=base.throughput,
+        trials=trials,
+        combined=combined,
+        combined_speedup=speedup,
+        combined_ci=ci,
+        combined_verdict=verdict,
+        combined_note=note,
+        training_changes=changes_all,
+        allow_unchecked=allow_unchecked,
+        kept=list(state.fixes),
+        combined_run_id=run_id,
+        wall_s=time.monotonic() - t0,
+        confirm_rounds=budget,
+    )
+    report = base.model_copy(update={"fix": summary})
+    base_run.write_report(report)
+    store.update(base_run, speedup=speedup)
+    return report
