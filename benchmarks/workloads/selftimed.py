@@ -6,6 +6,7 @@ and without tfdoctor around it. Two loop kinds, the two ways tfdoctor finds step
 
     python benchmarks/workloads/selftimed.py --loop function --steps 300   # custom tf.function loop
     python benchmarks/workloads/selftimed.py --loop fit --steps 300        # Keras Model.fit
+    python benchmarks/workloads/selftimed.py --loop eager --steps 300      # custom loop, eager step
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tensorflow as tf
 from tensorflow import keras
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--loop", choices=["function", "fit"], default="function")
+parser.add_argument("--loop", choices=["function", "fit", "eager"], default="function")
 parser.add_argument("--steps", type=int, default=300)
 parser.add_argument("--batch-size", type=int, default=64)
 args = parser.parse_args()
@@ -66,13 +67,15 @@ if args.loop == "fit":
     model.fit(ds, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[StepEnds()])
 else:
 
-    @tf.function
     def train_step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
+
+    if args.loop == "function":
+        train_step = tf.function(train_step)
 
     it = iter(ds)
     mark()
