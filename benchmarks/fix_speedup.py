@@ -28,6 +28,7 @@ from _common import ROOT, md_table, median, say, update_section, versions
 
 from tfdoctor.capture.runner import CaptureConfig, run_capture
 from tfdoctor.fixes import FixContext, Hardware, all_fixes
+from tfdoctor.report.format import ratio_ci
 from tfdoctor.session.build import finish_run
 from tfdoctor.session.fix_loop import FixLoop, LoopConfig
 from tfdoctor.store import RunStore
@@ -170,10 +171,12 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
         ratio_same = median(per_round[same[0]]) if same and per_round[same[0]] else None
         parts += ["", f"### {r['name']}", ""]
         rows = [
-            [t.name, t.status, f"{t.speedup:.2f}x" if t.speedup else "", _why(t.reason)] for t in s.trials
+            [t.name, t.status, ratio_ci(t.speedup, t.speedup_ci) if t.speedup else "", _why(t.reason)]
+            for t in s.trials
         ]
         parts.append(
-            "The `--fix` loop (each trial on top of the fixes kept before it; speedup vs the baseline):"
+            "The `--fix` loop (each trial on top of the fixes kept before it; speedup: the trial's own ratio over "
+            "that state, with its 95 % interval):"
         )
         parts += ["", md_table(["fix", "result", "speedup", "why"], rows), ""]
         base = r["baseline_rate"] or float("nan")
