@@ -59,6 +59,14 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
+def file_mode() -> int:
+    """The mode a new file gets under the process's umask (0o644 for the usual 022): mkstemp's 0600
+    would make a shared run store or an exported report unreadable to colleagues."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -67,6 +75,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+            os.fchmod(f.fileno(), file_mode())
         os.replace(tmp, path)
     except BaseException:
         try:
