@@ -90,12 +90,62 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
+def docs_assets() -> Path | None:
+    """Swagger UI's and ReDoc's files as the fastapi-offline package ships them (the ``web`` extra)."""
+    try:
+        import fastapi_offline
+    except ImportError:
+        return None
+    folder = Path(fastapi_offline.__file__).resolve().parent / "static"
+    return folder if (folder / "swagger-ui-bundle.js").is_file() else None
+
+
+def mount_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their scripts served by this app: they work offline."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+
+    assets = docs_assets()
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Response:
+        if assets is None:
+            return PlainTextResponse(
+                "The API docs need Swagger UI's files from the fastapi-offline package: "
+                "pip install 'tfdoctor[web]'. The schema itself is at /openapi.json.",
+                status_code=503,
+            )
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="tfdoctor API",
+            swagger_js_url="/static/docs/swagger-ui-bundle.js",
+            swagger_css_url="/static/docs/swagger-ui.css",
+            swagger_favicon_url="/static/favicon.svg",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> Response:
+        if assets is None:
+            return PlainTextResponse("pip install 'tfdoctor[web]' for the API docs", status_code=503)
+        return get_redoc_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="tfdoctor API",
+            redoc_js_url="/static/docs/redoc.standalone.js",
+            redoc_favicon_url="/static/favicon.svg",
+            with_google_fonts=False,
+        )
+
+    if assets is not None:
+        app.mount("/static/docs", StaticFiles(directory=assets), name="docs-static")
+
+
 def create_app(home: Path | str | None = None) -> FastAPI:
     """The app serving the run store at ``home`` (default: $TFDOCTOR_HOME or ~/.tfdoctor)."""
     app = FastAPI(
         title="tfdoctor",
         version=__version__,
         description="Runs profiled by tfdoctor: reports, findings, progress, comparisons.",
+        docs_url=None,  # /docs is served below with Swagger UI's files from this machine, not a CDN
+        redoc_url=None,
     )
     app.state.settings = Settings(home=Path(home) if home is not None else default_home())
     app.state.allowed_hosts = set(LOOPBACK_NAMES)
@@ -109,6 +159,7 @@ def create_app(home: Path | str | None = None) -> FastAPI:
             plotly_js_path(), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"}
         )
 
+    mount_docs(app)
     app.mount("/static", StaticFiles(directory=WEB_DIR / "static"), name="static")
     app.include_router(routes_api.router)
     app.include_router(routes_pages.router)
