@@ -12,7 +12,7 @@ from tfdoctor.report.html import compare_page, render_compare, render_run, repor
 from tfdoctor.report.timeline import timeline_for_run
 from tfdoctor.rundir import PATCH, RunDir
 from tfdoctor.web.deps import RunDep, SettingsDep, StoreDep, lookup_run, read_report, read_run_text
-from tfdoctor.web.service import build_page, list_summaries
+from tfdoctor.web.service import build_page, group_trials, list_summaries
 
 router = APIRouter(include_in_schema=False)
 
@@ -24,10 +24,11 @@ def _env(request: Request):  # type: ignore[no-untyped-def]
 @router.get("/", response_class=HTMLResponse)
 def runs_page(request: Request, store: StoreDep, settings: SettingsDep) -> HTMLResponse:
     runs = list_summaries(settings, store, settings.max_runs)
+    groups = group_trials(runs)
     html = (
         _env(request)
         .get_template("runs.html.j2")
-        .render(runs=runs, home=str(settings.home), standalone=False)
+        .render(groups=groups, runs=[r for r, _ in groups], home=str(settings.home), standalone=False)
     )
     return HTMLResponse(html)
 
@@ -85,7 +86,7 @@ def compare_view(
     a: Annotated[str | None, Query()] = None,
     b: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
-    runs = list_summaries(settings, store, settings.max_runs)
+    runs = [r for r, _ in group_trials(list_summaries(settings, store, settings.max_runs))]
     env = _env(request)
     if not a or not b:
         return HTMLResponse(

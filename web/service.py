@@ -45,6 +45,26 @@ def list_summaries(settings: Settings, store: RunStore, limit: int) -> list[RunS
     return out
 
 
+def is_trial(s: RunSummary) -> bool:
+    """A fix trial (``fix`` / ``notebook-fix`` run with a parent): shown under its ``--fix`` run."""
+    return bool(s.parent) and s.kind.endswith("fix")
+
+
+def group_trials(runs: list[RunSummary]) -> list[tuple[RunSummary, list[RunSummary]]]:
+    """(run, its fix trials, oldest first) in the list's order; a trial whose parent is not in the
+    list stays a row of its own."""
+    top = {r.id for r in runs if not is_trial(r)}
+    trials: dict[str, list[RunSummary]] = {}
+    for r in runs:
+        if is_trial(r) and r.parent in top:
+            trials.setdefault(str(r.parent), []).append(r)
+    return [
+        (r, sorted(trials.get(r.id, []), key=lambda t: (t.created, t.id)))
+        for r in runs
+        if not (is_trial(r) and r.parent in top)
+    ]
+
+
 def summary(run: RunDir, report: Report | None = None) -> RunSummary:
     meta = run.meta
     t = report.throughput if report else None

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tfdoctor.errors import TfdoctorError, TraceError
+from tfdoctor.rundir import file_mode
 from tfdoctor.store import RunStore
 
 SUFFIX = {"chrome": ".trace.json", "perfetto": ".perfetto.json.gz"}
@@ -30,9 +31,7 @@ def write_file(path: Path, data: bytes, *, force: bool) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

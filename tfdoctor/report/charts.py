@@ -221,7 +221,7 @@ def throughput_figure(report: Report) -> Figure | None:
     data = [
         {
             "type": "bar",
-            "x": [b[0] for b in bars],
+            "x": unique_labels([b[0] for b in bars]),
             "y": ys,
             "text": text,
             "textposition": "outside",
@@ -260,9 +260,21 @@ def throughput_figure(report: Report) -> Figure | None:
     layout = base_layout(
         shapes=shapes,
         yaxis={"title": {"text": unit}, "gridcolor": "#e8ecf1", "rangemode": "tozero"},
-        xaxis={"type": "category"},
+        # long fix names are tilted and the margin grows to hold them (never clipped)
+        xaxis={"type": "category", "automargin": True, "tickangle": -30 if len(bars) > 4 else 0},
     )
     return {"data": data, "layout": layout}
+
+
+def unique_labels(labels: list[str]) -> list[str]:
+    """Category labels told apart: a repeated one gets " (2)", " (3)"... (a category axis would
+    otherwise draw two trials of the same fix as one bar)."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
 
 
 def compare_throughput_figure(
