@@ -29,7 +29,9 @@ def test_every_benchmark_script_runs_in_quick_mode(tmp_path, tfd_home):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=1500,
+        # generous: every benchmark script runs real TensorFlow; on a loaded 2-core CI machine the
+        # quick pass took past 1500 s (issue 16, item 19). Nothing timed is asserted here.
+        timeout=3600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     for name in ("fix_speedup", "fix_gains", "trace_speed", "perturbation", "fix_cost", "gpu"):

@@ -70,14 +70,14 @@ def test_two_workers_profile_into_one_run_and_the_straggler_is_found(tfd_home):
             "--profile-steps",
             "5",
             "--timeout",
-            "150",
+            "900",  # generous: a loaded 2-core CI machine starts two TensorFlow workers slowly
             *(["--force"] if attempt else []),
         ]
         script = ["--", "--slow-worker", "1", "--slow-ms", "15"]
         procs = [
             tfdoctor(*args, *script, env={**os.environ, "TF_CONFIG": tf_config(ports, i)}) for i in (1, 0)
         ]
-        outs = [p.communicate(timeout=240)[0] for p in procs]
+        outs = [p.communicate(timeout=1200)[0] for p in procs]
         codes = [p.returncode for p in procs]
         if codes == [0, 0]:
             break
@@ -110,7 +110,7 @@ def test_two_workers_profile_into_one_run_and_the_straggler_is_found(tfd_home):
         [sys.executable, "-m", "tfdoctor.cli", "analyze", "job", "--json"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         cwd=ROOT,
     )
     assert again.returncode == 0, again.stderr
@@ -138,7 +138,7 @@ def test_scale_runs_mirrored_on_one_and_two_logical_cpus(tfd_home):
         ],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=900,
         cwd=ROOT,
     )
     assert p.returncode == 0, p.stderr[-3000:]
@@ -168,13 +168,13 @@ def _capture(addresses: list[str], run_id: str, duration_ms: int) -> subprocess.
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=900,
         cwd=ROOT,
     )
 
 
 @contextlib.contextmanager
-def _job(cmd: list[str], log_path: Path, ready: str, seconds: float = 150):
+def _job(cmd: list[str], log_path: Path, ready: str, seconds: float = 900):
     """A training job in its own process group, output to ``log_path``; yields once ``ready`` is in
     its output (failing if it exits first), and kills the whole group on the way out."""
     with open(log_path, "w") as log:
@@ -217,14 +217,22 @@ def test_capture_from_two_profiler_servers(tfd_home, tmp_path):
         job_log = log_path.read_text()
         assert cap.returncode == 0, cap.stderr[-3000:] + "\n--- the job's output ---\n" + job_log[-3000:]
         report = Report.model_validate_json(cap.stdout)
-        if len(report.trace_files) == 2:
+        if len(report.trace_files) == 2 and report.breakdown.source.endswith("markers"):
             break
-        # one host's trace is missing: TensorFlow's crash of that worker (its server is gone with it)
-        assert "no longer accepts connections" in cap.stderr, cap.stderr[-2000:]
-        assert report.facts.hosts_not_answering, report.facts
-        assert any("no longer accepts connections" in n for n in report.breakdown.notes)
-        died.append(attempt)
-    assert len(report.trace_files) == 2, f"the trace killed a worker in every one of {len(died) + 1} tries"
+        if len(report.trace_files) < 2:
+            # one host's trace is missing: TensorFlow's crash of that worker (its server is gone with
+            # it), or, on a loaded machine, a host too slow to give its trace in time. Which one is a
+            # matter of timing; that the capture names the host and says why is not.
+            lacking = report.facts.hosts_without_trace
+            assert lacking, report.facts
+            note = next((n for n in report.breakdown.notes if "covers the other hosts only" in n), "")
+            assert note and all(h in note for h in lacking), report.breakdown.notes
+            assert "no longer accepts connections" in note or "no trace from" in note, note
+            assert "no longer accepts connections" in cap.stderr or "no trace from" in cap.stderr, cap.stderr[
+                -2000:
+            ]
+        died.append(attempt)  # or: no step marker fell in the short trace (a loaded machine)
+    assert len(report.trace_files) == 2, f"a host gave no trace in every one of {len(died)} tries"
     assert report.breakdown.source.endswith("markers")  # the job's own Trace("train", step_num=...)
     assert len(report.distributed.workers) == 2
     assert all(w.collective_ms > 0 for w in report.distributed.workers)
@@ -241,7 +249,8 @@ def test_capture_names_a_host_that_gives_no_trace_and_keeps_the_others(tfd_home,
         tmp_path / "job.log",
         "epoch 1",
     ):
-        cap = _capture([live, gone], "half", 300)
+        # a single job without collectives: a longer trace is safe, and holds steps even under load
+        cap = _capture([live, gone], "half", 1500)
     assert cap.returncode == 0, cap.stderr[-3000:]
     report = Report.model_validate_json(cap.stdout)
     assert [Path(f).name for f in report.trace_files] == [f"127.0.0.1_{live}.xplane.pb"]
@@ -278,7 +287,7 @@ def test_capture_reports_an_unreachable_server(tfd_home):
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         cwd=ROOT,
     )
     assert p.returncode == 1 and "Traceback" not in p.stderr

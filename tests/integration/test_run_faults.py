@@ -123,7 +123,7 @@ def assert_fault_handled(
 ) -> str:
     """The common promises; returns the one ``tfdoctor:`` line."""
     assert res.returncode != 0, res.stderr
-    own_part = res.stderr.split("── the script's last words")[0]
+    own_part = res.stderr.split("── the script's last words")[0].split("── where the script failed")[0]
     assert "Traceback (most recent call last)" not in own_part, res.stderr
     assert f'File "{ROOT / "tfdoctor"}' not in res.stderr, res.stderr  # no tfdoctor frames anywhere
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("tfdoctor: ")]
@@ -203,8 +203,8 @@ def test_script_running_out_of_memory(tmp_path, earlier_store):
     assert "failed" in line
     report = json.loads((scene.run_dir / "report.json").read_text())
     assert "Unable to allocate" in report["error"]
-    # the script's own traceback is shown as its last words, and kept with the run
-    assert "train.py" in res.stderr.split("── the script's last words")[1]
+    # where the script's own code raised is shown (train.py:LINE), and its traceback kept with the run
+    assert "train.py" in res.stderr.split("── where the script failed")[1]
     assert "MemoryError" in json.loads((scene.run_dir / "harness.json").read_text())["error"]
 
 
