@@ -17,11 +17,17 @@ def union(starts: np.ndarray, ends: np.ndarray) -> IntervalSet:
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
+    if not keep.all():  # copies only when something is dropped (a trace line is ~all non-empty events)
+        starts, ends = starts[keep], ends[keep]
+    del keep
     if starts.size == 0:
         return EMPTY
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
+        del order
+    else:  # already sorted (a trace line's events are in time order): no sort, no copy
+        s, e = starts, ends
     run_max = np.maximum.accumulate(e)
     # a new interval begins where the start is beyond everything seen so far
     new = np.empty(s.size, dtype=bool)

@@ -16,6 +16,7 @@ back to the upb path, which gives the authoritative result or the TraceError.
 
 from __future__ import annotations
 
+import mmap
 from array import array
 from functools import cache
 from typing import Any
@@ -25,6 +26,9 @@ from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
 from tfdoctor.trace.model import Line, Plane, Trace
+
+#: what the decoder reads: the file's bytes, or the file memory-mapped
+Buffer = bytes | mmap.mmap
 
 #: Events decoded per vectorised chunk (bounds the temporaries: ~80 bytes per event).
 CHUNK = 1 << 16
@@ -44,7 +48,7 @@ def _classes() -> tuple[Any, Any]:
 
 
 # -- scalar wire-format walking (top levels: few fields) ---------------------------------------------
-def _varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
+def _varint(buf: Buffer, p: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if p >= end or shift > 63:
@@ -57,7 +61,7 @@ def _varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: bytes, p: int, end: int):
+def _fields(buf: Buffer, p: int, end: int):
     """(field number, wire type, value or payload start, payload end, field start) for each field."""
     while p < end:
         at = p
@@ -87,7 +91,7 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _text(buf: bytes, a: int, b: int) -> str:
+def _text(buf: Buffer, a: int, b: int) -> str:
     try:
         return buf[a:b].decode("utf-8")
     except UnicodeDecodeError:
@@ -159,7 +163,7 @@ def _decode_events(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tupl
     return mid, off, dur
 
 
-def _line_events_slow(buf: bytes, a: int, b: int) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+def _line_events_slow(buf: Buffer, a: int, b: int) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """The line's header fields and each event's payload (start, end), walking every tag in Python."""
     header: dict[str, Any] = {}
     starts = array("q")
@@ -214,7 +218,7 @@ def _shadow_line() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfdoctor.shadow.XLineEvents"))
 
 
-def _header_field(buf: bytes, p: int, b: int, header: dict[str, Any]) -> int:
+def _header_field(buf: Buffer, p: int, b: int, header: dict[str, Any]) -> int:
     """Read one non-event field of a line at ``p`` into ``header``; returns the next position."""
     for fn, wt, v, q, _at in _fields(buf, p, b):
         if wt == 0:
@@ -227,7 +231,9 @@ def _header_field(buf: bytes, p: int, b: int, header: dict[str, Any]) -> int:
     return p
 
 
-def _line_events(buf: bytes, u8: np.ndarray, a: int, b: int) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+def _line_events(
+    buf: Buffer, u8: np.ndarray, a: int, b: int
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """The line's header fields and each event's payload (start, end).
 
     Event lengths come from upb (a shadow message); the events are then placed by a cumulative sum
@@ -288,10 +294,27 @@ def _name_index(
 
 
 # -- XSpace → Trace ----------------------------------------------------------------------------------
-def convert_columnar(data: bytes, source: str) -> Trace:
+def _releaser(data: Any):
+    """For a memory-mapped file: a function dropping the whole pages of a byte range (they fault back in
+    from the file if read again); None for bytes."""
+    if not isinstance(data, mmap.mmap) or not hasattr(data, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    page = mmap.PAGESIZE
+
+    def release(a: int, b: int) -> None:
+        lo = -(-a // page) * page
+        hi = b // page * page
+        if hi > lo:
+            data.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+    return release
+
+
+def convert_columnar(data: Buffer, source: str) -> Trace:
     from tfdoctor.trace.xplane import EVENT_STATS, MARKER_EVENTS, META_STATS, _stat_value
 
     XPlane, XEvent = _classes()
+    release = _releaser(data)
     end = len(data)
     u8 = np.frombuffer(data, dtype=np.uint8)
     plane_spans: list[tuple[int, int]] = []
@@ -312,26 +335,25 @@ def convert_columnar(data: bytes, source: str) -> Trace:
     if not plane_spans:
         raise Unsupported("no planes")
 
-    # per plane: the lines' spans, the rest (metadata, stats, id, name) parsed by upb
-    parsed = []
+    # per plane: the lines' byte spans, the rest (metadata, stats, id, name) parsed by upb; then each line
+    # is decoded and its temporaries (event positions, raw fields) freed before the next one, so the peak
+    # holds one line's temporaries, not every line's. Times are first relative to the line's own
+    # timestamp and shifted once the trace's origin (the earliest line with events) is known.
+    planes: list[Plane] = []
+    line_stamps: list[tuple[Line, int]] = []
     for a, b in plane_spans:
-        spans: list[tuple[dict[str, Any], np.ndarray, np.ndarray]] = []
+        line_spans: list[tuple[int, int]] = []
         rest = bytearray()
         for fn, wt, _v, q, at in _fields(data, a, b):
             if fn == 3 and wt == 2:
-                spans.append(_line_events(data, u8, _v, q))
+                line_spans.append((_v, q))
             else:
                 rest += data[at:q]
         try:
             xp = XPlane.FromString(bytes(rest))
         except (DecodeError, RuntimeError, ValueError) as e:
             raise Unsupported(str(e)) from None
-        parsed.append((xp, spans))
-
-    stamps = [h.get("timestamp_ns", 0) for _xp, spans in parsed for h, s, _e in spans if len(s)]
-    origin_ns = _signed(min(stamps)) if stamps else 0
-    planes: list[Plane] = []
-    for xp, raw_lines in parsed:
+        del rest
         stat_names = {k: v.name for k, v in xp.stat_metadata.items()}
         wanted = {k for k, n in stat_names.items() if n in EVENT_STATS}
         meta_index: dict[int, int] = {}
@@ -354,18 +376,19 @@ def convert_columnar(data: bytes, source: str) -> Trace:
             stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in xp.stats
         }
         lines: list[Line] = []
-        while raw_lines:  # popped: each line's position arrays are freed once it is decoded
-            header, starts, ends = raw_lines.pop(0)
+        for la, lb in line_spans:
+            header, starts, ends = _line_events(data, u8, la, lb)
+            if end < 1 << 31:  # positions in 4 bytes, not 8: they live as long as the line is decoded
+                starts, ends = starts.astype(np.int32), ends.astype(np.int32)
             n = len(starts)
-            mids = np.empty(n, np.int64)
+            idx = np.empty(n, np.int32)
             off = np.empty(n, np.int64)
             dur = np.empty(n, np.int64)
-            for c in range(0, n, CHUNK):
+            for c in range(0, n, CHUNK):  # metadata ids only per chunk: names indexed as they come
                 sl = slice(c, c + CHUNK)
-                mids[sl], off[sl], dur[sl] = _decode_events(u8, starts[sl], ends[sl])
-            idx = _name_index(mids, meta_index, names, display)
-            del mids
-            off += (_signed(header.get("timestamp_ns", 0)) - origin_ns) * 1000
+                mids, off[sl], dur[sl] = _decode_events(u8, starts[sl], ends[sl])
+                idx[sl] = _name_index(mids, meta_index, names, display)
+                del mids
             stats: dict[str, np.ndarray] = {}
             if wanted and n:
                 marker_ids = [i for i, nm in enumerate(names) if nm in MARKER_EVENTS]
@@ -389,17 +412,20 @@ def convert_columnar(data: bytes, source: str) -> Trace:
                         for k, v in col.items():
                             arr[k] = v
                     stats[name] = arr
-            lines.append(
-                Line(
-                    id=_signed(header.get("id", 0)),
-                    name=header.get("name", ""),
-                    display_name=header.get("display_name", ""),
-                    start_ps=off,
-                    dur_ps=dur,
-                    name_idx=idx,
-                    stats=stats,
-                )
+            del starts, ends
+            if release is not None:  # this line's bytes are decoded: give their pages back
+                release(la, lb)
+            line = Line(
+                id=_signed(header.get("id", 0)),
+                name=header.get("name", ""),
+                display_name=header.get("display_name", ""),
+                start_ps=off,
+                dur_ps=dur,
+                name_idx=idx,
+                stats=stats,
             )
+            lines.append(line)
+            line_stamps.append((line, _signed(header.get("timestamp_ns", 0))))
         planes.append(
             Plane(
                 id=xp.id,
@@ -412,6 +438,11 @@ def convert_columnar(data: bytes, source: str) -> Trace:
                 host=hostnames[0] if hostnames else "",
             )
         )
+    stamps = [ts for line, ts in line_stamps if len(line)]
+    origin_ns = min(stamps) if stamps else 0
+    for line, ts in line_stamps:
+        if ts != origin_ns:
+            line.start_ps += (ts - origin_ns) * 1000
     return Trace(
         planes=planes,
         origin_ns=origin_ns,
