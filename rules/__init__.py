@@ -18,6 +18,7 @@ import pkgutil
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from tfdoctor.analysis.breakdown import NO_OPS_NOTE
 from tfdoctor.model import CATEGORY_LABELS, Facts, Finding
 from tfdoctor.rules._base import ADVICE_IDS, FIX_IDS, SEVERITY_RANK, Context, Example, Rule, pct
 
@@ -192,6 +193,10 @@ def verdict(ctx: Context, findings: list[Finding]) -> str:
             f"classified: {largest}."
         )
     top = top_finding(findings)
+    notes = ctx.analysis.breakdown.notes if ctx.analysis.breakdown is not None else []
+    no_ops = next((n for n in notes if n.startswith(NO_OPS_NOTE)), None)
+    if top is None and no_ops is not None:
+        return f"Not split: {no_ops.removeprefix(NO_OPS_NOTE + ': ')}; profile with host_tracer_level=2."
     if top is None:
         return f"{label}: {largest}."
     sentence = (

@@ -61,3 +61,13 @@ def test_tfd403_fires_on_conv2d_and_dense_fp32_on_a_bf16_cpu() -> None:
     assert not any(f.rule_id == "TFD403" for f in findings)
     _, findings, _ = _eval("keras-conv2d", extra={"cpu_flags": "avx2 fma"})
     assert not any(f.rule_id == "TFD403" for f in findings)
+
+
+def test_a_step_function_without_op_events_is_said_not_split() -> None:
+    # sagemaker-debugger's TF 2.2 trace: one python3 thread, one train_function call, no op events at all
+    a, _, verdict = _eval(
+        "third_party/sagemaker-debugger/tests/profiler/resources/tfprofiler_local_missing_metadata"
+    )
+    assert a is not None and a.steps is not None and a.steps.source == "inferred (one call)"
+    assert verdict.startswith("Not split: 100 % of the step is inside the step function")
+    assert "host_tracer_level=2" in verdict

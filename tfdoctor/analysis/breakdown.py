@@ -24,6 +24,8 @@ from tfdoctor.analysis.steps import INPUT_MARKER, Steps
 from tfdoctor.model import CATEGORIES, Breakdown, StepBreakdown
 from tfdoctor.trace.model import Line, Plane, Trace
 
+#: the breakdown note of a CPU trace without op events (the verdict reads it)
+NO_OPS_NOTE = "no op events in the trace"
 _OP_RE = re.compile(r"^[^\s:]+:[A-Za-z_][A-Za-z0-9_]*$")  # "scope/name:OpType"
 FUNC_PREFIXES = ("EagerLocalExecute: __inference_", "EagerLocalExecute: __forward_")
 
@@ -324,6 +326,13 @@ def compute_breakdown(trace: Trace, steps: Steps, notes: list[str] | None = None
         out, rest, _ = _classify(lo, hi, ordered)
         out["host_compute"] = out["host_compute"] + rest
         first_ordered = ordered
+        fn_share = float(iv.per_window(host["function"], lo, hi).sum()) / (float((hi - lo).sum()) or 1.0)
+        if not host["host_ops"][0].size and fn_share >= 0.5:
+            notes.append(
+                f"{NO_OPS_NOTE}: {fn_share * 100:.0f} % of the step is inside the step function, whose ops "
+                "are not in the trace (host tracer level 1, or only the Python thread's events exported); "
+                "that time is counted as dispatch and cannot be split further"
+            )
         unexplained = iv.EMPTY  # on a CPU run the rest of the step is the main thread's (host compute)
         per_step = out
         sets = host
