@@ -80,6 +80,12 @@ Keras profiles recorded here (`tests/unit/test_rules_verdicts.py`, `test_xprof_a
   we refuse with a TraceError that says so; XProf's verdicts there come from its stored overview page.
 - **TF1 `timeline.json`** (dlperf AlexNet inference) and a profile of a few eager ops: no training steps;
   `Not diagnosed` (TFD001), XProf likewise measures no step time.
+- **sagemaker-debugger TF 2.2 trace without metadata** (one python3 thread, one `train_function` call, no op
+  events): no XProf verdict; ours finds the one step and says it cannot be split (`Not split: ...`).
+- **Our own harness runs** (tfdoctor markers, profile and timing windows): XProf's step time is the profiled
+  step; where the profiler slowed the step by 10 % or more, our breakdown describes the unprofiled step
+  (`tracer_cost`, `profiled_share` keep the profiled figures). In a custom loop, XProf counts nothing
+  between steps as input; our input wait is the batch fetch (tf.data `next`), the rest is host work.
 """
 
 
