@@ -81,9 +81,21 @@ class CacheCodemod(FixCodemod):
                     root, _ = method_chain(a.value)
                     if not (isinstance(root, cst.Name) and root.value in pipes.names) or not stages:
                         continue
-                    earlier = [pipes.stages(b.value)[0] for b in pipes.assigns.get(root.value, [])]
-                    kind_from = next((c for c in earlier if c is not None), None)
+                    prior = [b for b in pipes.assigns.get(root.value, []) if b is not a]
+                    kind_from = next((c for b in prior if (c := pipes.stages(b.value)[0]) is not None), None)
                     if kind_from is None:
+                        continue
+                    # what the earlier assignments already do to the elements: a cache after a shuffle
+                    # (or any stage but a deterministic map) would replay one order, one draw, every epoch
+                    done_before = [
+                        (op, b) for b in prior for op, c in pipes.stages(b.value)[1] if op != "map"
+                    ]
+                    if done_before:
+                        op, b = done_before[0]
+                        reasons.append(
+                            f"{name} (line {self.line(a)}): the pipeline already ran {op}() (line "
+                            f"{self.line(b)}) before this line: a cache here would replay it every epoch"
+                        )
                         continue
                     start = root
                 line = self.line(a)
