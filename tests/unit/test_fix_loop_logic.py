@@ -25,6 +25,7 @@ from tfdoctor.session.fix_loop import (
     examples_per_step,
     memo_problem,
     order_candidates,
+    patch_header,
 )
 from tfdoctor.store import RunStore
 
@@ -448,12 +449,22 @@ def test_examples_per_step_is_the_most_common_step_size() -> None:
     assert examples_per_step(steps, None) == 32
 
 
-def test_the_patch_applies_with_git_apply_and_patch(tmp_path: Path) -> None:
+def test_the_patch_with_its_header_applies_with_git_apply_and_patch(tmp_path: Path) -> None:
     before = "import tensorflow as tf\n\ndef step(x):\n    return x\n"
     after = "import tensorflow as tf\n\n@tf.function\ndef step(x):\n    return x\n"
     patch = unified_diff(before, after, "train.py")
     assert patch.startswith("diff --git a/train.py b/train.py\n--- a/train.py\n+++ b/train.py\n")
     assert unified_diff(before, before, "train.py") == ""
+    # the header comment on top of fix.patch: what it measured and what it changes of the training
+    header = patch_header(
+        "train.py", ["batch-scale ×2"], 1.47, [1.3, 1.6], "2 paired rounds", {"batch size": "32 → 64"}
+    )
+    assert header == (
+        "# tfdoctor: batch-scale ×2 on train.py\n"
+        "# measured: 1.47x [1.30x, 1.60x] vs the baseline (2 paired rounds)\n"
+        "# changed batch size 32 → 64\n"
+    )
+    patch = header + patch
     for tool in (["git", "apply"], ["patch", "-p1", "-i"]):
         work = tmp_path / tool[0]
         work.mkdir()

@@ -1,0 +1,48 @@
+"""The one formatter (tfdoctor.report.format): one figure for one quantity in every face."""
+
+from __future__ import annotations
+
+from tfdoctor.model import FixSummary, Throughput
+from tfdoctor.report import format as fmt
+
+
+def test_ratios_and_intervals() -> None:
+    assert fmt.ratio(4.375) == "4.38x" and fmt.ratio(0.981) == "0.981x" and fmt.ratio(1.018) == "1.018x"
+    assert fmt.ratio(None) == "n/a" and fmt.ratio(float("inf")) == "∞x"
+    assert fmt.ratio_ci(1.29, [1.21, 1.37]) == "1.29x [1.21x, 1.37x]"
+    assert fmt.ratio_ci(1.03, (0.99, 1.08)) == "1.030x [0.990x, 1.080x]"  # near the bar: 3 decimals
+    assert fmt.ratio_ci(2.0, None) == "2.00x"
+
+
+def test_rates_and_noise_are_half_the_range() -> None:
+    t = Throughput(
+        examples_per_s=1234.5, steps_per_s=38.6, step_ms_median=25.9, windows=[37, 39, 40], spread=0.08
+    )
+    assert fmt.headline_rate(t) == "1,234 examples/s" and fmt.headline_rate(t, short=True) == "1,234 ex/s"
+    assert fmt.rate(12.34, "examples/s") == "12.3 examples/s" and fmt.rate(4.567, "steps/s") == "4.57 steps/s"
+    assert fmt.noise(t) == "±4 %"  # spread 8 %: ± half of it
+    assert fmt.noise(t.model_copy(update={"windows": []})) == ""
+
+
+def test_the_fix_headline_says_whether_the_training_changed() -> None:
+    same = FixSummary(
+        baseline=None,
+        kept=["tf-function"],
+        combined_speedup=4.38,
+        combined_ci=[4.1, 4.7],
+        combined_verdict="faster",
+    )
+    assert fmt.fix_headline(same) == (
+        "Combined: 4.38x [4.10x, 4.70x] vs the baseline, side by side; same training, faster (tf-function)."
+    )
+    changed = same.model_copy(
+        update={
+            "training_changes": {"batch size": "32 → 64"},
+            "kept": ["batch-scale ×2"],
+            "combined_verdict": "undecided",
+        }
+    )
+    assert "(not decided: noisy machine); changed batch size 32 → 64 (batch-scale ×2)" in fmt.fix_headline(
+        changed
+    )
+    assert fmt.fix_headline(FixSummary(baseline=None)) == "No fix kept."
