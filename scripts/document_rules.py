@@ -84,8 +84,8 @@ Keras profiles recorded here (`tests/unit/test_rules_verdicts.py`, `test_xprof_a
   events): no XProf verdict; ours finds the one step and says it cannot be split (`Not split: ...`).
 - **Our own harness runs** (tfdoctor markers, profile and timing windows): XProf's step time is the profiled
   step; where the profiler slowed the step by 10 % or more, our breakdown describes the unprofiled step
-  (`tracer_cost`, `profiled_share` keep the profiled figures). In a custom loop, XProf counts nothing
-  between steps as input; our input wait is the batch fetch (tf.data `next`), the rest is host work.
+  (`tracer_cost`, `profiled_share` keep the profiled figures). In a custom loop our input wait is the batch
+  fetch (tf.data `next`, as XProf's is the GetNext time); the rest between two steps is host work.
 """
 
 
