@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -73,6 +74,32 @@ def source_diff(src: Source, after: str, relpath: str) -> str:
     """:func:`unified_diff` of a source file as read (``src.text``) and its fixed text, in the file's
     own line endings."""
     return unified_diff(src.text, after, relpath, src.newline)
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+def patch_bytes(patch: str, like: Source) -> bytes:
+    """A patch (as :func:`unified_diff` makes it, ``\\n`` endings) as bytes for ``fix.patch`` of the
+    file ``like``: content lines in the file's own line endings and encoding, so ``git apply`` and
+    ``patch -p1`` apply it to a CRLF or latin-1 script byte for byte."""
+    lines = _lines(patch)
+    out = []
+    old = new = 0
+    for i, line in enumerate(lines):
+        if old > 0 or new > 0:
+            tag = line[:1]
+            if tag in (" ", "-"):
+                old -= 1
+            if tag in (" ", "+"):
+                new -= 1
+            last = i + 1 < len(lines) and lines[i + 1].startswith("\\")  # "\ No newline at end of file"
+            if like.newline == "\r\n" and tag in (" ", "-", "+") and line.endswith("\n") and not last:
+                line = line[:-1] + "\r\n"
+        elif m := _HUNK.match(line):
+            old, new = int(m.group(1) or 1), int(m.group(2) or 1)
+        out.append(line)
+    return "".join(out).encode(like.encoding, errors="replace")
 
 
 def write_copy(path: Path, text: str, like: Source) -> None:
