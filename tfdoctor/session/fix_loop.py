@@ -39,12 +39,13 @@ from tfdoctor.fixes.sanity import (
     output_change,
     training_changes,
 )
-from tfdoctor.fixes.workspace import make_workspace, unified_diff
+from tfdoctor.fixes.workspace import make_workspace, patch_bytes, unified_diff, write_copy
 from tfdoctor.model import Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
 from tfdoctor.report.format import estimate_text, ratio_ci, training
 from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
+from tfdoctor.userfiles import read_source
 
 #: paired rounds per comparison at most (``--fix-rounds``): a trial whose interval still straddles the bar
 #: after this many is "not decided (noisy machine)"
@@ -326,6 +327,8 @@ class FixLoop:
         self.on_capture = on_capture
         self.script = cfg.script.resolve()
         self.relpath = self.script.name
+        # read as Python reads it (coding cookie, BOM), line endings noted: tfdoctor.userfiles
+        self.user_source = read_source(self.script)
         self.final_source: str | None = None  # the script with every kept fix, once run() is done
         self._at = (0, 0)  # the candidate being measured, of how many (for progress events)
         self._last: tuple[str, tuple[tuple[str, str], ...]] | None = None  # the state measured last
@@ -359,7 +362,7 @@ class FixLoop:
                 "nothing to compare fixes against",
                 run_dir=str(self.baseline.path),
             )
-        source = self.script.read_text(encoding="utf-8")
+        source = self.user_source.text
         facts = self.report.facts
         state = _State(
             source=source,
@@ -427,7 +430,7 @@ class FixLoop:
                 kept[:] = [x for x in kept if x.split(" ×")[0] != fix.ID] + [label]
                 history.append((list(kept), state))
         summary = self.combine(base_state, state, kept, history, trials, t0)
-        self.baseline.file(PATCH).write_text(summary.patch, encoding="utf-8")
+        self.baseline.file(PATCH).write_bytes(patch_bytes(summary.patch, self.user_source))
         report = self.report.model_copy(update={"fix": summary})
         self.baseline.write_report(report)
         self.store.update(self.baseline, speedup=summary.combined_speedup)
@@ -580,13 +583,13 @@ class FixLoop:
         self._last = (code, tuple(sorted(switches.items())))
         run = self.store.new_run(str(self.script), self.cfg.args, kind="fix", parent=self.baseline.id)
         self.store.update(run, fix=label)
-        run.file(PATCH).write_text(
-            unified_diff(self.script.read_text(encoding="utf-8"), code, self.relpath), encoding="utf-8"
+        run.file(PATCH).write_bytes(
+            patch_bytes(unified_diff(self.user_source.text, code, self.relpath), self.user_source)
         )
         work = Path(tempfile.mkdtemp(prefix="tfdoctor-fix-"))
         try:
             copy = make_workspace(self.script, work / "src")
-            copy.write_text(code, encoding="utf-8")
+            write_copy(copy, code, self.user_source)  # the original's encoding and line endings
             cwd = Path(self.cfg.cwd).resolve() if self.cfg.cwd else Path.cwd().resolve()
             folder = self.script.parent
             if cwd == folder or folder in cwd.parents:  # the script's own folder: use the copy's
