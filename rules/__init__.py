@@ -114,25 +114,25 @@ _BOUND = {
     "collective": ("Communication-bound", "is collectives (all-reduce)"),
     "other": ("Unexplained", "is not explained by the trace"),
 }
-#: the step-time categories each rule family explains (by the ID's hundreds digit)
-_FAMILY_CATEGORIES = {
-    "1": ("input_wait",),
-    "2": ("dispatch", "host_compute", "device_idle"),
-    "3": ("h2d", "d2h"),
-    "4": ("device_compute", "device_idle", "dispatch"),
-    "5": ("dispatch", "host_compute", "device_compute"),
-    "6": ("device_compute", "collective"),
+#: the step-time categories each rule family explains
+_FAMILY_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "input": ("input_wait",),
+    "dispatch": ("dispatch", "host_compute", "device_idle"),
+    "copy": ("h2d", "d2h"),
+    "precision": ("device_compute", "device_idle", "dispatch"),
+    "compilation": ("dispatch", "host_compute", "device_compute"),
+    "distribution": ("device_compute", "collective"),
 }
 
 
-#: the verdict's label for a finding of each rule family (the ID's hundreds digit); a rule's HEADLINE wins
-_FAMILY_HEADLINE = {
-    "1": "Input-bound",
-    "2": "Launch-bound",
-    "3": "Copy-bound",
-    "4": "Compute-bound",
-    "5": "Launch-bound",
-    "6": "Scaling-bound",
+#: the verdict's label for a finding of each rule family; a rule's HEADLINE wins
+_FAMILY_HEADLINE: dict[str, str] = {
+    "input": "Input-bound",
+    "dispatch": "Launch-bound",
+    "copy": "Copy-bound",
+    "precision": "Compute-bound",
+    "compilation": "Launch-bound",
+    "distribution": "Scaling-bound",
 }
 
 
@@ -141,7 +141,7 @@ def _headline(f: Finding, ctx: Context) -> str:
         own = get_rule(f.rule_id).HEADLINE
     except KeyError:
         own = ""
-    label = own or _FAMILY_HEADLINE.get(f.rule_id[3:4], "Bound")
+    label = own or _FAMILY_HEADLINE.get(f.family, "Bound")
     if label == "Launch-bound" and not ctx.is_accelerator_run:
         label = "Dispatch-bound"  # no kernels to launch on a CPU: ops are dispatched
     return label
@@ -202,7 +202,7 @@ def verdict(ctx: Context, findings: list[Finding]) -> str:
     sentence = (
         f"{_headline(top, ctx)}: {top.claim.rstrip('.')} ({top.rule_id}, est. saving {pct(top.est_saving)})"
     )
-    if cat not in _FAMILY_CATEGORIES.get(top.rule_id[3:4], ()) and share.get(cat, 0.0) > 0:
+    if cat not in _FAMILY_CATEGORIES.get(top.family, ()) and share.get(cat, 0.0) > 0:
         sentence += f"; largest share: {largest}"
     return sentence + "."
 

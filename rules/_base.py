@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from tfdoctor.model import Evidence, Facts, Finding, Severity
+from tfdoctor.model import Evidence, Facts, Finding, Severity, rule_family
 
 if TYPE_CHECKING:
     from tfdoctor.analysis import Analysis, Details
@@ -103,6 +103,7 @@ class Rule:
         return Finding(
             rule_id=self.ID,
             name=self.NAME,
+            family=rule_family(self.ID),
             severity=severity,  # type: ignore[arg-type]
             claim=claim,
             evidence=evidence or [],
@@ -114,6 +115,7 @@ class Rule:
         return Finding(
             rule_id=self.ID,
             name=self.NAME,
+            family=rule_family(self.ID),
             severity="info",
             claim=claim or f"{self.NAME}: could not decide",
             evidence=evidence or [],

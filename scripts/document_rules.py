@@ -13,19 +13,20 @@ import inspect
 import sys
 from pathlib import Path
 
+from tfdoctor.model import rule_family
 from tfdoctor.rules import all_rules
 from tfdoctor.rules._base import Rule
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "rules.md"
 FAMILIES = {
-    "0": "Diagnosis coverage",
-    "1": "Input pipeline",
-    "2": "Dispatch and kernel launch",
-    "3": "Host ↔ device",
-    "4": "Precision and batch",
-    "5": "Compilation",
-    "6": "Distribution",
+    "meta": "Diagnosis coverage",
+    "input": "Input pipeline",
+    "dispatch": "Dispatch and kernel launch",
+    "copy": "Host ↔ device",
+    "precision": "Precision and batch",
+    "compilation": "Compilation",
+    "distribution": "Distribution",
 }
 HEADINGS = ("What it detects", "Why it costs throughput", "Evidence", "Fix", "Fix safety")
 
@@ -106,14 +107,14 @@ def render() -> str:
     ]
     for r in rules:
         out.append(
-            f"| [{r.ID}](#{r.ID.lower()}-{r.NAME}) | {r.NAME} | {FAMILIES.get(r.ID[3], '?')} | "
+            f"| [{r.ID}](#{r.ID.lower()}-{r.NAME}) | {r.NAME} | {FAMILIES.get(rule_family(r.ID), '?')} | "
             f"{'yes' if r.DEVICE else ''} |"
         )
     out += ["", *VERDICT_AND_XPROF.strip().splitlines()]
     family = None
     for r in rules:
-        if r.ID[3] != family:
-            family = r.ID[3]
+        if rule_family(r.ID) != family:
+            family = rule_family(r.ID)
             out += ["", f"## {FAMILIES.get(family, family)}"]
         summary, sections = _sections(r)
         out += ["", f"### {r.ID} {r.NAME}", "", summary, ""]

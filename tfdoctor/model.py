@@ -253,9 +253,32 @@ class Evidence(_Frozen):
     source: str | None = None  # "train.py:42"
 
 
+#: a rule's family, from its ID's hundreds digit (TFD1xx input, 2xx dispatch/launch, 3xx host<->device copies,
+#: 4xx precision and batch, 5xx compilation, 6xx distribution; 0xx: what the diagnosis could not cover)
+RuleFamily = Literal["meta", "input", "dispatch", "copy", "precision", "compilation", "distribution"]
+_FAMILY_BY_DIGIT: dict[str, RuleFamily] = {
+    "0": "meta",
+    "1": "input",
+    "2": "dispatch",
+    "3": "copy",
+    "4": "precision",
+    "5": "compilation",
+    "6": "distribution",
+}
+
+
+def rule_family(rule_id: str) -> RuleFamily:
+    """The family of a rule ID ("TFD101" -> "input"); the one place the ID's digits are read."""
+    digit = rule_id.removeprefix("TFD")[:1]
+    if digit not in _FAMILY_BY_DIGIT:
+        raise ValueError(f"{rule_id!r} is not a rule ID of the form TFDnxx")
+    return _FAMILY_BY_DIGIT[digit]
+
+
 class Finding(_Frozen):
     rule_id: str  # "TFD101"
     name: str  # "input-stall"
+    family: RuleFamily = "meta"  # set from rule_id when not given (reports stored before it existed)
     severity: Severity
     claim: str  # one line, with numbers
     evidence: list[Evidence] = Field(default_factory=list)
@@ -263,6 +286,16 @@ class Finding(_Frozen):
     fix_ids: list[str] = Field(default_factory=list)
     decided: bool = True  # False: the rule could not decide; ``why_not`` says why
     why_not: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _family_from_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "family" not in data and isinstance(data.get("rule_id"), str):
+            try:
+                return {**data, "family": rule_family(data["rule_id"])}
+            except ValueError:
+                return data
+        return data
 
 
 class FixTrial(_Frozen):
