@@ -438,3 +438,42 @@ def test_sigkill_of_tfdoctor_stops_the_training_child_and_its_children(tmp_path,
         for p in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)
+
+
+# -- --fix --apply on a CRLF latin-1 script (issue 16, items 4-5) -----------------------------------
+def test_fix_and_apply_keep_a_crlf_latin1_script_as_it_is(tmp_path, earlier_store):
+    source = "# -*- coding: latin-1 -*-\n# Café au lait\n" + TINY.read_text() + 'NAME = "Café"\n'
+    raw = source.replace("\n", "\r\n").encode("latin-1")
+    scene = Scene(tmp_path, earlier_store, "")
+    scene.script.write_bytes(raw)
+    scene.user_before = tree_hashes(scene.user)
+    original = tmp_path / "original"
+    shutil.copytree(scene.user, original)
+    res = scene.profile(
+        "--steps", "24", "--fix", "--apply", "--only", "generator-prefetch", "--fix-rounds", "0", "--",
+        "--loop", "eager", "--input", "generator", "--input-sleep", "0.01", timeout=900,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "UnicodeDecodeError" not in res.stderr and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert "changed while the fixes were measured" not in res.stdout + res.stderr
+    # every fix run's patch applies to the CRLF latin-1 original, byte for byte
+    fix_runs = [m for m in _fix_runs(scene.home)]
+    assert fix_runs, "no fix was measured"
+    for meta in fix_runs:
+        patch = scene.home / "runs" / meta["id"] / "fix.patch"
+        check = subprocess.run(
+            ["git", "apply", "--check", str(patch)], cwd=original, capture_output=True, text=True
+        )
+        assert check.returncode == 0, check.stderr
+    summary = json.loads((scene.run_dir / "report.json").read_text())["fix"]
+    after = scene.script.read_bytes()
+    if summary["kept"]:  # applied: still latin-1, CRLF on every line, the backup the original
+        assert after != raw and b"\r\n" in after and b"\n" not in after.replace(b"\r\n", b"")
+        assert 'NAME = "Café"'.encode("latin-1") in after
+        assert (scene.user / "train.py.tfdoctor-bak").read_bytes() == raw
+        applied = tmp_path / "applied"
+        shutil.copytree(original, applied)
+        subprocess.run(["git", "apply", str(scene.run_dir / "fix.patch")], cwd=applied, check=True)
+        assert (applied / "train.py").read_bytes() == after  # the patch and --apply agree
+    else:
+        assert after == raw
