@@ -84,8 +84,8 @@ Keras profiles recorded here (`tests/unit/test_rules_verdicts.py`, `test_xprof_a
 - **sagemaker-debugger TF 2.2 trace without metadata** (one python3 thread, one `train_function` call, no op
   events): no XProf verdict; ours finds the one step and says it cannot be split (`Not split: ...`).
 - **Our own harness runs** (tfdoctor markers, profile and timing windows): XProf's step time is the profiled
-  step; where the profiler slowed the step by 10 % or more, our breakdown describes the unprofiled step
-  (`tracer_cost`, `profiled_share` keep the profiled figures). In a custom loop our input wait is the batch
+  step; where the profiler slowed the step by 10 % or more, our findings read the shares of the unprofiled
+  step (`tracer_cost`, `unprofiled_share`; the breakdown's own shares stay the profiled step's). In a custom loop our input wait is the batch
   fetch (tf.data `next`, as XProf's is the GetNext time); the rest between two steps is host work.
 """
 

@@ -240,10 +240,11 @@ class Breakdown(_Frozen):
     precision: ComputePrecision | None = None  # measured compute precision (tfdoctor.analysis)
     # the profiler's cost: median profiled step / median unprofiled step (harness clock); None: not measured
     tracer_cost: float | None = None
-    # where that cost was significant (>= 1.10x) the shares and avg_step_ms describe the unprofiled step;
-    # the profiled ones are kept here (tfdoctor.analysis.tracer)
-    profiled_share: dict[str, float] | None = None
-    profiled_step_ms: float | None = None
+    # where that cost was significant (>= 1.10x): the shares and step time of the unprofiled step, the
+    # tracer's cost taken out (tfdoctor.analysis.tracer); the rules read these. ``share``, ``steps`` and
+    # ``avg_step_ms`` stay the profiled step's, as the trace shows it
+    unprofiled_share: dict[str, float] | None = None
+    unprofiled_step_ms: float | None = None
 
 
 class Evidence(_Frozen):

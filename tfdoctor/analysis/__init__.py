@@ -30,7 +30,18 @@ class Analysis:
 
     @property
     def share(self) -> dict[str, float]:
-        return self.breakdown.share if self.breakdown else {}
+        """The step-time shares the rules read: of the unprofiled step where the profiler's cost was
+        significant (``Breakdown.unprofiled_share``), else of the profiled step."""
+        if self.breakdown is None:
+            return {}
+        return self.breakdown.unprofiled_share or self.breakdown.share
+
+    @property
+    def step_ms(self) -> float:
+        """The average step the rules describe (unprofiled where the share is)."""
+        if self.breakdown is None:
+            return 0.0
+        return self.breakdown.unprofiled_step_ms or self.breakdown.avg_step_ms
 
 
 def measured_precision(trace: Trace, steps: Steps, details: Details) -> ComputePrecision:
@@ -57,7 +68,7 @@ def _without_tracer_cost(
     bd: Breakdown, res: BreakdownResult, trace: Trace, steps: Steps, harness_steps: list[StepTiming] | None
 ) -> Breakdown:
     """Record the profiler's cost (profiled ÷ unprofiled step, harness clock) and, where it is significant,
-    make the breakdown describe the unprofiled step (tfdoctor.analysis.tracer)."""
+    the shares of the unprofiled step beside the profiled ones (tfdoctor.analysis.tracer)."""
     cost = tracer_cost(harness_steps)
     if cost is None:
         return bd
@@ -66,28 +77,15 @@ def _without_tracer_cost(
         return bd.model_copy(update=upd)
     weights = event_weights(res, trace, steps)
     share, step_ms = corrected_share(bd.share, bd.avg_step_ms, cost, weights)
-    factor = {
-        c: (share[c] * step_ms) / (bd.share[c] * bd.avg_step_ms) if bd.share.get(c) else 0.0 for c in share
-    }
-    rows = [
-        r.model_copy(update={"ms": {c: v * factor.get(c, 1.0) for c, v in r.ms.items()}}) for r in bd.steps
-    ]
     top = sorted(weights.items(), key=lambda kv: -kv[1])[:2]
     note = (
         f"the profiler slowed the step {cost.ratio:.2f}x ({cost.profiled_ms:.1f} ms profiled vs "
-        f"{cost.unprofiled_ms:.1f} ms unprofiled, harness clock): shares and ms/step describe a "
-        f"{step_ms:.1f} ms step, the tracer's cost taken out where it recorded events ("
+        f"{cost.unprofiled_ms:.1f} ms unprofiled, harness clock): the findings read the shares of a "
+        f"{step_ms:.1f} ms step (unprofiled_share), the tracer's cost taken out where it recorded events ("
         + ", ".join(f"{c} {w * 100:.0f} %" for c, w in top)
-        + f"); profiled shares in profiled_share, the profiled step {bd.avg_step_ms:.1f} ms"
+        + f"); the per-step rows and shares here are the profiled {bd.avg_step_ms:.1f} ms step's"
     )
-    upd.update(
-        share=share,
-        profiled_share=dict(bd.share),
-        profiled_step_ms=bd.avg_step_ms,
-        avg_step_ms=step_ms,
-        steps=rows,
-        notes=[*bd.notes, note],
-    )
+    upd.update(unprofiled_share=share, unprofiled_step_ms=step_ms, notes=[*bd.notes, note])
     return bd.model_copy(update=upd)
 
 
