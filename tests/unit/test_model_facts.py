@@ -34,3 +34,19 @@ def test_a_recorded_run_reads_its_cpu_flags():
 def test_remote_capture_hosts_are_lists():
     f = Facts(hosts=["a_1", "b_2"], hosts_without_trace=["grpc://b:2"])
     assert Facts.model_validate_json(f.model_dump_json()).hosts_without_trace == ["grpc://b:2"]
+
+
+def test_findings_carry_their_family_also_when_stored_before():
+    import pytest
+
+    from tfdoctor.model import Finding, rule_family
+
+    assert rule_family("TFD101") == "input" and rule_family("TFD604") == "distribution"
+    with pytest.raises(ValueError):
+        rule_family("X1")
+    old = Finding.model_validate({"rule_id": "TFD301", "name": "h2d", "severity": "high", "claim": "c"})
+    assert old.family == "copy"
+    from tfdoctor.rules import all_rules
+
+    for rule in all_rules():  # every rule's ID maps to a family (a new hundreds digit must be named)
+        assert rule_family(rule.ID)
