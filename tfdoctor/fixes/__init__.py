@@ -12,9 +12,9 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
-from tfdoctor.fixes._base import SIDE_EFFECT, Fix, FixContext, FixOutcome, Hardware
+from tfdoctor.fixes._base import Fix, FixContext, FixOutcome, Hardware
 
-__all__ = ["SIDE_EFFECT", "Fix", "FixContext", "FixOutcome", "Hardware", "all_fixes", "get_fix"]
+__all__ = ["Fix", "FixContext", "FixOutcome", "Hardware", "all_fixes", "get_fix"]
 
 
 @lru_cache(maxsize=1)

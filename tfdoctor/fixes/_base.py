@@ -29,9 +29,6 @@ from libcst.codemod import (
 
 from tfdoctor.model import TENSOR_CORE_CC, Facts, Finding
 
-#: prefix of codemod warnings that describe Python side effects the fix changes (tf-function)
-SIDE_EFFECT = "side effect: "
-
 
 @dataclass(frozen=True)
 class Hardware:
@@ -99,18 +96,18 @@ class FixOutcome:
     status: Status
     code: str
     reason: str
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # notes on the edit (what it left alone, what it assumed)
     switches: Mapping[str, str] = field(default_factory=dict)
     examples_factor: float = 1.0  # expected examples per step relative to before (batch scaling)
     params: Mapping[str, str] = field(default_factory=dict)
+    # Python side effects the fix would change (tf-function: a print or list.append in the step)
+    side_effects: tuple[str, ...] = ()
+    # what the user could do beyond the fix (shown with a kept fix's result)
+    advice: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
         return self.status == "changed"
-
-    @property
-    def side_effects(self) -> tuple[str, ...]:
-        return tuple(w[len(SIDE_EFFECT) :] for w in self.warnings if w.startswith(SIDE_EFFECT))
 
 
 class FixCodemod(VisitorBasedCodemodCommand):
@@ -124,6 +121,18 @@ class FixCodemod(VisitorBasedCodemodCommand):
         self.summary = ""
         self.switches: dict[str, str] = {}
         self.examples_factor = 1.0
+        self.side_effects: list[str] = []
+        self.advice: list[str] = []
+
+    def side_effect(self, msg: str) -> None:
+        """A Python side effect of the code the fix changes (it would behave differently after it)."""
+        if msg not in self.side_effects:
+            self.side_effects.append(msg)
+
+    def advise(self, msg: str) -> None:
+        """Advice beyond the fix, for the user (not a problem with the edit)."""
+        if msg not in self.advice:
+            self.advice.append(msg)
 
     def line(self, node: cst.CSTNode) -> int:
         """Line number of an original node (needs PositionProvider in METADATA_DEPENDENCIES)."""
@@ -169,6 +178,7 @@ class Fix:
         result = transform_module(codemod, source)
         warnings = tuple(getattr(result, "warning_messages", ()) or ())
         params = dict(ctx.params)
+        said = {"side_effects": tuple(codemod.side_effects), "advice": tuple(codemod.advice)}
         if isinstance(result, TransformSuccess):
             if result.code == source and not codemod.switches:
                 return FixOutcome(
@@ -178,6 +188,7 @@ class Fix:
                     codemod.summary or "nothing to change",
                     warnings,
                     params=params,
+                    **said,
                 )
             return FixOutcome(
                 self.ID,
@@ -188,6 +199,7 @@ class Fix:
                 switches=dict(codemod.switches),
                 examples_factor=codemod.examples_factor,
                 params=params,
+                **said,
             )
         if isinstance(result, TransformSkip):
             reason = result.skip_description or str(result.skip_reason)

@@ -130,7 +130,7 @@ def {name}(fn, max_bytes={max_bytes}):
 '''
 
 ADVICE = (
-    "advice: the cache pays from the second pass over the data (the first computes and stores every "
+    "the cache pays from the second pass over the data (the first computes and stores every "
     "result), and it costs memory: the bytes of {names} per example × the distinct examples, up to {cap} "
     "(then it serves what it holds without growing)"
 )
@@ -214,7 +214,7 @@ class GeneratorCacheCodemod(FixCodemod):
                     f"{name}() ({lines}) is deterministic throughout (no random source, no parameter "
                     f"changed): decorated with {self.helper} (up to {cap})"
                 )
-                self.warn(ADVICE.format(names=f"{name}()'s result", cap=cap))
+                self.advise(ADVICE.format(names=f"{name}()'s result", cap=cap))
                 done.append(f"{name}() ({lines}) cached whole")
                 continue
             prefix_name = f"_{name}_prefix"
@@ -233,7 +233,7 @@ class GeneratorCacheCodemod(FixCodemod):
                 f"moved into {prefix_name}({', '.join(plan.params)}), cached by {self.helper} (up to {cap}); "
                 f"{name}() reads {returns} from it"
             )
-            self.warn(ADVICE.format(names=returns, cap=cap))
+            self.advise(ADVICE.format(names=returns, cap=cap))
             done.append(f"{name}() lines {first}-{last} cached as {prefix_name}() → {returns}")
         for why in reasons:
             self.warn(f"not cached: {why}")

@@ -56,7 +56,7 @@ LOADER_BASES = frozenset({"PyDataset", "Sequence"})
 WORKERS = 4
 
 ADVICE = (
-    "advice: {fn}() still does its per-example work in Python under the GIL; moving it into tf.data ops "
+    "{fn}() still does its per-example work in Python under the GIL; moving it into tf.data ops "
     "(tf.data.Dataset.from_tensor_slices(...).map(<the same steps as tf ops>, num_parallel_calls=tf.data.AUTOTUNE)"
     ".batch(...).prefetch(tf.data.AUTOTUNE)) runs it in parallel threads outside Python: see docs/fixes.md "
     "(generator-prefetch) for the patch pattern"
@@ -176,7 +176,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
             if x
         )
         for u in used:
-            self.warn(ADVICE.format(fn=u.split("()")[0]))
+            self.advise(ADVICE.format(fn=u.split("()")[0]))
         new = super().transform_module_impl(tree)
         helper = cst.parse_module(HELPER.format(name=self.helper)).body[0]
         body = list(new.body)

@@ -10,7 +10,7 @@ from libcst.codemod import SkipFile
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
-from tfdoctor.fixes._base import SIDE_EFFECT, Fix, FixCodemod, FixContext
+from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
 from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, names_in, unique_name, walk
 
 MUTATORS = frozenset(
@@ -318,12 +318,9 @@ class TfFunctionCodemod(FixCodemod):
             local |= {p.name.value for p in fn.params.params} | {
                 p.name.value for p in fn.params.kwonly_params
             }
-        seen: set[str] = set()
 
         def warn(msg: str) -> None:
-            if msg not in seen:
-                seen.add(msg)
-                self.warn(SIDE_EFFECT + msg)
+            self.side_effect(msg)
 
         for n in _own_nodes(body):
             line = self.line(n)

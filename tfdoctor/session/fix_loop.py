@@ -757,8 +757,7 @@ class FixLoop:
             return decided("rejected", f"{loss.text}; measured {estimate_text(d.estimate)}"), ref
         if not d.keep:
             return decided("rejected", d.reason + note), ref
-        notes = [w for w in outcome.warnings if not w.startswith("advice:")]
-        advice = [w for w in outcome.warnings if w.startswith("advice:")]
+        notes, advice = list(outcome.warnings), list(outcome.advice)
         changes = extra["training_changes"]
         reason = (
             d.reason
@@ -770,7 +769,7 @@ class FixLoop:
                 else ""
             )
             + (f"; note: {'; '.join(notes)}" if notes else "")
-            + (f"; {advice[0]}" if advice else "")
+            + (f"; advice: {advice[0]}" if advice else "")
         )
         return decided("kept", reason), state
 
