@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfdoctor.fixes import FixContext, Hardware, all_fixes, get_fix
+from tfdoctor.fixes import FixContext, FixOutcome, Hardware, all_fixes, get_fix
 from tfdoctor.model import Facts
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -22,6 +22,10 @@ def d(code: str) -> str:
 def apply(fix_id: str, before: str, **ctx: object) -> tuple[str, str, tuple[str, ...], str]:
     out = get_fix(fix_id).apply(d(before), FixContext(**ctx))  # type: ignore[arg-type]
     return out.status, out.code, out.warnings, out.reason
+
+
+def outcome(fix_id: str, before: str, **ctx: object) -> FixOutcome:
+    return get_fix(fix_id).apply(d(before), FixContext(**ctx))  # type: ignore[arg-type]
 
 
 def assert_codemod(fix_id: str, before: str, after: str, **ctx: object) -> tuple[str, ...]:
@@ -255,7 +259,7 @@ def test_cache_unchanged_on_the_expert_example() -> None:
 
 # -- generator-prefetch ----------------------------------------------------------------------------
 def test_generator_feeding_the_loop_is_wrapped_in_a_background_prefetcher() -> None:
-    status, code, warnings, reason = apply(
+    out = outcome(
         "generator-prefetch",
         """
         import tensorflow as tf
@@ -272,12 +276,12 @@ def test_generator_feeding_the_loop_is_wrapped_in_a_background_prefetcher() -> N
             opt.apply_gradients(zip(tape.gradient(loss, v), v))
         """,
     )
-    assert status == "changed", reason
-    assert "for x, y in tfdoctor_prefetch(batches(10)):" in code
-    assert code.index("def tfdoctor_prefetch(") < code.index("def batches(")
-    out = get_fix("generator-prefetch").apply(src, FixContext()) if "src" in dir() else None
-    assert out is None or any("tf.data ops" in a for a in out.advice)
-    ast.parse(code)
+    assert out.status == "changed", out.reason
+    assert "for x, y in tfdoctor_prefetch(batches(10)):" in out.code
+    assert out.code.index("def tfdoctor_prefetch(") < out.code.index("def batches(")
+    assert any("tf.data ops" in a for a in out.advice), out.advice
+    assert not any("tf.data ops" in w for w in out.warnings)  # advice is not a note on the edit
+    ast.parse(out.code)
 
 
 def test_generator_prefetcher_yields_the_same_items_in_order_and_reraises() -> None:
