@@ -380,7 +380,8 @@ class FixLoop:
         cands = self.candidates()
         self.event("candidates", ", ".join(f.ID for f, _ in cands), total=len(cands))
         trials: list[FixTrial] = []
-        kept: list[str] = []
+        kept: list[str] = []  # the kept fixes' labels ("batch-scale ×4"), in the order they were kept
+        kept_label: dict[str, str] = {}  # fix id -> its kept label (a bigger batch replaces a smaller one)
         history: list[tuple[list[str], _State]] = []  # the state after each kept fix
         for i, (fix, est) in enumerate(cands, 1):
             self._at = (i, len(cands))
@@ -427,7 +428,9 @@ class FixLoop:
                 self.event("result", f"{label}: {trial.status} ({trial.reason})", fix_id=fix.ID)
                 if trial.status != "kept":
                     break
-                kept[:] = [x for x in kept if x.split(" ×")[0] != fix.ID] + [label]
+                kept_label.pop(fix.ID, None)
+                kept_label[fix.ID] = label
+                kept[:] = list(kept_label.values())
                 history.append((list(kept), state))
         summary = self.combine(base_state, state, kept, history, trials, t0)
         self.baseline.file(PATCH).write_bytes(patch_bytes(summary.patch, self.user_source))
