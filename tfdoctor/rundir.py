@@ -113,6 +113,25 @@ class UnsafeRunFile(TfdoctorError):
     """A run file that is a link, leads out of its run directory, or is not a regular file."""
 
 
+class CaptureRecord(BaseModel):
+    """capture.json: what was run, with which windows and switches (the parent writes it before the
+    child starts; the harness reads it). A remote capture writes its addresses and duration instead."""
+
+    model_config = ConfigDict(extra="allow")
+
+    script: str | None = None
+    args: list[str] = Field(default_factory=list)
+    cwd: str | None = None
+    run_dir: str | None = None
+    logdir: str | None = None
+    windows: dict[str, int] = Field(default_factory=dict)  # warmup / timing / profile steps, as planned
+    warmup_adaptive: bool = False
+    switches: dict[str, str] = Field(default_factory=dict)
+    profiler_options: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
 def is_run_dir(path: Path) -> bool:
     """A directory written by tfdoctor (a stored run, or one copied elsewhere such as sample_traces/)."""
     return any((path / name).is_file() for name in (META, REPORT, FACTS))
@@ -209,6 +228,11 @@ class RunDir:
 
     def trace_files(self) -> list[Path]:
         return sorted(self.logdir.rglob("*.xplane.pb")) if self.logdir.exists() else []
+
+    def capture_record(self) -> CaptureRecord | None:
+        """capture.json, typed; None when the run has none."""
+        data = self.read_json(CAPTURE)
+        return None if data is None else CaptureRecord.model_validate(data)
 
     def harness(self) -> HarnessRecord | None:
         """harness.json, typed; None when the child never wrote it."""

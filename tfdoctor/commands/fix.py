@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tfdoctor.capture.runner import CaptureProgress, check_tensorflow, load_capture_config
+from tfdoctor.capture.runner import CaptureProgress, check_tensorflow
 from tfdoctor.capture.workers import from_tf_config
 from tfdoctor.errors import RunExists, TfdoctorError, UsageError
 from tfdoctor.fixes import all_fixes
@@ -18,6 +18,7 @@ from tfdoctor.model import Report
 from tfdoctor.report.format import fix_headline
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, Event, FixLoop, LoopConfig
+from tfdoctor.session.profile import FixOptions, fix_config, fix_config_for_run
 from tfdoctor.store import RunStore
 from tfdoctor.userfiles import Source, UserFileError, check_writable, make_backup, read_source, write_source
 
@@ -158,6 +159,17 @@ def apply_patch(script: Path, original: Source, final_source: str) -> Path:
     return bak
 
 
+def fix_options(args: argparse.Namespace) -> FixOptions:
+    """The fix options of ``fix`` and ``profile --fix`` (absent flags take the defaults)."""
+    return FixOptions(
+        only=_ids(getattr(args, "only", None)) or None,
+        skip=_ids(getattr(args, "skip", None)),
+        rounds=getattr(args, "fix_rounds", DEFAULT_ROUNDS),
+        timeout_s=getattr(args, "fix_timeout", None),
+        allow_unchecked=getattr(args, "allow_unchecked", False),
+    )
+
+
 def run_loop(
     store: RunStore,
     run: RunDir,
@@ -236,7 +248,6 @@ class FixCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        only, skip = _ids(args.only), _ids(args.skip)
         store = RunStore(args.home)
         run = store.get(args.target)
         report = run.report()
@@ -249,29 +260,8 @@ class FixCommand:
         refuse_multiworker(strategy=report.facts.strategy)
         if run.meta.get("kind") == "fix":
             raise UsageError(f"{run.id} is itself a fix run; pass its baseline {run.meta.get('parent')}")
-        try:
-            cap = load_capture_config(run)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"{run.id}: no capture.json, so the script cannot be re-run ({e})") from None
-        script = Path(cap["script"])
-        if not script.is_file():
-            raise UsageError(f"{script}: the profiled script is gone")
+        cfg = fix_config_for_run(run, fix_options(args))
         check_tensorflow()
-        w = cap.get("windows", {})
-        cfg = LoopConfig(
-            script=script,
-            args=list(cap.get("args", [])),
-            cwd=Path(cap["cwd"]) if cap.get("cwd") else None,
-            steps=int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10)),
-            # the baseline's warm-up: adaptive again unless the user fixed it with --warmup N
-            warmup=int(w["warmup"]) if "warmup" in w and not cap.get("warmup_adaptive", False) else None,
-            timeout_s=args.fix_timeout,
-            confirm_rounds=args.fix_rounds,
-            allow_unchecked=args.allow_unchecked,
-            only=only or None,
-            skip=skip,
-            env=dict(cap.get("env") or {}),
-        )
         err = Console(stderr=True, highlight=False)
         out = Console(highlight=False)
         return run_loop(store, run, report, cfg, args, err, out)
@@ -290,19 +280,7 @@ def fix_after_profile(
     out: Console,
 ) -> int:
     """``tfdoctor profile SCRIPT --fix``: the loop on the run just captured (``cfg`` is its CaptureConfig)."""
-    loop_cfg = LoopConfig(
-        script=Path(cfg.script),
-        args=list(cfg.args),
-        cwd=Path(cfg.cwd) if cfg.cwd else None,
-        steps=cfg.steps,
-        warmup=cfg.warmup,
-        timeout_s=getattr(args, "fix_timeout", None),
-        confirm_rounds=getattr(args, "fix_rounds", DEFAULT_ROUNDS),
-        allow_unchecked=getattr(args, "allow_unchecked", False),
-        only=_ids(getattr(args, "only", None)) or None,
-        skip=_ids(getattr(args, "skip", None)),
-        env=dict(cfg.env),
-    )
+    loop_cfg = fix_config(cfg, fix_options(args))
     rc = run_loop(
         store,
         run,

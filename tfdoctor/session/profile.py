@@ -8,13 +8,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.capture.workers import WorkerIdentity, from_tf_config
+from tfdoctor.errors import UsageError
 from tfdoctor.model import Report
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.build import finish_run
+from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, LoopConfig
 from tfdoctor.store import RunStore
 
 Progress = Callable[[CaptureProgress], None]
@@ -54,3 +57,65 @@ def profile_script(
         result = run_capture(cfg, run, progress=progress)
     report = finish_run(store, run, result)
     return run, result, report
+
+
+# -- the fix loop's configuration, from a capture just run or from a stored run ----------------------
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    """What a face lets the user choose about the fix loop (``--only``, ``--skip``, ``--fix-rounds``...)."""
+
+    only: list[str] | None = None
+    skip: list[str] = field(default_factory=list)
+    rounds: int = DEFAULT_ROUNDS
+    timeout_s: float | None = None  # per fix run; None: from the baseline's duration
+    allow_unchecked: bool = False
+
+
+def fix_config(cfg: CaptureConfig, opts: FixOptions) -> LoopConfig:
+    """The loop on the run ``cfg`` just captured (``profile --fix``, ``%tfdoctor profile --fix``)."""
+    return LoopConfig(
+        script=Path(cfg.script),
+        args=list(cfg.args),
+        cwd=Path(cfg.cwd) if cfg.cwd else None,
+        steps=cfg.steps,
+        warmup=cfg.warmup,
+        timeout_s=opts.timeout_s,
+        confirm_rounds=opts.rounds,
+        allow_unchecked=opts.allow_unchecked,
+        only=opts.only or None,
+        skip=list(opts.skip),
+        env=dict(cfg.env),
+    )
+
+
+def fix_config_for_run(run: RunDir, opts: FixOptions) -> LoopConfig:
+    """The loop on a stored profile run (``tfdoctor fix RUN``), from its capture.json; UsageError when
+    the run cannot be re-run (no capture.json, the script gone)."""
+    try:
+        cap = run.capture_record()
+    except Exception as e:  # unreadable JSON: TfdoctorError from read_json, or a validation error
+        raise UsageError(
+            f"{run.id}: capture.json is unreadable, so the script cannot be re-run ({e})"
+        ) from None
+    if cap is None or not cap.script:
+        raise UsageError(f"{run.id}: no capture.json, so the script cannot be re-run")
+    script = Path(cap.script)
+    if not script.is_file():
+        raise UsageError(f"{script}: the profiled script is gone")
+    w = cap.windows
+    return LoopConfig(
+        script=script,
+        args=list(cap.args),
+        cwd=Path(cap.cwd) if cap.cwd else None,
+        steps=int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10)),
+        # the baseline's warm-up: adaptive again unless the user fixed it with --warmup N
+        warmup=int(w["warmup"]) if "warmup" in w and not cap.warmup_adaptive else None,
+        timeout_s=opts.timeout_s,
+        confirm_rounds=opts.rounds,
+        allow_unchecked=opts.allow_unchecked,
+        only=opts.only or None,
+        skip=list(opts.skip),
+        env=dict(cap.env),
+    )
