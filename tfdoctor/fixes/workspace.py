@@ -11,6 +11,7 @@ import difflib
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from tfdoctor.userfiles import Source, backup_candidates
@@ -115,3 +116,18 @@ def backup_path(script: Path) -> Path:
         if not os.path.lexists(p):
             return p
     return p
+
+
+def write_modules(folder: Path, files: Mapping[str, str]) -> None:
+    """Write fixed modules beside the script (``FixOutcome.files``: path relative to the script's
+    folder → source) into the work directory's copy of that folder."""
+    for rel, text in files.items():
+        path = folder / rel
+        if folder.resolve() not in path.resolve().parents:  # never outside the copy
+            raise ValueError(f"{rel}: not inside the script's folder")
+        path.write_text(text, encoding="utf-8")
+
+
+def modules_diff(before: Mapping[str, str], after: Mapping[str, str]) -> str:
+    """The ``git apply``-able diff of the modules beside the script that changed (sorted by path)."""
+    return "".join(unified_diff(before.get(rel, ""), after[rel], rel) for rel in sorted(after))
