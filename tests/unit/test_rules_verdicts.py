@@ -186,6 +186,12 @@ def test_empty_gpu_plane_is_the_headline() -> None:
     key = next(k for k in XPLANE_RUNS if "log_prefetch" in k)
     _, _, verdict = _run(key)
     assert verdict.startswith("No device trace:") and "CUPTI" in verdict
+    # its Chrome export too: the GPU process is named in the metadata but has no events
+    chrome = next(shared(key).glob("*.trace.json.gz"))
+    a = analyze(load(chrome))
+    _, verdict = evaluate(a, Facts())
+    assert [p.name for p in a.trace.device_planes()] == ["/device:GPU:0"]
+    assert verdict.startswith("No device trace:")
 
 
 def test_input_sends_are_transfer_not_launch() -> None:

@@ -212,6 +212,11 @@ def parse_chrome(data: bytes | bytearray, source: str = "<bytes>") -> Trace:
                 stats=stats,
             )
         )
+    # a named process without events is kept as an empty plane: a GPU plane that recorded nothing (device
+    # tracing failed) must still say the run had a GPU
+    for pid, pname in sorted(proc_names.items(), key=lambda kv: str(kv[0])):
+        if pid not in planes and pname.startswith(("/device:", "/host:")):
+            planes[pid] = Plane(id=len(planes), name=pname, lines=[], event_names=[])
     return check_consistent(Trace(planes=list(planes.values()), origin_ns=0, source=source, format="chrome"))
 
 
