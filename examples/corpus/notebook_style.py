@@ -83,7 +83,7 @@ keras.utils.set_random_seed(1234)
 
 inputs = keras.Input(shape=(features.shape[1],))
 x = keras.layers.Dense(128, activation="relu")(inputs)
-for _ in range(3):
+for _ in range(2):
     h = keras.layers.Dense(128, activation="relu")(x)
     h = keras.layers.Dropout(0.1)(h)
     x = keras.layers.LayerNormalization()(x + h)
