@@ -73,7 +73,7 @@ def _without_tracer_cost(
     if cost is None:
         return bd
     upd: dict = {"tracer_cost": round(cost.ratio, 4)}
-    if cost.ratio < SIGNIFICANT or bd.avg_step_ms <= 0:
+    if cost.ratio < SIGNIFICANT or not cost.separated or bd.avg_step_ms <= 0:
         return bd.model_copy(update=upd)
     weights = event_weights(res, trace, steps)
     share, step_ms = corrected_share(bd.share, bd.avg_step_ms, cost, weights)

@@ -25,7 +25,9 @@ from tfdoctor.trace.model import Trace
 
 #: the fewest steps of each window the cost is measured on
 MIN_STEPS = 3
-#: the profiled step this much slower than the unprofiled one (or more) is corrected (below: noise)
+#: the profiled step this much slower than the unprofiled one (or more) is corrected (below: noise), and
+#: only when the profiled median is above the unprofiled steps' 90th percentile (a noisy machine's timing
+#: window can put a 1.2x between two medians: cpu-side_effects, unprofiled steps 97-376 ms)
 SIGNIFICANT = 1.10
 
 
@@ -35,6 +37,8 @@ class TracerCost:
     unprofiled_ms: float  # median step of the timing window
     n_profiled: int
     n_unprofiled: int
+    #: the profiled median is above the unprofiled steps' 90th percentile: a cost, not the machine's noise
+    separated: bool = True
 
     @property
     def ratio(self) -> float:
@@ -49,11 +53,13 @@ def tracer_cost(harness_steps: list[StepTiming] | None) -> TracerCost | None:
     timing = [s.duration_ns for s in harness_steps if s.window == "timing"]
     if len(prof) < MIN_STEPS or len(timing) < MIN_STEPS:
         return None
+    p90 = sorted(timing)[min(len(timing) - 1, int(0.9 * len(timing)))]
     return TracerCost(
         profiled_ms=statistics.median(prof) / 1e6,
         unprofiled_ms=statistics.median(timing) / 1e6,
         n_profiled=len(prof),
         n_unprofiled=len(timing),
+        separated=statistics.median(prof) > p90,
     )
 
 
