@@ -586,13 +586,17 @@ def render_run(
     env: jinja2.Environment | None = None,
     timeline_url: str | None = None,
     progress_url: str | None = None,
+    plotly: str = "inline",
 ) -> str:
-    """HTML of the run page. ``standalone``: plotly and the timeline inlined, no server links."""
+    """HTML of the run page. ``standalone``: plotly and the timeline inlined, no server links.
+    ``plotly="parent"`` (standalone): plotly.js is not inlined; the page runs the copy the embedding
+    page holds (the notebook's first report of the kernel carries it once, not every report)."""
     env = env or _default_env()
     return env.get_template("run.html.j2").render(
         page=page,
         standalone=standalone,
-        plotly_inline=Markup(plotly_js()) if standalone else None,
+        plotly_inline=Markup(plotly_js()) if standalone and plotly == "inline" else None,
+        plotly_parent=standalone and plotly == "parent",
         timeline_url=None if standalone else timeline_url,
         progress_url=None if standalone else progress_url,
         generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M"),
@@ -618,8 +622,10 @@ def report_html(
     run_path: Path | None = None,
     load_report: Callable[[str], Report | None] | None = None,
     timeline: Timeline | None = None,
+    plotly: str = "inline",
 ) -> str:
-    """The self-contained HTML report of one run (what ``tfdoctor report --html`` writes)."""
+    """The self-contained HTML report of one run (what ``tfdoctor report --html`` writes);
+    ``plotly="parent"``: see :func:`render_run` (the notebook's inline report)."""
     after = None
     aid = after_run_id(report)
     if aid and load_report is not None:
@@ -631,7 +637,7 @@ def report_html(
         except (TfdoctorError, OSError):
             patch_file = None
     page = run_page(report, run_path=run_path, after=after, timeline=timeline, patch_file=patch_file)
-    return render_run(page, standalone=True)
+    return render_run(page, standalone=True, plotly=plotly)
 
 
 # -- compare -----------------------------------------------------------------------------------
