@@ -44,8 +44,11 @@ def shell(tfd_home: Path) -> Iterator[Shell]:
     from IPython.core.displaypub import CapturingDisplayPublisher
     from IPython.core.interactiveshell import InteractiveShell
 
+    from tfdoctor.notebook import magics
+
     ip = InteractiveShell.instance()
     ip.display_pub = CapturingDisplayPublisher()
+    magics._plotly_sent = False  # each test is a fresh notebook page: its first report carries plotly
     ip.run_line_magic("load_ext", "tfdoctor")
     ip.user_ns.clear()
     ip.init_user_ns()

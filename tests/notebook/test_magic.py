@@ -66,10 +66,15 @@ def test_fit_cell_is_profiled_in_the_kernel_and_shown_inline(shell):
     assert '"breakdown"' in page  # the plotly figure's data
     for f in report.findings:
         assert f.rule_id in page
-    assert "Plotly" in page  # inlined: works offline
+    # plotly.js once per kernel: the first report carries its source, the page runs it in its frame
+    assert frag.count('class="tfdoctor-plotly-js"') == 1 and "Plotly" in frag
+    assert "tfdoctor-plotly-js" in page and "Plotly" not in page.split("tfdoctor-plotly-js")[0]
     (text,) = shell.plain()
-    assert "Step-time breakdown" in text and "Run directory:" in text
+    # the report is shown once (the HTML); text/plain is a summary for frontends without HTML
+    assert report.run_id in text and "Throughput:" in text and "Step-time breakdown" not in text
     assert "restored to their values before the cell" in text
+    assert "Model.fit was ended after 12 steps and returned normally" in text
+    assert report.script == f"cell In[{res.execution_count}]"  # the cell's own In[] number
 
     # the user's objects: weights as before the cell, same model, Keras/TF unpatched
     assert shell.run(
@@ -99,7 +104,30 @@ def test_custom_tf_function_loop_cell(shell):
     assert report.breakdown is not None and report.breakdown.steps
     # the cell was stopped by the magic: its loop saw 12 steps, not 500
     assert shell.ip.user_ns["step"] == 11
+    (text,) = shell.plain()
+    assert "the training loop was stopped after 12 steps at line 4 of the cell" in text
     no_patches_left()
+
+
+def test_the_next_cell_finds_what_a_profiled_fit_cell_assigned(shell):
+    """The TF CNN tutorial's `history = model.fit(...)`, then `history.history` in the next cell."""
+    assert shell.run(SETUP).success
+    res = shell.run(f"%%tfdoctor --steps 12\nhistory = {FIT}after_fit = True\n")
+    assert res.success, res.error_in_exec
+    nxt = shell.run("n_epochs = len(history.history['loss'])\nassert after_fit")
+    assert nxt.success, nxt.error_in_exec
+    assert 1 <= shell.ip.user_ns["n_epochs"] < 20  # fit returned early: the remaining epochs were skipped
+    no_patches_left()
+
+
+def test_tf_native_log_lines_go_to_the_run_not_the_cell(shell, capfd):
+    assert shell.run(SETUP).success
+    capfd.readouterr()
+    cell = "import os\nos.write(2, b'I0000 00:00 cpu_feature_guard.cc:227] native log line\\n')\n" + FIT
+    assert shell.run(f"%%tfdoctor --steps 12\n{cell}").success
+    assert "native log line" not in capfd.readouterr().err
+    run = RunStore(shell.home).get(only_run(shell.home)["id"])
+    assert "native log line" in run.file("stderr.log").read_text()
 
 
 def test_help(shell, capsys):
@@ -120,8 +148,9 @@ def test_help(shell, capsys):
         ("--bogus", "pass", "unrecognized arguments: --bogus"),
         ("--steps many", "pass", "invalid int value"),
         ("--steps 4", "pass", "leaves no timing window"),
-        ("--fixes xla-jit", "pass", "--fixes needs --fix"),
-        ("--fix --fixes warp-drive", "pass", "unknown fix id(s) warp-drive"),
+        ("--only xla-jit", "pass", "--only needs --fix"),
+        ("--fix --only warp-drive", "pass", "unknown fix id(s) warp-drive"),
+        ("--fix --fixes warp-drive", "pass", "unknown fix id(s) warp-drive"),  # the old name still works
         ("frobnicate", None, "unknown subcommand 'frobnicate'"),
         ("profile", None, "no script given"),
         ("profile does/not/exist.py", None, "no such file"),
@@ -208,7 +237,7 @@ def test_fix_restores_switches_objects_and_bindings(shell):
     before = (model.jit_compile, model.steps_per_execution, model.train_function, model.run_eagerly)
     jit_before, policy_before = tf.config.optimizer.get_jit(), keras.mixed_precision.global_policy().name
     res = shell.run(
-        "%%tfdoctor --steps 12 --fix --fixes xla-jit,steps-per-execution,mixed-precision,tfdata-prefetch\n"
+        "%%tfdoctor --steps 12 --fix --only xla-jit,steps-per-execution,mixed-precision,tfdata-prefetch\n"
         + FIT
     )
     assert res.success, res.error_in_exec
@@ -245,7 +274,7 @@ def test_fix_wraps_an_eager_step_function_on_a_copy(shell):
     assert shell.run(CUSTOM_SETUP).success
     ns = shell.ip.user_ns
     step = ns["eager_step"]
-    res = shell.run(f"%%tfdoctor --steps 12 --fix --fixes tf-function\n{EAGER_LOOP}")
+    res = shell.run(f"%%tfdoctor --steps 12 --fix --only tf-function\n{EAGER_LOOP}")
     assert res.success, res.error_in_exec
     assert ns["eager_step"] is step  # the name points at the user's function again
     store = RunStore(shell.home)

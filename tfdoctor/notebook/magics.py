@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import html
 import io
+import os
 import shlex
 import subprocess
 import sys
@@ -35,14 +36,17 @@ from tfdoctor.errors import TfdoctorError
 USAGE = """\
 tfdoctor in a notebook (%load_ext tfdoctor):
 
-  %%tfdoctor [--steps N] [--warmup N] [--profile-steps N] [--fix] [--fixes ID,...] [--allow-unchecked]
+  %%tfdoctor [--steps N] [--warmup N] [--profile-steps N] [--fix] [--only ID,...] [--allow-unchecked]
              [--run-id ID] [--force] [--home DIR]
       On a cell that trains (model.fit or a custom loop): profile it in this kernel for N steps
-      (default 30: warm-up, timing window, profile window), then stop it and show the report.
+      (default 40, as `tfdoctor profile`: warm-up, timing window, profile window), then stop the
+      training and show the report. Model.fit returns normally (its History is bound, the rest of
+      the cell runs); a custom loop is stopped where it is and the output says which lines did not run.
       The variables of your models and optimizers are restored to their values before the cell.
+      TensorFlow's own C++ log lines go to the run's stderr.log, not into the cell's output.
       --fix also measures the fixes that are reversible in the kernel (xla-jit, tf-function,
       steps-per-execution, mixed-precision), each judged in paired rounds against the state it
-      must beat, and keeps those whose speed-up interval lies above 1.02x; --fixes picks which;
+      must beat, and keeps those whose speed-up interval lies above 1.02x; --only picks which;
       --allow-unchecked keeps a precision change even when no loss can be read.
 
   %tfdoctor profile SCRIPT [--steps N] [--warmup N] [--fix] [...] [-- SCRIPT_ARGS]
@@ -55,7 +59,8 @@ tfdoctor in a notebook (%load_ext tfdoctor):
       This help.
 """
 
-DEFAULT_CELL_STEPS = 30
+#: the CLI's default (``tfdoctor profile --steps``): one number everywhere
+DEFAULT_CELL_STEPS = 40
 IFRAME_HEIGHT = 900  # before the page says how tall it is
 
 #: what each fix does, for the trial table (the fix ids are the rules' FIX_IDS)
@@ -109,7 +114,12 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 
 def cell_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="%%tfdoctor", description="Profile this training cell in the kernel.", add_help=True)
-    p.add_argument("--steps", type=int, default=DEFAULT_CELL_STEPS, help="training steps to run (default 30)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=DEFAULT_CELL_STEPS,
+        help=f"training steps to run (default {DEFAULT_CELL_STEPS})",
+    )
     p.add_argument(
         "--warmup", type=int, default=None, help="warm-up steps, not measured (default ~15 %%, min 3)"
     )
@@ -117,7 +127,8 @@ def cell_parser() -> argparse.ArgumentParser:
         "--profile-steps", type=int, default=None, help="steps in the profile window (default ≤ 10)"
     )
     p.add_argument("--fix", action="store_true", help="measure the fixes that are reversible in the kernel")
-    p.add_argument("--fixes", default=None, metavar="ID,...", help="with --fix: only these fix ids")
+    p.add_argument("--only", default=None, metavar="ID,...", help="with --fix: try only these fixes")
+    p.add_argument("--fixes", dest="only", default=None, help=argparse.SUPPRESS)  # the old name of --only
     p.add_argument(
         "--allow-unchecked",
         action="store_true",
@@ -158,21 +169,39 @@ def _load_report(store: Any, rid: str) -> Any:
         return None
 
 
-def report_bundle(report: Any, run: Any, store: Any, notes: list[str] | None = None) -> dict[str, str]:
-    """The display bundle of a report: ``text/html`` (the web report's page in an iframe, plotly
-    inlined so it works offline) and ``text/plain`` (the terminal tables)."""
-    from rich.console import Console
+#: plotly.js has been sent to this kernel's notebook page (by the first report shown): later reports
+#: take it from there instead of carrying their own 3.5 MB copy
+_plotly_sent = False
 
-    from tfdoctor.report.html import report_html
-    from tfdoctor.report.terminal import render
+
+def report_bundle(
+    report: Any, run: Any, store: Any, notes: list[str] | None = None, *, plotly_once: bool = True
+) -> dict[str, str]:
+    """The display bundle of a report, shown once: ``text/html`` (the web report's page in an iframe)
+    and ``text/plain`` (a few lines: verdict, throughput, the run id; for frontends without HTML).
+
+    plotly.js is not inlined in every report: the first report of the kernel carries its source once
+    (a ``text/plain`` script element the reports' frames run), later ones use it (``plotly_once``;
+    False: the report carries its own copy, as ``tfdoctor report --html`` does)."""
+    global _plotly_sent
+    from tfdoctor.report.html import plotly_js, report_html
+    from tfdoctor.report.terminal import fmt_throughput
     from tfdoctor.report.timeline import timeline_for_run
 
     timeline = None
     with contextlib.suppress(TfdoctorError):
         timeline = timeline_for_run(run)
     page = report_html(
-        report, run_path=run.path, load_report=lambda rid: _load_report(store, rid), timeline=timeline
+        report,
+        run_path=run.path,
+        load_report=lambda rid: _load_report(store, rid),
+        timeline=timeline,
+        plotly="parent" if plotly_once else "inline",
     )
+    carrier = ""
+    if plotly_once and not _plotly_sent:
+        carrier = f'<script type="text/plain" class="tfdoctor-plotly-js">{plotly_js()}</script>'
+        _plotly_sent = True
     note_html = "".join(
         f'<div class="tfdoctor-note" style="margin:2px 0;color:#555">{html.escape(n)}</div>'
         for n in notes or []
@@ -185,10 +214,18 @@ def report_bundle(report: Any, run: Any, store: Any, notes: list[str] | None = N
         "this.style.height=Math.max(420,d.scrollHeight+4)+'px'}catch(e){}\" "
         f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
     )
-    out = io.StringIO()
-    render(report, Console(file=out, width=110, color_system=None, highlight=False), run_dir=str(run.path))
-    text = out.getvalue() + "".join(f"note: {n}\n" for n in notes or [])
-    return {"text/html": f'<div class="tfdoctor">{note_html}{frame}</div>', "text/plain": text}
+    lines = [f"tfdoctor: {report.script} [{report.status}] — run {report.run_id}"]
+    if report.verdict:
+        lines.append(report.verdict)
+    lines.append(f"Throughput: {fmt_throughput(report.throughput)}")
+    top = [f for f in report.findings if f.decided][:3]
+    lines += [f"  {f.rule_id} {f.severity}: {f.claim}" for f in top]
+    lines += [f"note: {n}" for n in notes or []]
+    lines.append(f"(the full report: %tfdoctor show {report.run_id}, or tfdoctor report {report.run_id})")
+    return {
+        "text/html": f'<div class="tfdoctor">{carrier}{note_html}{frame}</div>',
+        "text/plain": "\n".join(lines),
+    }
 
 
 def display_report(report: Any, run: Any, store: Any, notes: list[str] | None = None) -> None:
@@ -326,9 +363,9 @@ class TfdoctorMagics(Magics):
             windows = Windows.split(args.steps, args.warmup, args.profile_steps)
         except ValueError as e:
             raise UsageError(f"{e}\n\n{parser.format_help()}") from None
-        requested = [f.strip() for f in (args.fixes or "").split(",") if f.strip()]
+        requested = [f.strip() for f in (args.only or "").split(",") if f.strip()]
         if requested and not args.fix:
-            raise UsageError(f"--fixes needs --fix\n\n{parser.format_help()}")
+            raise UsageError(f"--only needs --fix\n\n{parser.format_help()}")
         if requested:
             from tfdoctor.rules import FIX_IDS
 
@@ -341,7 +378,7 @@ class TfdoctorMagics(Magics):
         shell = self.shell
         assert shell is not None
         execute = self._compile_cell(cell)  # a SyntaxError is the user's, raised before anything runs
-        label = f"cell In[{shell.execution_count}]"
+        label = f"cell In[{self._cell_number}]"
         from tfdoctor.capture import inproc
         from tfdoctor.capture.inproc import StateSnapshot, capture_in_process
         from tfdoctor.session.build import finish_run
@@ -359,12 +396,36 @@ class TfdoctorMagics(Magics):
             run = store.new_run(label, [], kind="notebook", run_id=args.run_id, force=args.force)
         run.file("cell.py").write_text(cell, encoding="utf-8")
         notes: list[str] = []
+        stopped_at: list[int] = []  # the cell's line where a custom loop was stopped
+
+        def execute_noting_stop() -> None:
+            __tracebackhide__ = True
+            from tfdoctor.capture.child.clock import StopCapture
+
+            try:
+                execute()
+            except StopCapture as e:
+                # +1: the line numbers the user sees count the %%tfdoctor line too
+                stopped_at.extend(n + 1 for n in cell_lines(e, self._cell_filename))
+                raise
+
         try:
-            with _user_errors():
-                res = capture_in_process(execute, run, windows, label=label)
+            with _user_errors(), native_stderr_to(run.file("stderr.log")):
+                res = capture_in_process(execute_noting_stop, run, windows, label=label, soft_stop=True)
+                res.capture.facts = name_cells_in_facts(run, self._cell_names(), res.capture.facts)
             report = finish_run(store, run, res.capture)
             if res.capture.message:
                 notes.append(res.capture.message)
+            if stopped_at:
+                notes.append(
+                    f"the training loop was stopped after {windows.total} steps at line {stopped_at[-1]} of "
+                    "the cell: the rest of the cell did not run (names it assigns are not defined)"
+                )
+            elif res.models and res.exception is None and len(res.capture.steps) >= windows.total:
+                notes.append(
+                    f"Model.fit was ended after {res.capture.windows.total} steps and returned normally "
+                    "(its History is bound); the rest of the cell ran"
+                )
             if args.fix and res.exception is None and res.capture.status == "complete":
                 report = self._fix_in_kernel(
                     store,
@@ -390,15 +451,39 @@ class TfdoctorMagics(Magics):
         if res.exception is not None:
             exc = res.exception
             tb = exc.__traceback__
-            if tb is not None and tb.tb_next is not None:
-                tb = tb.tb_next  # the first frame is our call of the cell's code
+            while (
+                tb is not None
+                and tb.tb_next is not None
+                and tb.tb_frame.f_code.co_filename != self._cell_filename
+            ):
+                tb = tb.tb_next  # our frames calling the cell's code are not the user's
             raise exc.with_traceback(tb)
+
+    @property
+    def _cell_number(self) -> int:
+        """The In[] number of the running cell (IPython counts it up after the cell has run)."""
+        assert self.shell is not None
+        return int(self.shell.execution_count)
+
+    def _cell_names(self) -> dict[str, str]:
+        """Compiled cells' file names (``/tmp/ipykernel_…/….py``, ``<ipython-input-…>``) → ``In[N]``."""
+        shell = self.shell
+        out: dict[str, str] = {}
+        fmap = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+        for fname, number in dict(fmap).items():
+            out[str(fname)] = f"In[{number}]"
+        if self._cell_filename:
+            out[self._cell_filename] = f"In[{self._cell_number}]"
+        return out
+
+    _cell_filename = ""
 
     def _compile_cell(self, cell: str) -> Callable[[], None]:
         shell = self.shell
         assert shell is not None
         code = shell.transform_cell(cell)
         name = shell.compile.cache(code, shell.execution_count, raw_code=cell)
+        self._cell_filename = name
         compiled = shell.compile(code, name, "exec")
         ns = shell.user_ns
 
@@ -470,6 +555,59 @@ def _progress(name: str) -> Iterator[Callable[[Any], None]]:
             handle.update({"text/plain": text}, raw=True)
 
     yield update
+
+
+@contextlib.contextmanager
+def native_stderr_to(path: Any) -> Iterator[None]:
+    """Native writes to file descriptor 2 (TensorFlow's C++ log lines) go to ``path`` meanwhile, not
+    into the cell's output (ipykernel forwards fd 2 to it); Python's sys.stderr is left alone."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 (an embedded interpreter): nothing to redirect
+        yield
+        return
+    try:
+        with open(path, "ab") as f:
+            sys.stderr.flush()
+            os.dup2(f.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def cell_lines(exc: BaseException, filename: str) -> list[int]:
+    """Line numbers of ``exc``'s traceback frames that are in the cell compiled as ``filename``."""
+    out = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            out.append(tb.tb_lineno)
+        tb = tb.tb_next
+    return out
+
+
+def name_cells_in_facts(run: Any, names: dict[str, str], facts: Any = None) -> Any:
+    """Source locations in the run's facts name the notebook cell (``In[12]:3``) instead of the
+    kernel's temporary file for it: in facts.json and in ``facts`` (a Facts, returned updated)."""
+
+    def renamed(source: dict[str, str]) -> dict[str, str]:
+        out = {}
+        for role, where in source.items():
+            path, _, line = str(where).rpartition(":")
+            out[role] = f"{names[path]}:{line}" if path in names else where
+        return out
+
+    data = run.read_json("facts.json", None)
+    if isinstance(data, dict) and isinstance(data.get("source"), dict):
+        new = renamed(data["source"])
+        if new != data["source"]:
+            run.write_json("facts.json", {**data, "source": new})
+    if facts is not None and getattr(facts, "source", None):
+        facts = facts.model_copy(update={"source": renamed(dict(facts.source))})
+    return facts
 
 
 def ensure_kernelspec(name: str = "python3") -> str:
