@@ -13,7 +13,6 @@ import ast
 import dataclasses
 import importlib.metadata
 import importlib.util
-import json
 import os
 import re
 import secrets
@@ -626,8 +625,3 @@ def _collect(
         harness=harness,
         tf_missing=tf_missing,
     )
-
-
-def load_capture_config(run: RunDir) -> dict[str, Any]:
-    """The capture.json written for a run (what was run, with which windows and switches)."""
-    return json.loads(run.file(CAPTURE).read_text(encoding="utf-8"))
