@@ -80,7 +80,9 @@ def test_existing_run_id_needs_force(tfd_home, capsys):
 # -- real runs -------------------------------------------------------------------------------------
 @pytest.mark.integration
 def test_profile_a_keras_fit_script_with_args_and_force(tfd_home):
-    RunStore(tfd_home).new_run("old.py", run_id="fitrun")  # replaced thanks to --force
+    store = RunStore(tfd_home)
+    old = store.new_run("old.py", run_id="fitrun")  # replaced thanks to --force
+    store.update(old, status="failed")  # finished: a run still being written is never replaced
     args = ["--loop", "fit", "--input", "numpy", "--batch-size", "8"]
     res = tfdoctor(
         tfd_home, "profile", str(TINY), "--steps", "12", "--run-id", "fitrun", "--force", "--", *args
