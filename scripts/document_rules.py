@@ -81,8 +81,9 @@ Keras profiles recorded here (`tests/unit/test_rules_verdicts.py`, `test_xprof_a
   we refuse with a TraceError that says so; XProf's verdicts there come from its stored overview page.
 - **TF1 `timeline.json`** (dlperf AlexNet inference) and a profile of a few eager ops: no training steps;
   `Not diagnosed` (TFD001), XProf likewise measures no step time.
-- **sagemaker-debugger TF 2.2 trace without metadata** (one python3 thread, one `train_function` call, no op
-  events): no XProf verdict; ours finds the one step and says it cannot be split (`Not split: ...`).
+- **sagemaker-debugger's trimmed TF 2.2 trace of an 8-GPU host** (the GPU processes named but empty, one
+  python3 thread, one `train_function` call, no op events): no XProf verdict; ours finds the one step and
+  heads with `No device trace: ...`; on a CPU trace like it, `Not split: ...` (its ops are not in the trace).
 - **Our own harness runs** (tfdoctor markers, profile and timing windows): XProf's step time is the profiled
   step; where the profiler slowed the step by 10 % or more, our findings read the shares of the unprofiled
   step (`tracer_cost`, `unprofiled_share`; the breakdown's own shares stay the profiled step's). In a custom loop our input wait is the batch

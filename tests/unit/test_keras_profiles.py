@@ -4,12 +4,19 @@ The most common way people record a profile must get steps, a breakdown and a ve
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 
+from tfdoctor.analysis import analyze
+from tfdoctor.analysis.breakdown import NO_OPS_NOTE
 from tfdoctor.analysis.ops import op_family
+from tfdoctor.model import Facts
 from tfdoctor.rules import evaluate
-from tfdoctor.rules._base import Example
+from tfdoctor.rules._base import REPO, Example
 from tfdoctor.rules._examples import load_example
+from tfdoctor.trace import parse_chrome
 
 BF16_CPU = {"extra": {"cpu_count": "2", "cpu_flags": "avx512_bf16 avx512f avx2 fma"}}
 
@@ -64,10 +71,26 @@ def test_tfd403_fires_on_conv2d_and_dense_fp32_on_a_bf16_cpu() -> None:
 
 
 def test_a_step_function_without_op_events_is_said_not_split() -> None:
-    # sagemaker-debugger's TF 2.2 trace: one python3 thread, one train_function call, no op events at all
+    # sagemaker-debugger's trimmed TF 2.2 trace of an 8-GPU host: one python3 thread with one
+    # train_function call, the 8 GPU processes named but empty, no op events at all
     a, _, verdict = _eval(
         "third_party/sagemaker-debugger/tests/profiler/resources/tfprofiler_local_missing_metadata"
     )
     assert a is not None and a.steps is not None and a.steps.source == "inferred (one call)"
+    assert len(a.trace.device_planes("GPU")) == 8
+    assert verdict.startswith("No device trace:")  # the run had GPUs: that is the headline
+    assert any(n.startswith(NO_OPS_NOTE) for n in a.breakdown.notes)
+    # the same host events without the GPU processes (a CPU run): the step cannot be split, and says so
+    src = next(
+        (REPO / "sample_traces/third_party/sagemaker-debugger/tests/profiler/resources").glob(
+            "tfprofiler_local_missing_metadata/**/*.trace.json.gz"
+        )
+    )
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    doc["traceEvents"] = [
+        e for e in doc["traceEvents"] if "GPU" not in str(e.get("args", {}).get("name", ""))
+    ]
+    cpu = analyze(parse_chrome(json.dumps(doc).encode(), "cpu.json"))
+    _, verdict = evaluate(cpu, Facts())
     assert verdict.startswith("Not split: 100 % of the step is inside the step function")
     assert "host_tracer_level=2" in verdict
