@@ -276,7 +276,7 @@ def check_writable(script: Path | str) -> None:
             continue
         except OSError as e:
             raise UserFileError(
-                f"--apply needs to write in {folder} ({e.strerror or e}); nothing was measured. "
+                f"--apply needs to write in {folder} ({e.strerror or e}); no fix was measured. "
                 "Run without --apply to get fix.patch, or make the folder writable",
                 exit_code=2,
             ) from None
@@ -287,7 +287,7 @@ def check_writable(script: Path | str) -> None:
             pass
     if not os.access(target, os.W_OK):
         raise UserFileError(
-            f"--apply needs to write {target}, which is read-only; nothing was measured. "
+            f"--apply needs to write {target}, which is read-only; no fix was measured. "
             "Run without --apply to get fix.patch, or make the file writable",
             exit_code=2,
         )
