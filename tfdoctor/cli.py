@@ -49,7 +49,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def _verb(argv: list[str]) -> str | None:
     """The verb the command line names (its first word that is not an option), if it is one."""
     for a in argv:
-        if a == "--":
+        if a == "--" or a in ("-h", "--help"):  # the top-level help lists every verb with its help
             return None
         if not a.startswith("-"):
             return a if a in names() else None
