@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, cast, get_args
 
-from tfdoctor.model import Report
+from tfdoctor.model import Report, RunStatus
 from tfdoctor.report.html import RunPage, after_run_id, run_page
 from tfdoctor.report.timeline import timeline_for_run
 from tfdoctor.rundir import FACTS, PATCH, REPORT, RunDir, tail_step_records, valid_run_id
@@ -18,7 +18,7 @@ _PHASES = {"warmup": "warm-up", "timing": "timing window", "profile": "profiling
 
 
 def summary_from_row(row: dict[str, Any]) -> RunSummary:
-    return RunSummary(**{k: row.get(k) for k in RunSummary.model_fields if row.get(k) is not None})
+    return RunSummary.model_validate({k: row[k] for k in RunSummary.model_fields if row.get(k) is not None})
 
 
 def list_summaries(settings: Settings, store: RunStore, limit: int) -> list[RunSummary]:
@@ -123,15 +123,14 @@ def placeholder_report(run: RunDir) -> Report:
     from tfdoctor.rundir import load_steps, now_iso
 
     facts = Facts.model_validate(run.read_json(FACTS, {}) or {})
-    status = meta.get("status") or "running"
+    raw = meta.get("status") or "running"
+    status = cast(RunStatus, raw if raw in get_args(RunStatus) else "failed")
     return Report(
         run_id=run.id,
         script=str(meta.get("script") or ""),
         args=[str(a) for a in meta.get("args") or []],
         created=str(meta.get("created") or now_iso()),
-        status=status
-        if status in ("running", "complete", "failed", "interrupted", "timeout", "no_steps")
-        else "failed",
+        status=status,
         error=meta.get("error"),
         facts=facts,
         steps=load_steps(run)[-2000:],

@@ -338,18 +338,18 @@ def timeline_figure(tl: Timeline, highlight: list[tuple[float, float]] | None = 
             d["text"].append(f"{r.name[i][:160]}<br>{r.dur_ms[i]:.3f} ms")
     data = []
     for kind in KINDS:
-        d = by_kind.get(kind)
-        if not d:
+        bars = by_kind.get(kind)
+        if not bars:
             continue
         data.append(
             {
                 "type": "bar",
                 "orientation": "h",
                 "name": KINDS[kind],
-                "x": d["x"],
-                "base": d["base"],
-                "y": d["y"],
-                "customdata": d["text"],
+                "x": bars["x"],
+                "base": bars["base"],
+                "y": bars["y"],
+                "customdata": bars["text"],
                 "marker": {"color": KIND_COLORS[kind], "line": {"width": 0}},
                 "hovertemplate": "%{customdata}<br>at %{base:.3f} ms<extra>%{y}</extra>",
                 "width": 0.8,

@@ -3,8 +3,9 @@
 The format is the Trace Event Format's JSON object form (``{"traceEvents": [...]}``), which
 chrome://tracing, ui.perfetto.dev and TensorBoard's trace viewer all open. Every plane of the trace
 becomes a process, every line a thread, every event a complete (``"ph": "X"``) event with the
-stats tfdoctor reads (``step_num``, ``group_id``...) as args and its category (tfdoctor's colour class: input, dispatch, function, compute, copy, collective, step,
-other). A process named "tfdoctor" is added in front with:
+stats tfdoctor reads (``step_num``, ``group_id``...) as args and its category (tfdoctor's colour
+class: input, dispatch, function, compute, copy, collective, step, other). A process named
+"tfdoctor" is added in front with:
 
 * ``Steps``: one slice per step tfdoctor counted (``step N``, its window and input wait in args);
 * one track per category (``input``, ``dispatch``, ...): the union of the trace's events of that
