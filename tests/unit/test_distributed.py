@@ -72,8 +72,11 @@ def test_straggler_worker_waits_for_input_and_the_other_waits_in_the_allreduce()
     )
     w0, w1 = s.workers
     assert s.straggler == "worker-1" and s.straggler_ratio > 3
-    assert w1.input_wait_ms > 12 and w0.collective_ms > 12  # --slow-ms 15 on worker 1
-    assert s.input_imbalance > 0.4
+    # --slow-ms 15 on worker 1: a sleep before next(), not inside the fetch; input wait is the time getting
+    # the batch (issue 15), so the sleep is worker 1's own host work between steps, not input wait
+    assert w1.input_wait_ms < 5 and w1.step_ms - w1.collective_ms - w1.input_wait_ms > 12
+    assert w0.collective_ms > 12
+    assert s.input_imbalance < 0.1  # both fetch their batches equally fast
 
 
 def test_replica_ids_map_bare_names_to_replica_zero_only_when_mirrored():
