@@ -578,7 +578,6 @@ CORPUS_CHANGED = {
         "xla-jit",
         "tfdata-parallel-map",
         "tfdata-prefetch",
-        "tfdata-cache",
         "mixed-precision",
         "batch-scale",
     },
@@ -638,3 +637,63 @@ def test_which_fixes_find_their_pattern_in_each_corpus_script(script: str) -> No
             ast.parse(out.code)
             got.add(fix.ID)
     assert got == CORPUS_CHANGED[script]
+
+
+# -- projects of several files ------------------------------------------------------------------------
+def test_local_modules_follow_the_scripts_own_imports(tmp_path: Path) -> None:
+    from tfdoctor.fixes.project import local_modules
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "train.py").write_text("import os\nimport model as m\nfrom pkg import data\n")
+    (tmp_path / "model.py").write_text("from . import layers_util\nimport numpy\n")
+    (tmp_path / "layers_util.py").write_text("X = 1\n")
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "data.py").write_text("Y = 2\n")
+    (tmp_path / "unused.py").write_text("Z = 3\n")
+    got = local_modules(tmp_path / "train.py")
+    assert sorted(got) == ["layers_util.py", "model.py", "pkg/__init__.py", "pkg/data.py"]
+    assert got["model.py"].startswith("from . import layers_util")
+
+
+def test_fixes_edit_the_module_where_the_model_optimizer_and_pipeline_are_built() -> None:
+    from tfdoctor.fixes.project import local_modules
+
+    script = CORPUS / "multifile" / "train.py"
+    if not script.exists():
+        pytest.skip("the two-file corpus project is not there")
+    src, project = script.read_text(), local_modules(script)
+    assert list(project) == ["model.py"]
+    ctx = FixContext(hardware=BF16, project=project, filename="train.py")
+    mp = get_fix("mixed-precision").apply(src, ctx)
+    assert mp.changed and 'tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")' in mp.code
+    assert 'tf.keras.layers.Dense(NUM_CLASSES, dtype="float32")' in mp.files["model.py"]
+    assert "model.py: kept float32: Dense at line" in mp.reason and not mp.warnings
+    bs = get_fix("batch-scale").apply(src, FixContext(project=project, params={"factor": "2"}))
+    assert bs.changed and 'add_argument("--batch-size", type=int, default=128)' in bs.code
+    assert "LEARNING_RATE = 0.002" in bs.files["model.py"]  # SGD(LEARNING_RATE * 10): linear rule
+    assert "NOT SCALED" not in bs.reason and "tfdoctor batch-scale" not in bs.code
+    # a pipeline built in a module beside the script: the fix edits it there, the script stays as is
+    pipeline = {"data.py": "import tensorflow as tf\nds = tf.data.Dataset.range(8).map(f).batch(2)\n"}
+    out = get_fix("tfdata-parallel-map").apply(
+        "import data\nfor x in data.ds:\n    step(x)\n", FixContext(project=pipeline)
+    )
+    assert out.changed and out.code == "import data\nfor x in data.ds:\n    step(x)\n"
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in out.files["data.py"] and out.reason.startswith(
+        "data.py: "
+    )
+    # without the project the script alone is searched: the reason says what is missing there
+    assert not get_fix("tfdata-parallel-map").apply("import data\n", FixContext()).changed
+
+
+def test_the_patch_covers_every_module_the_fix_changed(tmp_path: Path) -> None:
+    from tfdoctor.fixes.workspace import modules_diff, write_modules
+
+    before = {"model.py": "A = 1\n", "pkg/data.py": "B = 2\n"}
+    after = {"model.py": "A = 2\n"}
+    patch = modules_diff(before, after)
+    assert patch.startswith("diff --git a/model.py b/model.py\n") and "-A = 1\n+A = 2\n" in patch
+    (tmp_path / "pkg").mkdir()
+    write_modules(tmp_path, after)
+    assert (tmp_path / "model.py").read_text() == "A = 2\n"
+    with pytest.raises(ValueError, match="not inside"):
+        write_modules(tmp_path, {"../evil.py": "x"})

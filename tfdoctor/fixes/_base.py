@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -83,6 +83,9 @@ class FixContext:
     hardware: Hardware = field(default_factory=Hardware)
     params: Mapping[str, str] = field(default_factory=dict)
     filename: str = "train.py"
+    # the modules beside the script that it imports (relative path -> current source), where a fix
+    # looks when its pattern is not in the script itself (see tfdoctor/fixes/project.py)
+    project: Mapping[str, str] = field(default_factory=dict)
 
 
 Status = Literal["changed", "skipped", "failed"]
@@ -104,6 +107,8 @@ class FixOutcome:
     side_effects: tuple[str, ...] = ()
     # what the user could do beyond the fix (shown with a kept fix's result)
     advice: tuple[str, ...] = ()
+    # edits of the modules beside the script (relative path -> new source); ``code`` is the script's
+    files: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -167,7 +172,35 @@ class Fix:
         return [{}]
 
     def apply(self, source: str, ctx: FixContext) -> FixOutcome:
-        """Run the codemod on ``source``. Never raises."""
+        """Run the codemod on the script's ``source`` and, where the script's own imports bring in
+        modules beside it (``ctx.project``), on those too (:meth:`follow_imports`). Never raises."""
+        out = self.apply_source(source, ctx)
+        if not ctx.project or out.status == "failed" or self.precheck(ctx):
+            return out
+        try:
+            return self.follow_imports(out, source, ctx)
+        except Exception as e:  # pragma: no cover - a bug in following imports: the script's own result
+            return replace(out, warnings=(*out.warnings, f"modules beside the script not searched: {e}"))
+
+    def apply_module(self, rel: str, text: str, ctx: FixContext, **params: str) -> FixOutcome:
+        """The codemod on the module ``rel`` beside the script (with extra ``params``)."""
+        sub = replace(ctx, filename=rel, project={}, params={**ctx.params, **params})
+        return self.apply_source(text, sub)
+
+    def follow_imports(self, out: FixOutcome, source: str, ctx: FixContext) -> FixOutcome:
+        """Where the script does not hold the fix's pattern, the first module it imports that does:
+        the model, its compile() or the pipeline built in ``model.py``. Fixes that edit the script *and*
+        a module (mixed precision: the policy here, the output layer there) override this."""
+        if out.changed:
+            return out
+        for rel, text in ctx.project.items():
+            sub = self.apply_module(rel, text, ctx)
+            if sub.changed:
+                return replace(sub, code=source, files={rel: sub.code}, reason=f"{rel}: {sub.reason}")
+        return out
+
+    def apply_source(self, source: str, ctx: FixContext) -> FixOutcome:
+        """Run the codemod on one source. Never raises."""
         why = self.precheck(ctx)
         if why:
             return FixOutcome(self.ID, "skipped", source, why, params=dict(ctx.params))
@@ -178,7 +211,7 @@ class Fix:
         result = transform_module(codemod, source)
         warnings = tuple(getattr(result, "warning_messages", ()) or ())
         params = dict(ctx.params)
-        said = {"side_effects": tuple(codemod.side_effects), "advice": tuple(codemod.advice)}
+        side_effects, advice = tuple(codemod.side_effects), tuple(codemod.advice)
         if isinstance(result, TransformSuccess):
             if result.code == source and not codemod.switches:
                 return FixOutcome(
@@ -188,7 +221,8 @@ class Fix:
                     codemod.summary or "nothing to change",
                     warnings,
                     params=params,
-                    **said,
+                    side_effects=side_effects,
+                    advice=advice,
                 )
             return FixOutcome(
                 self.ID,
@@ -199,7 +233,8 @@ class Fix:
                 switches=dict(codemod.switches),
                 examples_factor=codemod.examples_factor,
                 params=params,
-                **said,
+                side_effects=side_effects,
+                advice=advice,
             )
         if isinstance(result, TransformSkip):
             reason = result.skip_description or str(result.skip_reason)

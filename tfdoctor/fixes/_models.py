@@ -117,11 +117,11 @@ class Models:
         for d in self.defs.values():
             kept = []
             for c in d.outputs:
-                cls = (call_name(c) or "").split(".")[-1]
-                if layer_ok.get(cls, True):
+                layer_cls = (call_name(c) or "").split(".")[-1]
+                if layer_ok.get(layer_cls, True):
                     kept.append(c)
                 else:
-                    d.unresolved = f"{cls} (defined in the script) takes no dtype argument"
+                    d.unresolved = f"{layer_cls} (defined in the script) takes no dtype argument"
             d.outputs = kept
 
     def _add(self, key: str, build: cst.Call) -> None:
@@ -146,8 +146,12 @@ class Models:
                 if adds:
                     d.outputs.append(adds[-1].args[0].value)  # type: ignore[arg-type]
         else:
-            out = kwarg(build, "outputs")
-            value = out.value if out is not None else [a for a in build.args if a.keyword is None][1].value
+            out_arg = kwarg(build, "outputs")
+            value = (
+                out_arg.value
+                if out_arg is not None
+                else [a for a in build.args if a.keyword is None][1].value
+            )
             for expr in self._elements(value):
                 layer = self._layer_of(expr, build)
                 if layer is not None:
@@ -269,16 +273,16 @@ class Models:
             if isinstance(n, cst.Call):
                 last = (call_name(n) or attr_name(n) or "").split(".")[-1].lower()
                 if any(w in last for w in LOSS_WORDS):
-                    for a in n.args:
-                        for m in of(a.value):
+                    for arg in n.args:
+                        for m in of(arg.value):
                             found.setdefault(m, f"its output reaches {call_name(n) or last}()")
                 if attr_name(n) == "compile" and isinstance(n.func, cst.Attribute):
                     has_loss = (
                         kwarg(n, "loss") is not None or sum(1 for a in n.args if a.keyword is None) >= 2
                     )
-                    m = self.vars.get(dotted(n.func.value) or "")
-                    if has_loss and m is not None:
-                        found.setdefault(m, "compiled with a loss")
+                    compiled = self.vars.get(dotted(n.func.value) or "")
+                    if has_loss and compiled is not None:
+                        found.setdefault(compiled, "compiled with a loss")
             elif isinstance(n, cst.Assign):
                 names = [x for t in n.targets for x in targets(t.target)]
                 if any("loss" in x.lower() for x in names):
@@ -356,18 +360,18 @@ def compile_sites(
         recv = dotted(c.func.value)
         if recv is None:
             continue
-        cls = instance_of.get(recv)
-        if cls is not None:
-            fn = overrides[cls]
+        owner = instance_of.get(recv)
+        if owner is not None:
+            fn = overrides[owner]
             sup = next((n for n in walk(fn) if isinstance(n, cst.Call) and _is_super_compile(n)), None)
             if sup is None:
                 notes.append(
-                    f"{cls}.compile() (line {line(fn)}) overrides keras.Model.compile without calling "
+                    f"{owner}.compile() (line {line(fn)}) overrides keras.Model.compile without calling "
                     "super().compile()"
                 )
             elif id(sup) not in done:
                 done.add(id(sup))
-                sites.append((sup, f"super().compile() in {cls}.compile(), which {recv}.compile() calls"))
+                sites.append((sup, f"super().compile() in {owner}.compile(), which {recv}.compile() calls"))
             continue
         keywords = [a.keyword.value for a in c.args if a.keyword is not None]
         if not (any(k in ("optimizer", "loss") for k in keywords) or len(c.args) >= 2):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
-from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
+from tfdoctor.fixes._base import Fix, FixCodemod, FixContext, FixOutcome
 from tfdoctor.fixes._cst import aliases, attr_name, call_name, kwarg, set_kwarg, walk
 
 FACTORS = (2, 4, 8)
@@ -53,6 +54,9 @@ def _fmt(value: float, like: cst.BaseExpression) -> cst.BaseExpression:
         text += ".0"
     return cst.Float(text)
 
+
+#: the learning-rate note when the script builds no optimizer (it may be in a module beside it)
+NO_OPTIMIZER = "not found, not changed"
 
 #: Keras 3 default learning rates (made explicit when scaled)
 DEFAULT_LR = {
@@ -110,6 +114,13 @@ class BatchScaleCodemod(FixCodemod):
         self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
         self.note_at: int | None = None  # id of the statement that gets the "lr not scaled" comment
         args = list(self.fix.script_args)
+        if self.fix.params.get("lr_only"):  # a module beside the script: its optimizers only
+            lr_desc, unscaled = self._learning_rates(tree, args)
+            if not self.edits:
+                raise SkipFile(f"no learning rate scaled here ({unscaled or lr_desc})")
+            self.summary = f"learning rate {lr_desc}"
+            self.examples_factor = float(self.factor)
+            return super().transform_module_impl(tree)
         batch_desc = self._batch(tree, args)
         batch_edit = set(self.edits)
         lr_desc, unscaled = self._learning_rates(tree, args)
@@ -250,11 +261,13 @@ class BatchScaleCodemod(FixCodemod):
                 self.edits[id(d.value)] = _fmt(v * scale, d.value)
                 self.warn("optimizer not recognised: learning rate scaled linearly (the SGD rule)")
                 return f"--{name} default {v:g} → {v * scale:.4g} (linear: optimizer not recognised)", ""
+        if not opts and (elsewhere := self.fix.params.get("lr_elsewhere")):
+            return f"scaled in {elsewhere}, where the optimizer is built", ""
         if not opts:
             self.warn(
                 f"no optimizer or learning rate found: scale the learning rate ×{self.factor} (SGD) or ×√{self.factor} (Adam) yourself"
             )
-            return "not found, not changed", "no optimizer found"
+            return NO_OPTIMIZER, "no optimizer found"
         for m in missed:
             self.warn(f"learning rate not scaled: {m}")
         text = "; ".join(done) if done else "not changed"
@@ -305,6 +318,11 @@ class BatchScaleCodemod(FixCodemod):
                 init = kwarg(defs[0].value, "initial_learning_rate")
                 if init is not None and _number(init.value) is not None:
                     return init.value, f"{value.value}'s initial_learning_rate (line {self.line(defs[0])})"
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Multiply, cst.Divide)):
+            # LEARNING_RATE * 10: scaling the constant scales the product
+            for side, other in ((value.left, value.right), (value.right, value.left)):
+                if _number(other) is not None and _number(side) is None:
+                    return self._follow(side, argparse_lr, consts, params)
         if isinstance(value, cst.Call):
             init = kwarg(value, "initial_learning_rate")
             if init is not None and _number(init.value) is not None:
@@ -350,6 +368,23 @@ class BatchScale(Fix):
 
     def variants(self, ctx: FixContext) -> list[dict[str, str]]:
         return [{"factor": str(f)} for f in FACTORS]
+
+    def follow_imports(self, out: FixOutcome, source: str, ctx: FixContext) -> FixOutcome:
+        """The batch size where the script sets it, the learning rate where the optimizer is built: in
+        a module beside the script when the script builds none."""
+        if not out.changed or NO_OPTIMIZER not in out.reason:
+            return super().follow_imports(out, source, ctx)
+        for rel, text in ctx.project.items():
+            sub = self.apply_module(rel, text, ctx, lr_only="1")
+            if sub.changed:
+                main = self.apply_source(source, replace(ctx, params={**ctx.params, "lr_elsewhere": rel}))
+                return replace(
+                    main,
+                    files={rel: sub.code},
+                    reason=f"{main.reason}; {rel}: {sub.reason}",
+                    warnings=(*main.warnings, *sub.warnings),
+                )
+        return out
 
 
 FIX = BatchScale

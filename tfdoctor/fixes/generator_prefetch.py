@@ -89,7 +89,7 @@ def _generator_methods(tree: cst.Module) -> dict[str, cst.FunctionDef]:
 def _nested_generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
     """Generator functions defined inside other functions (``def train_batches(...)`` in ``main()``)."""
     methods = {id(f) for f in _generator_methods(tree).values()}
-    out = {}
+    out: dict[str, cst.FunctionDef] = {}
     for fn in walk(tree):
         if isinstance(fn, cst.FunctionDef) and id(fn) not in methods and fn not in tree.body:
             own = [n for n in walk(fn.body) if not isinstance(n, cst.FunctionDef)]
@@ -245,14 +245,18 @@ class GeneratorPrefetchCodemod(FixCodemod):
         done: list[str] = []
         notes: list[str] = []
         for name in fed:
-            cls = classes[name]
+            loader = classes[name]
             passes = [
                 c
                 for c in walk(tree)
                 if isinstance(c, cst.Call) and call_name(c) == name and kwarg(c, "workers") is not None
             ]
             init = next(
-                (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"),
+                (
+                    f
+                    for f in loader.body.body
+                    if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"
+                ),
                 None,
             )
             sup = None

@@ -3,11 +3,13 @@ with loss scaling, bfloat16 on CPUs with AVX512_BF16/AMX), the output layer kept
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
-from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
+from tfdoctor.fixes._base import Fix, FixCodemod, FixContext, FixOutcome
 from tfdoctor.fixes._cst import (
     aliases,
     attr_name,
@@ -24,6 +26,10 @@ from tfdoctor.fixes.batch_scale import LINEAR, SQRT
 from tfdoctor.fixes.tf_function import is_apply
 
 OPTIMIZERS = LINEAR | SQRT
+
+
+#: the summary's note when the script builds no model (its output layer may be in a module beside it)
+NO_MODEL = "no model found in the script: outputs not changed"
 
 
 def policy_position(tree: cst.Module, keras_root: str) -> int | None:
@@ -75,16 +81,21 @@ class MixedPrecisionCodemod(FixCodemod):
             if isinstance(c, cst.Call) and (call_name(c) or "").endswith("set_global_policy"):
                 raise SkipFile(f"the script sets a dtype policy itself (line {self.line(c)})")
         self.at = policy_position(tree, self.keras.split(".")[0])
-        if self.at is None:
+        if self.at is None and not self.fix.params.get("outputs_only"):
             raise SkipFile(
                 f"{self.keras} is not imported at the top level of the script: nowhere to set the policy "
                 "before the model is built"
             )
         self.outputs: set[int] = set()
-        notes = [self._output_layers(tree)]
-        # float16 needs loss scaling; Keras compile() adds it, a custom loop needs it spelled out
         self.wrap_opt: set[int] = set()
         self.scale_grad: set[int] = set()
+        notes = [self._output_layers(tree)]
+        if self.fix.params.get("outputs_only"):  # a module beside the script: its output layers only
+            if not self.outputs:
+                raise SkipFile(notes[0])
+            self.summary = notes[0]
+            return super().transform_module_impl(tree)
+        # float16 needs loss scaling; Keras compile() adds it, a custom loop needs it spelled out
         self.opt_name: str | None = None
         custom = any(isinstance(c, cst.Call) and is_apply(c) for c in walk(tree))
         if self.policy == "mixed_float16" and custom:
@@ -108,6 +119,7 @@ class MixedPrecisionCodemod(FixCodemod):
                     self.scale_grad.add(id(c))
             notes.append(f"LossScaleOptimizer around {self.opt_name}, loss scaled before tape.gradient")
         body = list(tree.body)
+        assert self.at is not None
         where = (
             f"before line {self.line(body[self.at])}" if self.at < len(body) else "at the end of the imports"
         )
@@ -127,7 +139,7 @@ class MixedPrecisionCodemod(FixCodemod):
             self.warn(
                 "no Keras model built in the script: make sure the model's outputs are float32 (dtype='float32')"
             )
-            return "no model found in the script: outputs not changed"
+            return NO_MODEL
         keys, why = models.loss_models()
         guessed = not keys
         if guessed:  # which model computes the loss is not visible: every model's output stays float32
@@ -189,6 +201,27 @@ class MixedPrecision(Fix):
     CODEMOD = MixedPrecisionCodemod
     AFTER = ("tf-function", "xla-jit")
     PRIORITY = 60
+
+    def follow_imports(self, out: FixOutcome, source: str, ctx: FixContext) -> FixOutcome:
+        """The policy in the script; the output layers where the models are built: in the modules
+        beside the script it imports when the script builds none itself."""
+        if not out.changed or NO_MODEL not in out.reason:
+            return super().follow_imports(out, source, ctx)
+        files: dict[str, str] = {}
+        notes: list[str] = []
+        for rel, text in ctx.project.items():
+            sub = self.apply_module(rel, text, ctx, outputs_only="1")
+            if sub.changed:
+                files[rel] = sub.code
+                notes.append(f"{rel}: {sub.reason}")
+        if not files:
+            return out
+        return replace(
+            out,
+            files=files,
+            reason=out.reason.replace(NO_MODEL, "; ".join(notes)),
+            warnings=tuple(w for w in out.warnings if not w.startswith("no Keras model built")),
+        )
 
     def precheck(self, ctx: FixContext) -> str | None:
         if ctx.facts.dtype_policy and ctx.facts.dtype_policy.startswith("mixed"):

@@ -261,22 +261,24 @@ class TfFunctionCodemod(FixCodemod):
                 continue
             if self.ran and not self._holds_ran_line(fn):
                 continue  # a step function the profiled run did not use
-            target, note = fn, ""
-            caller = run_in.get(name)
-            if caller is not None:
-                if _is_compiled(caller, tf_function, wrapped):
+            target: cst.FunctionDef = fn
+            note = ""
+            runner = run_in.get(name)
+            if runner is not None:
+                if _is_compiled(runner, tf_function, wrapped):
                     in_strategy.append(
-                        f"{name}() runs through strategy.run inside the tf.function {caller.name.value}()"
+                        f"{name}() runs through strategy.run inside the tf.function {runner.name.value}()"
                     )
                     continue
-                if owner.get(id(caller)) is not None and _is_keras_model(owner[id(caller)]):
-                    keras_steps.append(f"{owner[id(caller)].name.value}.{caller.name.value}()")
+                if owner.get(id(runner)) is not None and _is_keras_model(owner[id(runner)]):
+                    keras_steps.append(f"{owner[id(runner)].name.value}.{runner.name.value}()")
                     continue
-                target, note = caller, f", which runs {name}() through strategy.run"
+                target, note = runner, f", which runs {name}() through strategy.run"
             self.decorate.add(id(target))
             self.step_name = target.name.value
             self.effects(fn.body, fn)
-            what = f"{cls.name.value}.{target.name.value}" if owner.get(id(target)) else target.name.value
+            target_cls = owner.get(id(target))
+            what = f"{target_cls.name.value}.{target.name.value}" if target_cls else target.name.value
             self.summary = f"@{self.tf}.function on {what}() (line {self.line(target)}){note}"
             break
         if not self.decorate and compiled and not self.ran and not keras_steps and not in_strategy:
@@ -438,9 +440,9 @@ class TfFunctionCodemod(FixCodemod):
         params = [n for n in _exposed_reads(block) if n in varying or n in augs]
         stored = [n for s in block for n in sorted(_stores(s))]
         used_outside: set[str] = set()
-        for n in _own_nodes(scope):  # other functions' own locals do not count
-            if id(n) not in block_ids and isinstance(n, cst.Name):
-                used_outside.add(n.value)
+        for node in _own_nodes(scope):  # other functions' own locals do not count
+            if id(node) not in block_ids and isinstance(node, cst.Name):
+                used_outside.add(node.value)
         returns = []
         tapes = _tape_names(block)
         for n in stored:
