@@ -350,8 +350,15 @@ class BatchScale(Fix):
     What it changes: the batch size where the script sets it (an argparse ``--batch-size`` default, a
     ``BATCH_SIZE = N`` constant, ``.batch(N)`` or ``batch_size=N``), and the learning rate with it:
     **linear** scaling for SGD/momentum (Goyal et al., 2017), **square-root** scaling for Adam-style
-    optimizers (Adam, AdamW, RMSprop, Adagrad, …). The summary line says which rule was used. A batch
-    size or learning rate given on the command line is not edited (the fix is skipped or warns).
+    optimizers (Adam, AdamW, RMSprop, Adagrad, …). Every optimizer the script builds is scaled (a GAN's
+    two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
+    ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
+    ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, ``LEARNING_RATE * 10``,
+    a schedule's ``initial_learning_rate``), in a module beside the script when the optimizer is built
+    there. The summary line says which rule was used for which optimizer. A learning rate that cannot
+    be scaled is never left silently: the summary says LEARNING RATE NOT SCALED and the patch carries a
+    comment above the batch size. A batch size or learning rate given on the command line is not
+    edited (the fix is skipped or warns).
 
     How it is measured: in examples/s (a step has more examples on purpose). ×2 first; ×4 only if ×2 was
     kept, and so on. A run that runs out of memory is rolled back with the error.

@@ -181,8 +181,15 @@ class MixedPrecisionCodemod(FixCodemod):
 class MixedPrecision(Fix):
     """Compute in 16 bit where the hardware does it faster: a mixed precision dtype policy.
 
-    What it changes: ``keras.mixed_precision.set_global_policy(...)`` right after the imports (before
-    any layer is built) and ``dtype="float32"`` on the last ``Dense`` layer (softmax/loss stay float32).
+    What it changes: ``keras.mixed_precision.set_global_policy(...)`` right after the script's leading
+    imports (after the statement importing Keras when that comes later, as in a notebook export), so
+    before any model is built; imports further down the file do not move it. ``dtype="float32"`` goes
+    on the output layer of each model that computes the loss: the layer producing the model's output
+    (the ``Activation("softmax")`` after the last ``Dense``, each output of a functional model, the
+    layer a subclassed model's ``call`` returns), for the models whose output reaches a loss (a GAN's
+    discriminator, not its generator; a VAE's encoder and decoder) or that are compiled with one.
+    Where that cannot be told, every model's output layer; a model built in a module beside the
+    script gets it there.
     On a GPU with tensor cores (compute capability ≥ 7.0) the policy is ``mixed_float16``; a custom loop
     then also gets loss scaling (``LossScaleOptimizer`` around the optimizer, ``optimizer.scale_loss(loss)``
     before ``tape.gradient``; Keras ``compile`` adds it itself). On a CPU it is ``mixed_bfloat16``, and only

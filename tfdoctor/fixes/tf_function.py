@@ -547,11 +547,20 @@ class TfFunctionCodemod(FixCodemod):
 class TfFunction(Fix):
     """Compile the training step with ``@tf.function`` instead of dispatching every op eagerly.
 
-    What it changes: the function holding ``GradientTape`` / ``apply_gradients`` gets ``@tf.function``.
-    When the step is written inline in the training loop, those statements (from the ``with
-    tf.GradientTape()`` block to ``apply_gradients``) are extracted into ``train_step(...)``, defined
+    What it changes: the function holding ``GradientTape`` / ``apply_gradients`` (or Keras 3's
+    ``optimizer.apply(grads, vars)``) gets ``@tf.function``; a method (``Trainer.step(self, x, y)``)
+    too. When the step is written inline in the training loop, those statements (from the ``with
+    tf.GradientTape()`` block to the optimizer update) are extracted into ``train_step(...)``, defined
     just before the loop: values the loop changes every iteration become its parameters, values used
-    after it are returned.
+    after it are returned (never the tape: a step whose tape is used after the update is not cut).
+
+    Which step: the one that ran. When the run's facts say the profiled step was eager, the function or
+    loop holding the lines where the hooks saw it (its ``tape.gradient``, its optimizer update) is the
+    one compiled, even if the file also defines ``@tf.function`` versions used later. Not tried when
+    the profiled step already ran as a tf.function, on a Keras ``fit`` loop (``fit`` compiles the step,
+    a ``train_step`` override too: xla-jit and steps-per-execution are the fixes that apply there), or
+    on a ``step_fn`` that ``strategy.run`` calls inside a tf.function (a function calling
+    ``strategy.run`` eagerly is the one decorated).
 
     Python side effects in the step (``print``, appending to an outer list, ``float(tensor)``,
     ``time``/``random`` calls, ``global``) run only once under tf.function, when it traces: the codemod

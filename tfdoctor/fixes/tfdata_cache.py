@@ -194,6 +194,10 @@ class Cache(Fix):
     function (a lambda or a module-level function, followed through the functions it calls) draws no
     random numbers (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``).
 
+    A pipeline built over several assignments (``ds = ds.shuffle(...).map(...)``) is followed to the
+    name's in-memory source; a shuffle (or any stage but a map) that an earlier assignment already ran
+    is never cached after: the cache would replay one order every epoch.
+
     Fits in memory? Decided statically: only in-memory sources are cached (the raw data already fits;
     a warning says the decoded copy may be a few times larger). File sources (TFRecord, text, images
     from a directory) are skipped with the reason: cache them to disk with ``cache(filename)`` yourself.

@@ -102,7 +102,10 @@ class XlaJit(Fix):
 
     What it changes: ``@tf.function`` on the training step becomes ``@tf.function(jit_compile=True)``
     (also ``tf.function(step)`` calls), and ``model.compile(...)`` gets ``jit_compile=True`` (for a model
-    whose class overrides ``compile`` with its own signature: that override's ``super().compile(...)``). A
+    whose class overrides ``compile`` with its own signature: that override's ``super().compile(...)``;
+    an override without one, or a ``compile`` whose keywords keras.Model.compile does not take, is
+    skipped with the reason before any run). The tf.function that runs ``strategy.run(step_fn)`` is the
+    step under a distribution strategy. A
     ``jit_compile`` the script sets itself is left alone. When the step is a tf.function defined outside
     the script, the harness's run-time switch compiles it and the patch is empty (say so to the user).
 
