@@ -63,7 +63,8 @@ def test_at_160_columns_findings_are_a_table(
 ) -> None:
     out = report_at(160, run, monkeypatch, capsys)
     _commands_whole(out, run)
-    assert "┃ id" in out and max(len(ln) for ln in out.splitlines()) <= 160
+    assert "┃ id" in out
+    assert [ln for ln in out.splitlines() if len(ln) > 160 and str(run) not in ln] == []  # a path may pass
     assert any(
         "811 ops per step are dispatched one by one from Python; dispatch and Python take 51 %" in ln
         for ln in out.splitlines()
