@@ -354,8 +354,8 @@ class BatchScale(Fix):
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
     ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
     ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, ``LEARNING_RATE * 10``,
-    a schedule's ``initial_learning_rate``), in a module beside the script when the optimizer is built
-    there. The summary line says which rule was used for which optimizer. A learning rate that cannot
+    a schedule's ``initial_learning_rate``), and, given the modules beside the script, in the one where the
+    optimizer is built. The summary line says which rule was used for which optimizer. A learning rate that cannot
     be scaled is never left silently: the summary says LEARNING RATE NOT SCALED and the patch carries a
     comment above the batch size. A batch size or learning rate given on the command line is not
     edited (the fix is skipped or warns).

@@ -188,8 +188,8 @@ class MixedPrecision(Fix):
     (the ``Activation("softmax")`` after the last ``Dense``, each output of a functional model, the
     layer a subclassed model's ``call`` returns), for the models whose output reaches a loss (a GAN's
     discriminator, not its generator; a VAE's encoder and decoder) or that are compiled with one.
-    Where that cannot be told, every model's output layer; a model built in a module beside the
-    script gets it there.
+    Where that cannot be told, every model's output layer; given the modules beside the script
+    (``FixContext.project``), a model built in one of them gets it there.
     On a GPU with tensor cores (compute capability ≥ 7.0) the policy is ``mixed_float16``; a custom loop
     then also gets loss scaling (``LossScaleOptimizer`` around the optimizer, ``optimizer.scale_loss(loss)``
     before ``tape.gradient``; Keras ``compile`` adds it itself). On a CPU it is ``mixed_bfloat16``, and only
