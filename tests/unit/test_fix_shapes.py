@@ -697,3 +697,28 @@ def test_the_patch_covers_every_module_the_fix_changed(tmp_path: Path) -> None:
     assert (tmp_path / "model.py").read_text() == "A = 2\n"
     with pytest.raises(ValueError, match="not inside"):
         write_modules(tmp_path, {"../evil.py": "x"})
+
+
+def test_a_function_holding_a_nested_generator_is_not_a_generator() -> None:
+    src = """
+    import numpy as np
+
+    def load(n):
+        rng = np.random.default_rng(0)
+        return rng.random((n, 4))
+
+    def main():
+        x = load(8)
+
+        def train_batches(k):
+            for i in range(0, len(x), k):
+                yield x[i : i + k]
+
+        for xb in train_batches(2):
+            train_step(xb)
+    """
+    assert_skipped(
+        "generator-cache", src, "the batch generator is defined inside a function (train_batches())"
+    )
+    out = run("generator-prefetch", src)
+    assert out.changed and "for xb in tfdoctor_prefetch(train_batches(2)):" in out.code

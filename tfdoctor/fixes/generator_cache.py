@@ -20,7 +20,7 @@ from libcst.metadata import PositionProvider
 from tfdoctor.fixes._base import Fix, FixCodemod
 from tfdoctor.fixes._cst import insert_after_imports, names_in, unique_name, walk
 from tfdoctor.fixes._purity import Module, Plan, prefix_plan
-from tfdoctor.fixes.generator_prefetch import _generator_methods, _generators
+from tfdoctor.fixes.generator_prefetch import _generator_methods, _generators, _nested_generators
 
 #: the cache stops growing at this many bytes of results (it still serves what it holds)
 MAX_BYTES = 1 << 30
@@ -159,6 +159,12 @@ class GeneratorCacheCodemod(FixCodemod):
                     if isinstance(m, cst.FunctionDef) and m.name.value == "__getitem__":
                         callers.append((f"{cls.name.value}.__getitem__()", m))
         if not callers:
+            nested = [f"{n}()" for n in _nested_generators(tree)]
+            if nested:
+                raise SkipFile(
+                    f"the batch generator is defined inside a function ({', '.join(nested)}): generator-cache "
+                    "memoises only module-level functions a module-level generator calls"
+                )
             methods = [f"{n}()" for n in _generator_methods(tree)]
             if methods:
                 raise SkipFile(

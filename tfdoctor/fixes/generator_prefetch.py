@@ -63,14 +63,26 @@ ADVICE = (
 )
 
 
-def _generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
-    out = {}
-    for fn in tree.body:
-        if isinstance(fn, cst.FunctionDef):
-            own = [n for n in walk(fn.body) if not isinstance(n, cst.FunctionDef)]
-            if any(isinstance(n, cst.Yield) for n in own):
-                out[fn.name.value] = fn
+def _own(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Nodes under ``node`` in its own frame (nested functions, lambdas and classes not entered)."""
+    out: list[cst.CSTNode] = []
+    stack = list(node.children)
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        if not isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            stack.extend(n.children)
     return out
+
+
+def _is_generator(fn: cst.FunctionDef) -> bool:
+    """``yield`` in the function's own body (a generator nested in it does not make it one)."""
+    return any(isinstance(n, cst.Yield) for n in _own(fn.body))
+
+
+def _generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
+    """Module-level generator functions, by name."""
+    return {fn.name.value: fn for fn in tree.body if isinstance(fn, cst.FunctionDef) and _is_generator(fn)}
 
 
 def _generator_methods(tree: cst.Module) -> dict[str, cst.FunctionDef]:
@@ -79,10 +91,8 @@ def _generator_methods(tree: cst.Module) -> dict[str, cst.FunctionDef]:
     for cls in walk(tree):
         if isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock):
             for fn in cls.body.body:
-                if isinstance(fn, cst.FunctionDef) and fn.name.value != "__iter__":
-                    own = [n for n in walk(fn.body) if not isinstance(n, cst.FunctionDef)]
-                    if any(isinstance(n, cst.Yield) for n in own):
-                        out[fn.name.value] = fn
+                if isinstance(fn, cst.FunctionDef) and fn.name.value != "__iter__" and _is_generator(fn):
+                    out[fn.name.value] = fn
     return out
 
 
@@ -91,10 +101,13 @@ def _nested_generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
     methods = {id(f) for f in _generator_methods(tree).values()}
     out: dict[str, cst.FunctionDef] = {}
     for fn in walk(tree):
-        if isinstance(fn, cst.FunctionDef) and id(fn) not in methods and fn not in tree.body:
-            own = [n for n in walk(fn.body) if not isinstance(n, cst.FunctionDef)]
-            if any(isinstance(n, cst.Yield) for n in own):
-                out.setdefault(fn.name.value, fn)
+        if (
+            isinstance(fn, cst.FunctionDef)
+            and id(fn) not in methods
+            and fn not in tree.body
+            and _is_generator(fn)
+        ):
+            out.setdefault(fn.name.value, fn)
     return out
 
 
