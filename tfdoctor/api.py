@@ -72,6 +72,7 @@ def profile(
     warmup: int | None = None,
     profile_steps: int | None = None,
     fix: bool = False,
+    only: list[str] | None = None,
     run_id: str | None = None,
     force: bool = False,
     home: str | os.PathLike[str] | None = None,
@@ -83,16 +84,17 @@ def profile(
     ``steps``, ``warmup``, ``profile_steps``, ``run_id``, ``force`` and ``home`` mean what the options
     of ``tfdoctor profile`` mean. ``show``: print the report (to ``stream``, default stderr) when the
     block ends. ``fix``: afterwards, run the fix loop of ``tfdoctor profile SCRIPT --fix`` on this
-    script (child processes; the block records nothing in them). Keras ``fit`` returns normally at the
-    planned step; a custom loop is stopped where it is and the rest of the block is skipped (the
-    ``with`` statement swallows that stop; any other exception from the block propagates after the
-    run is stored).
+    script (child processes; the block records nothing in them; ``only``: the fix ids to try, as
+    ``--only``). Keras ``fit`` returns normally at the planned step; a custom loop is stopped where
+    it is and the rest of the block is skipped (the ``with`` statement swallows that stop; any other
+    exception from the block propagates after the run is stored).
     """
     session = ScriptSession(
         steps=steps,
         warmup=warmup,
         profile_steps=profile_steps,
         fix=fix,
+        only=only,
         run_id=run_id,
         force=force,
         home=home,

@@ -201,3 +201,41 @@ def test_under_tfdoctor_profile_the_block_is_nested_and_records_nothing(tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = [row["id"] for row in RunStore(home).list()]
     assert runs == ["outer"]  # only the CLI's run: the block inside the script stayed out of the way
+
+
+EAGER_FIX = (
+    HEAD
+    + """
+opt = keras.optimizers.SGD(0.01)
+
+
+def train_step(xb, yb):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((model(xb) - yb) ** 2)
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+
+with tfdoctor.profile(steps=12, home=HOME, fix=True, only=["tf-function"], run_id="inscript") as run:
+    for i in range(100_000):
+        train_step(x[:32], y[:32])
+print("RESULT " + json.dumps({"run_id": run.run_id, "fix_run_id": run.fix_run_id, "nested": run.nested}))
+"""
+)
+
+
+def test_fix_true_runs_the_cli_fix_loop_on_the_script(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    proc = run_script(tmp_path, EAGER_FIX, home)
+    r = result_of(proc)
+    assert r == {"run_id": "inscript", "fix_run_id": "inscript-fix", "nested": False}
+    store = RunStore(home)
+    ids = {row["id"] for row in store.list()}
+    assert {"inscript", "inscript-fix"} <= ids
+    # in the fix loop's child runs the block was nested: every other run is one of the loop's trials
+    others = ids - {"inscript", "inscript-fix"}
+    assert all(store.get(i).meta.get("parent") == "inscript-fix" for i in others), others
+    fixed = store.get("inscript-fix").report()
+    assert fixed is not None and fixed.fix is not None
+    assert next(t.fix_id for t in fixed.fix.trials) == "tf-function"
+    assert "fix loop:" in proc.stderr and "--only tf-function" in proc.stderr

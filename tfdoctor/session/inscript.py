@@ -64,6 +64,7 @@ class ScriptSession:
         warmup: int | None = None,
         profile_steps: int | None = None,
         fix: bool = False,
+        only: list[str] | None = None,
         run_id: str | None = None,
         force: bool = False,
         home: str | os.PathLike[str] | None = None,
@@ -78,6 +79,7 @@ class ScriptSession:
         self.steps = steps
         self.warmup = warmup
         self.fix = fix
+        self.only = list(only or [])
         self.run_id = run_id
         self.force = force
         self.home = home
@@ -184,6 +186,8 @@ class ScriptSession:
         cmd = [sys.executable, "-m", "tfdoctor", "profile", str(script), "--fix", "--steps", str(self.steps)]
         if self.warmup is not None:
             cmd += ["--warmup", str(self.warmup)]
+        if self.only:
+            cmd += ["--only", ",".join(self.only)]
         if self.home is not None:
             cmd += ["--home", os.fspath(self.home)]
         if self.run is not None:
