@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfdoctor.capture.child.clock import StepClock, StopCapture
+from tfdoctor.capture.child.procs import WATCHDOG_THREAD
 from tfdoctor.model import DatasetStage
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -193,8 +194,9 @@ def user_generator() -> str | None:
     import gc
 
     me = threading.get_ident()
+    quiet = {t.ident for t in threading.enumerate() if t.name == WATCHDOG_THREAD}  # blocked in a read
     frames = sys._current_frames()
-    others = [f for tid, f in frames.items() if tid != me]
+    others = [f for tid, f in frames.items() if tid != me and tid not in quiet]
     if not others:
         found = None
         objs = gc.get_objects()

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 TOKEN_ENV = "TFDOCTOR_RUN_TOKEN"
 #: the file descriptor (inherited by the harness) whose end-of-file means the parent died
 WATCHDOG_ENV = "TFDOCTOR_WATCHDOG_FD"
+#: the watchdog thread's name: it sits in os.read and runs no Python (the hooks' generator scan ignores it)
+WATCHDOG_THREAD = "tfdoctor-watchdog"
 
 
 @dataclass(frozen=True)
@@ -170,5 +172,5 @@ def start_watchdog() -> bool:
         finally:
             os.kill(me, signal.SIGKILL)
 
-    threading.Thread(target=watch, name="tfdoctor-watchdog", daemon=True).start()
+    threading.Thread(target=watch, name=WATCHDOG_THREAD, daemon=True).start()
     return True
