@@ -3,7 +3,7 @@ timeline, ``/api/compare``. Every route declares its response model."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
@@ -17,7 +17,7 @@ from tfdoctor.web.schemas import ErrorBody, Health, Progress, RunDetail, RunSumm
 from tfdoctor.web.service import list_summaries, progress, summary
 
 router = APIRouter(prefix="/api", tags=["api"])
-NOT_FOUND = {404: {"model": ErrorBody, "description": "no such run"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "no such run"}}
 
 
 @router.get("/health", response_model=Health)

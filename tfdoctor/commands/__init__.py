@@ -27,12 +27,12 @@ def names() -> list[str]:
     return sorted(i.name for i in pkgutil.iter_modules(__path__) if not i.name.startswith("_"))
 
 
-def load(name: str) -> type | None:
+def load(name: str) -> type[Command] | None:
     """The ``COMMAND`` class of one verb's module (imported now), or None if it defines none."""
     mod = importlib.import_module(f"{__name__}.{name}")
     return getattr(mod, "COMMAND", None)
 
 
-def discover() -> list[type]:
+def discover() -> list[type[Command]]:
     """Every command class (imports every command module: for the full help)."""
     return [c for c in (load(n) for n in names()) if c is not None]

@@ -212,11 +212,11 @@ def user_generator() -> str | None:
                     found = f"{obj.gi_code.co_filename}:{obj.gi_code.co_firstlineno}"
                     break
         finally:
-            obj = objs = None  # drop the references before anything else runs
+            del objs  # drop the references before anything else runs
         return found
     user_frame_at = None
     for top in others:
-        f = top
+        f: types.FrameType | None = top
         while f is not None:
             code = f.f_code
             if is_user_file(code.co_filename):
