@@ -268,7 +268,8 @@ class ProfileCommand:
         store = RunStore(args.home)
         run, result, report = self.capture(store, cfg, args, err)
         if (result.status == "complete" and not (fix and args.json)) or (
-            args.json and result.status != "complete"
+            # a machine reader gets its document even for a failed run (SARIF: executionSuccessful false)
+            (args.json or getattr(args, "format", None) == "sarif") and result.status != "complete"
         ):
             self.show(report, run, args, out)
         rc = self.outcome(run, result, err)
