@@ -3,7 +3,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -12,15 +11,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tfdoctor.capture.runner import CaptureProgress, check_tensorflow
 from tfdoctor.capture.workers import from_tf_config
-from tfdoctor.errors import RunExists, TfdoctorError, UsageError
+from tfdoctor.errors import RunExists, UsageError
 from tfdoctor.fixes import all_fixes
 from tfdoctor.model import Report
 from tfdoctor.report.format import fix_headline
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, Event, FixLoop, LoopConfig
-from tfdoctor.session.profile import FixOptions, fix_config, fix_config_for_run
+from tfdoctor.session.profile import apply_fixes as apply_patch
+from tfdoctor.session.profile import fix_config, fix_config_for_run, fix_options
 from tfdoctor.store import RunStore
-from tfdoctor.userfiles import Source, UserFileError, check_writable, make_backup, read_source, write_source
+from tfdoctor.userfiles import check_writable, read_source
 
 
 class FixProgress:
@@ -134,40 +134,6 @@ def _ids(text: str | None) -> list[str]:
     if unknown:
         raise UsageError(f"unknown fix id(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return ids
-
-
-def apply_patch(script: Path, original: Source, final_source: str) -> Path:
-    """Write the fixed source over ``script`` after saving a backup; returns the backup's path.
-
-    Refused when the file's bytes changed since ``original`` was read. The backup is created without
-    following links (:func:`tfdoctor.userfiles.make_backup`) and the script replaced atomically in
-    its own encoding and line endings: on any failure (full disk, quota, read-only folder) the
-    script is left byte-identical and the one-line error names the backup.
-    """
-    if not original.unchanged_on_disk():
-        raise TfdoctorError(
-            f"{script} changed while the fixes were measured; not applied (the patch is in fix.patch)"
-        )
-    original.encode(final_source)  # an encoding that cannot hold the fix: refused before any write
-    bak = make_backup(script)
-    try:
-        write_source(script, final_source, original)
-    except UserFileError as e:
-        raise UserFileError(
-            f"{e}; not applied (backup of the original: {bak}; the patch is in fix.patch)"
-        ) from None
-    return bak
-
-
-def fix_options(args: argparse.Namespace) -> FixOptions:
-    """The fix options of ``fix`` and ``profile --fix`` (absent flags take the defaults)."""
-    return FixOptions(
-        only=_ids(getattr(args, "only", None)) or None,
-        skip=_ids(getattr(args, "skip", None)),
-        rounds=getattr(args, "fix_rounds", DEFAULT_ROUNDS),
-        timeout_s=getattr(args, "fix_timeout", None),
-        allow_unchecked=getattr(args, "allow_unchecked", False),
-    )
 
 
 def run_loop(

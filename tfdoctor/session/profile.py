@@ -10,15 +10,17 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.capture.workers import WorkerIdentity, from_tf_config
-from tfdoctor.errors import UsageError
+from tfdoctor.errors import TfdoctorError, UsageError
 from tfdoctor.model import Report
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, LoopConfig
 from tfdoctor.store import RunStore
+from tfdoctor.userfiles import Source, UserFileError, make_backup, write_source
 
 Progress = Callable[[CaptureProgress], None]
 Display = Callable[[str], AbstractContextManager[Progress | None]]
@@ -119,3 +121,42 @@ def fix_config_for_run(run: RunDir, opts: FixOptions) -> LoopConfig:
         skip=list(opts.skip),
         env=dict(cap.env),
     )
+
+
+def apply_fixes(script: Path, original: Source, final_source: str) -> Path:
+    """Write the fixed source over ``script`` after saving a backup; returns the backup's path.
+
+    Refused when the file's bytes changed since ``original`` was read. The backup is created without
+    following links (:func:`tfdoctor.userfiles.make_backup`) and the script replaced atomically in
+    its own encoding and line endings: on any failure (full disk, quota, read-only folder) the
+    script is left byte-identical and the one-line error names the backup.
+    """
+    if not original.unchanged_on_disk():
+        raise TfdoctorError(
+            f"{script} changed while the fixes were measured; not applied (the patch is in fix.patch)"
+        )
+    original.encode(final_source)  # an encoding that cannot hold the fix: refused before any write
+    bak = make_backup(script)
+    try:
+        write_source(script, final_source, original)
+    except UserFileError as e:
+        raise UserFileError(
+            f"{e}; not applied (backup of the original: {bak}; the patch is in fix.patch)"
+        ) from None
+    return bak
+
+
+def fix_options(args: Any) -> FixOptions:
+    """The fix options from the flags of ``fix``, ``profile --fix`` and ``%tfdoctor profile --fix`` (an
+    argparse namespace; absent flags take the defaults)."""
+    return FixOptions(
+        only=_fix_ids(getattr(args, "only", None)) or None,
+        skip=_fix_ids(getattr(args, "skip", None)),
+        rounds=getattr(args, "fix_rounds", DEFAULT_ROUNDS),
+        timeout_s=getattr(args, "fix_timeout", None),
+        allow_unchecked=getattr(args, "allow_unchecked", False),
+    )
+
+
+def _fix_ids(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
