@@ -159,4 +159,11 @@ def fix_options(args: Any) -> FixOptions:
 
 
 def _fix_ids(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
+    from tfdoctor.fixes import all_fixes
+
+    ids = [x.strip() for x in (text or "").split(",") if x.strip()]
+    known = {f.ID for f in all_fixes()}
+    unknown = [x for x in ids if x not in known]
+    if unknown:
+        raise UsageError(f"unknown fix id(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return ids
