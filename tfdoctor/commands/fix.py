@@ -127,15 +127,6 @@ def refuse_multiworker(env: Mapping[str, str] | None = None, strategy: str | Non
         )
 
 
-def _ids(text: str | None) -> list[str]:
-    ids = [x.strip() for x in (text or "").split(",") if x.strip()]
-    known = {f.ID for f in all_fixes()}
-    unknown = [x for x in ids if x not in known]
-    if unknown:
-        raise UsageError(f"unknown fix id(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return ids
-
-
 def run_loop(
     store: RunStore,
     run: RunDir,
