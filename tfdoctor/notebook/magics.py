@@ -23,7 +23,6 @@ import html
 import io
 import os
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -308,13 +307,11 @@ class TfdoctorMagics(Magics):
 
         with _user_errors():
             store = RunStore(args.home)
-            if fix:
-                run = self._profile_script_cli(store, argv, args)
-                result = None
-            else:
-                run, result, _ = profile_script(
-                    store, cfg, run_id=args.run_id, force=args.force, display=_progress
-                )
+            run, result, _ = profile_script(
+                store, cfg, run_id=args.run_id, force=args.force, display=_progress
+            )
+            if fix and result.status == "complete":
+                self._fix_script(store, run, cfg, args)
             report = run.report()
             if report is None:
                 from tfdoctor.session.build import build_report
@@ -329,24 +326,27 @@ class TfdoctorMagics(Magics):
                 print(tail.rstrip(), file=sys.stderr)
         display_report(report, run, store, notes)
 
-    def _profile_script_cli(self, store: Any, argv: list[str], args: argparse.Namespace) -> Any:
-        """``tfdoctor profile ... --fix`` as a subprocess (the fix loop is the CLI's); the stored run."""
-        import secrets
+    def _fix_script(self, store: Any, run: Any, cfg: Any, args: argparse.Namespace) -> None:
+        """``--fix`` on the script just profiled: the CLI's fix loop (session), progress in the cell;
+        ``--apply`` writes the script as ``tfdoctor fix --apply`` does."""
+        from tfdoctor.session.fix_loop import FixLoop
+        from tfdoctor.session.profile import apply_fixes, fix_config, fix_options
+        from tfdoctor.userfiles import check_writable, read_source
 
-        rid = args.run_id or f"nb-{secrets.token_hex(4)}"
-        cmd = [sys.executable, "-m", "tfdoctor", "profile", *argv]
-        if not args.run_id:
-            split = argv.index("--") if "--" in argv else len(argv)
-            cmd = [sys.executable, "-m", "tfdoctor", "profile", *argv[:split], "--run-id", rid, *argv[split:]]
-        env = None
-        if args.home:
-            import os
-
-            env = {**os.environ, "TFDOCTOR_HOME": str(store.home)}
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if proc.stderr.strip():
-            print(proc.stderr.rstrip(), file=sys.stderr)
-        return store.get(rid)
+        report = run.report()
+        if report is None or report.throughput is None:
+            print("tfdoctor: no throughput measured, so no fix can be judged", file=sys.stderr)
+            return
+        loop_cfg = fix_config(cfg, fix_options(args))
+        original = read_source(loop_cfg.script)
+        if args.apply:
+            check_writable(loop_cfg.script)
+        with _fix_progress(Path(str(cfg.script)).name) as on_event:
+            loop = FixLoop(store, run, report, loop_cfg, on_event=on_event)
+            summary = loop.run()
+        if args.apply and summary.patch:
+            bak = apply_fixes(loop_cfg.script, original, loop.final_source or original.text)
+            print(f"tfdoctor: applied to {loop_cfg.script} (backup: {bak})", file=sys.stderr)
 
     # -- %%tfdoctor --------------------------------------------------------------------------------
     def profile_cell(self, line: str, cell: str) -> None:
@@ -538,6 +538,21 @@ class TfdoctorMagics(Magics):
             notes=notes,
             describe=fix_description,
         )
+
+
+@contextlib.contextmanager
+def _fix_progress(name: str) -> Iterator[Callable[[Any], None]]:
+    """The fix loop's progress, one line updated in place: which fix, which of how many, what happened."""
+    from IPython.display import display
+
+    handle = display({"text/plain": f"tfdoctor: fix loop on {name}…"}, raw=True, display_id=True)
+
+    def update(e: Any) -> None:
+        at = f" [{e.index}/{e.total}]" if e.total else ""
+        if handle is not None:
+            handle.update({"text/plain": f"tfdoctor: fix loop on {name}{at} · {e.message}"}, raw=True)
+
+    yield update
 
 
 @contextlib.contextmanager
