@@ -329,6 +329,8 @@ class TfdoctorMagics(Magics):
     def _fix_script(self, store: Any, run: Any, cfg: Any, args: argparse.Namespace) -> None:
         """``--fix`` on the script just profiled: the CLI's fix loop (session), progress in the cell;
         ``--apply`` writes the script as ``tfdoctor fix --apply`` does."""
+        import os
+
         from tfdoctor.session.fix_loop import FixLoop
         from tfdoctor.session.profile import apply_fixes, fix_config, fix_options
         from tfdoctor.userfiles import check_writable, read_source
@@ -341,7 +343,7 @@ class TfdoctorMagics(Magics):
         original = read_source(loop_cfg.script)
         if args.apply:
             check_writable(loop_cfg.script)
-        with _fix_progress(Path(str(cfg.script)).name) as on_event:
+        with _fix_progress(os.path.basename(str(cfg.script))) as on_event:
             loop = FixLoop(store, run, report, loop_cfg, on_event=on_event)
             summary = loop.run()
         if args.apply and summary.patch:
