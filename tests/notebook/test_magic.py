@@ -315,3 +315,24 @@ def test_profile_a_script_from_the_notebook(shell):
     frags = shell.html()
     assert frags and 'data-run-id="nb-script"' in frags[-1]
     assert any("steps" in t for t in shell.plain()[:-1])  # the progress line, updated in place
+
+
+def test_fix_a_script_from_the_notebook_through_the_fix_loop(shell, tmp_path):
+    """%tfdoctor profile SCRIPT --fix runs the CLI's fix loop in the kernel (no `python -m tfdoctor`
+    subprocess): the run gets fix results, the progress shows in the cell, the script is untouched."""
+    import shutil
+
+    script = tmp_path / "tiny_train.py"
+    shutil.copy(ROOT / "tests" / "scripts" / "tiny_train.py", script)
+    before = script.read_bytes()
+    shell.clear()
+    shell.ip.run_line_magic(
+        "tfdoctor",
+        f"profile {script} --steps 12 --run-id nb-fix --fix --only tf-function --fix-rounds 0 -- --loop eager",
+    )
+    report = RunStore(shell.home).get("nb-fix").report()
+    assert report is not None and report.fix is not None
+    [trial] = [t for t in report.fix.trials if t.fix_id == "tf-function"]
+    assert trial.status in ("kept", "rejected", "skipped") and trial.reason
+    assert any("fix loop on tiny_train.py" in t for t in shell.plain())  # the loop's progress line
+    assert script.read_bytes() == before  # measured on a copy; --apply was not given
