@@ -92,7 +92,11 @@ def test_profile_a_keras_fit_script_with_args_and_force(tfd_home):
     assert "Step-time breakdown" in out and "steps from tfdoctor markers" in out
     assert "keras_fit loop" in out and "batch 8" in out
     run_dir = tfd_home / "runs" / "fitrun"
-    assert f"Run directory: {run_dir}" in out.replace("\n", "")
+    lines = [ln.strip() for ln in out.splitlines()]
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("Run directory:"))
+    assert lines[at] == f"Run directory: {run_dir}" or (
+        lines[at] == "Run directory:" and lines[at + 1] == str(run_dir)
+    )
     report = json.loads((run_dir / "report.json").read_text())
     assert report["status"] == "complete" and report["args"] == args
     assert report["facts"]["batch_size"] == 8 and report["breakdown"]["steps"]
