@@ -56,7 +56,8 @@ def test_eager_keras3_apply_loop_gets_tf_function_decided_by_what_ran(tfd_home, 
     assert tf_fn.status == "kept", tf_fn.reason
     assert tf_fn.speedup is not None and tf_fn.speedup > 1.3  # eager → graph: a large margin
     assert "+    optimizer.apply(grads, model.trainable_weights)" in tf_fn.patch  # the step ends at apply
-    assert "return tape" not in tf_fn.patch and "return logits, loss_value" in tf_fn.patch
+    assert "return tape" not in tf_fn.patch and "+    return loss_value" in tf_fn.patch
+    assert "+    train_acc_metric.update_state(y_batch_train, logits)" in tf_fn.patch  # the metric too
     spe = trials["steps-per-execution"]
     assert spe.status == "skipped" and "custom training loop" in spe.reason
 

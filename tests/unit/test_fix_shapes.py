@@ -94,7 +94,8 @@ def train_step(x, y):
 
 
 def test_tf_function_decides_from_what_ran_when_the_file_has_several_steps() -> None:
-    # the run's facts: the profiled step was eager, its optimizer update at line 10 (the eager loop)
+    # the run's facts: the profiled step was eager, its optimizer update at line 10 (the eager loop);
+    # the metric update right after it goes into the step (a global metric: TF state, no retrace)
     ran = Facts(step_kind="eager", loop_kind="custom", source={"apply_gradients": "/tmp/w/train.py:10"})
     assert_codemod(
         "tf-function",
@@ -109,12 +110,11 @@ def test_tf_function_decides_from_what_ran_when_the_file_has_several_steps() -> 
                 loss_value = loss_fn(y, logits)
             grads = tape.gradient(loss_value, model.trainable_weights)
             optimizer.apply(grads, model.trainable_weights)
-            return logits
+            train_acc_metric.update_state(y, logits)
 
         for epoch in range(2):
             for x, y in train_dataset:
-                logits = train_step_2(x, y)
-                train_acc_metric.update_state(y, logits)
+                train_step_2(x, y)
 
 
         @tf.function
@@ -722,3 +722,22 @@ def test_a_function_holding_a_nested_generator_is_not_a_generator() -> None:
     )
     out = run("generator-prefetch", src)
     assert out.changed and "for xb in tfdoctor_prefetch(train_batches(2)):" in out.code
+
+
+def test_a_metric_created_per_epoch_stays_outside_the_extracted_step() -> None:
+    out = run(
+        "tf-function",
+        """
+        import tensorflow as tf
+        for epoch in range(3):
+            epoch_loss = keras.metrics.Mean()
+            for xb, yb in ds:
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(yb, model(xb))
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                epoch_loss.update_state(loss)
+        """,
+    )
+    assert out.changed, out.reason
+    assert "        loss = train_step(xb, yb)\n        epoch_loss.update_state(loss)\n" in out.code

@@ -79,6 +79,27 @@ def _is_step_body(node: cst.CSTNode) -> bool:
     return _has_tape(node) or _applies(node)
 
 
+#: Keras metric / tf.Variable methods that only update TF state (safe to move into a tf.function)
+METRIC_UPDATES = frozenset({"update_state", "assign_add", "assign_sub", "assign"})
+
+
+def _is_metric_update(stmt: cst.CSTNode, bound: set[str]) -> bool:
+    """``train_acc_metric.update_state(y, logits)`` on an object the loop does not rebind (a metric
+    created per epoch would be a new tf.function argument every epoch: a retrace)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+        return False
+    e = stmt.body[0]
+    if not (isinstance(e, cst.Expr) and isinstance(e.value, cst.Call)):
+        return False
+    f = e.value.func
+    return (
+        isinstance(f, cst.Attribute)
+        and f.attr.value in METRIC_UPDATES
+        and isinstance(f.value, cst.Name)
+        and f.value.value not in bound
+    )
+
+
 def _tape_names(stmts: Iterable[cst.CSTNode]) -> set[str]:
     """Names a ``with tf.GradientTape() as <name>`` binds under ``stmts``."""
     out: set[str] = set()
@@ -394,6 +415,10 @@ class TfFunctionCodemod(FixCodemod):
         last = max((i for i in range(first, len(stmts)) if _applies(stmts[i])), default=None)
         if last is None:  # no optimizer update in the loop: the step ends with its gradients
             last = max((i for i in range(first, len(stmts)) if _calls(stmts[i], "gradient")), default=first)
+        else:  # metric updates right after the update go into the step too (they are TF ops)
+            bound = _stores(top)
+            while last + 1 < len(stmts) and _is_metric_update(stmts[last + 1], bound):
+                last += 1
         block = stmts[first : last + 1]
         for s in block:
             for n in [s, *_own_nodes(s)]:
