@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from tfdoctor.analysis.steps import find_steps
 from tfdoctor.report.charts import timeline_figure
 from tfdoctor.report.timeline import (
     CACHE_NAME,
+    KINDS,
     LaneArrays,
     classify,
     downsample,
@@ -19,12 +21,14 @@ from tfdoctor.report.timeline import (
     timeline_for_run,
     timeline_from_trace,
 )
+from tfdoctor.rundir import RunDir, load_steps
 from tfdoctor.store import RunStore
 from tfdoctor.trace import load
 
 #: the tensorflow/profiler demo (Apache-2.0: sample_traces/third_party/) and a ../shared/traces-only run;
 #: ``shared()`` finds the in-repo copy first, skips when neither is there, and fails under CI=true
 MULTI_WORKER = "tensorflow-profiler/demo/plugins/profile/GPU-multi-worker"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 PFE_B8 = "PFE_TensorFlow_Profiler/applications/cnn/logs_load/download8-20210202-122657"
 
 
@@ -150,3 +154,77 @@ class TestRealTraces:
         bad.write_bytes(b"\x00garbage" * 10)
         tl = timeline_for_run(run)
         assert tl is not None and not tl.rows and tl.notes[0].startswith("no timeline:")
+
+
+def _cpu_timeline(name: str):
+    run = RunDir(SAMPLES / name)
+    trace = load(run.logdir)
+    return timeline_from_trace(trace, find_steps(trace, load_steps(run)))
+
+
+def _compute_ms(row, tl) -> float:
+    """Duration of the row's compute blocks inside the steps shown."""
+    lo, hi = tl.steps[0].start_ms, tl.steps[-1].end_ms
+    return sum(
+        min(s + d, hi) - max(s, lo)
+        for s, d, k in zip(row.start_ms, row.dur_ms, row.kind, strict=True)
+        if k == "compute" and s < hi and s + d > lo
+    )
+
+
+class TestCpuCompute:
+    """On CPU the Eigen threads carry only zero-duration ThreadpoolListener marks: compute is drawn where
+    the kernels ran (recorded traces of sample_traces/)."""
+
+    def test_eager_kernels_are_a_row_on_the_python_thread(self):
+        tl = _cpu_timeline("cpu-naive_loop")
+        (row,) = [r for r in tl.rows if r.kernels]
+        assert row.lane == "python" and row.label == "python › kernels"
+        assert set(row.kind) == {"compute"}
+        # the kernels take most of an eager step here (KernelAndDeviceFunc::Run under EagerKernelExecute)
+        steps_ms = tl.steps[-1].end_ms - tl.steps[0].start_ms
+        assert _compute_ms(row, tl) > 0.3 * steps_ms
+        # and the chart draws that row with the "Ops / kernels" colour
+        fig = timeline_figure(tl)
+        assert fig is not None
+        (comp,) = [d for d in fig["data"] if d["name"] == KINDS["compute"]]
+        assert "python › kernels" in comp["y"]
+
+    @pytest.mark.parametrize("name", ["cpu-keras_fit", "cpu-function_loop"])
+    def test_graph_kernels_are_on_the_tf_compute_lanes(self, name):
+        tl = _cpu_timeline(name)
+        comp = [r for r in tl.rows if r.group == "host" and r.lane.startswith("tf_Compute")]
+        assert comp and max(_compute_ms(r, tl) for r in comp) > 0
+        # the function call's own run on the Python thread is the call, not compute lifted from it
+        lifted = [r for r in tl.rows if r.kernels]
+        assert sum(_compute_ms(r, tl) for r in lifted) < 0.05 * sum(_compute_ms(r, tl) for r in comp)
+
+    @pytest.mark.parametrize("name", ["cpu-naive_loop", "cpu-keras_fit", "cpu-function_loop"])
+    def test_instant_only_eigen_lanes_are_named_not_drawn(self, name):
+        tl = _cpu_timeline(name)
+        assert not any("Eigen" in r.lane for r in tl.rows)
+        (note,) = [n for n in tl.notes if "only instant markers" in n]
+        assert "tf_numa_-1_Eigen" in note
+
+
+def test_deep_kernels_are_lifted_but_not_from_a_function_call():
+    # step > dispatch > dispatch > dispatch > kernel (depth 4) and a function call holding a kernel
+    names = [
+        "train",
+        "TFE_Py_FastPathExecute_C",
+        "EagerExecute",
+        "EagerKernelExecute",
+        "KernelAndDeviceFunc::Run",
+    ]
+    names += [
+        "EagerLocalExecute: __inference_train_step_1",
+        "EagerExecute",
+        "EagerKernelExecute",
+        "x",
+        "KernelAndDeviceFunc::Run",
+    ]
+    starts = [0, 1, 1.5, 2, 2.5, 20, 21, 22, 23, 24]
+    durs = [40, 8, 7, 6, 5, 15, 10, 9, 8, 7]
+    tl = downsample([lane("python", starts, durs, names)], (0, 50), px=500, max_depth=3)
+    (row,) = [r for r in tl.rows if r.kernels]
+    assert row.start_ms == [2.5] and row.kind == ["compute"] and row.depth == 4

@@ -321,7 +321,7 @@ def timeline_figure(tl: Timeline, highlight: list[tuple[float, float]] | None = 
     labels = []
     seen: dict[str, int] = {}
     for r in tl.rows:
-        label = f"{r.lane} ›{r.depth}" if r.depth else r.lane
+        label = r.label
         if label in seen:
             seen[label] += 1
             label = f"{label} ({seen[label]})"

@@ -5,7 +5,11 @@ stream: start, duration and name of each event, in ms) and returns at most ``max
 events nest (TraceMe scopes), so each lane is split into depth rows; in a row, runs of events
 shorter than one pixel that follow each other within one pixel are merged into one block
 ("37 events: EagerExecute ×20, …"). Gaps wider than a pixel always stay visible: they are what the
-timeline is for.
+timeline is for. Op kernels nested deeper than the rows drawn (an eager step runs each kernel inline,
+``KernelAndDeviceFunc::Run`` five levels under the step on the Python thread) are lifted into one
+"kernels" row of their lane, so compute shows where it ran; lanes with nothing but instant markers
+(the Eigen pool's ``ThreadpoolListener`` marks on CPU: the kernels run on ``tf_Compute`` lanes or
+inline) are left out and named in a note.
 
 :func:`timeline_from_trace` picks the lanes and the window (a few steps from the middle of the
 profiled window) from a :class:`~tfdoctor.trace.Trace`; :func:`timeline_for_run` does it for a
@@ -30,7 +34,7 @@ from tfdoctor.errors import TraceError
 from tfdoctor.model import STEP_MARKER, STEP_MARKERS
 from tfdoctor.rundir import RunDir, atomic_write_text
 
-TIMELINE_VERSION = 1
+TIMELINE_VERSION = 2  # 2: eager kernels are compute, lifted into a kernels row
 CACHE_NAME = "timeline.json"
 
 #: colour classes of the blocks (the web page maps them to colours and a legend)
@@ -68,9 +72,14 @@ class TimelineRow(BaseModel):
     name: list[str] = Field(default_factory=list)
     count: list[int] = Field(default_factory=list)  # events merged into each block (1 = a single event)
     kind: list[str] = Field(default_factory=list)
+    #: the row of the lane's op kernels nested deeper than the depth rows drawn (``depth`` is then one
+    #: below the last depth row)
+    kernels: bool = False
 
     @property
     def label(self) -> str:
+        if self.kernels:
+            return f"{self.lane} › kernels"
         return self.lane if self.depth == 0 else f"{self.lane} ›{self.depth}"
 
 
@@ -106,6 +115,10 @@ def classify(name: str) -> str:
         return "copy"
     if is_function_run(name):
         return "function"
+    if (
+        name == "KernelAndDeviceFunc::Run"
+    ):  # the kernel an eager op runs inline (in a function call: the call)
+        return "compute"
     if is_dispatch(name):
         return "dispatch"
     if is_host_op(name) or name.startswith(("ExecutorState", "FunctionRun")):
@@ -124,6 +137,44 @@ def _depths(start: np.ndarray, end: np.ndarray) -> np.ndarray:
         depth[i] = len(stack)
         stack.append(end[i])
     return depth
+
+
+def _inside(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Whether each start ``s`` lies inside one of the intervals ``[lo, hi)`` (unsorted, may nest)."""
+    if not lo.size:
+        return np.zeros(s.size, dtype=bool)
+    order = np.argsort(lo)
+    lo, hi = lo[order], np.maximum.accumulate(hi[order])
+    k = np.searchsorted(lo, s, side="right") - 1
+    return (k >= 0) & (s < hi[np.clip(k, 0, None)])
+
+
+def _kernels_below(
+    s: np.ndarray, e: np.ndarray, names: np.ndarray, depth: np.ndarray, max_depth: int
+) -> np.ndarray:
+    """The events deeper than ``max_depth`` that are op kernels (kind "compute") outside any
+    tf.function call or input event of the lane (a call's own run is the call, and the kernel of an
+    eager ``IteratorGetNext`` the input wait, both drawn above: not compute)."""
+    deep = depth > max_depth
+    if not deep.any():
+        return deep
+    kinds = _kinds(names)
+    outer = (kinds == "function") | (kinds == "input")
+    comp = deep & (kinds == "compute")
+    if comp.any() and outer.any():
+        comp &= ~_inside(s, s[outer], e[outer])
+    return comp
+
+
+def _kinds(names: np.ndarray) -> np.ndarray:
+    cache: dict[str, str] = {}
+    out = np.empty(names.size, dtype=object)
+    for i, n in enumerate(names.tolist()):
+        k = cache.get(n)
+        if k is None:
+            k = cache[n] = classify(n)
+        out[i] = k
+    return out
 
 
 def _merge_row(s: np.ndarray, e: np.ndarray, names: np.ndarray, res: float) -> tuple[list, ...]:
@@ -174,30 +225,36 @@ def downsample(
     prepared = []
     n_in = 0
     truncated = False
+    instant_only: list[str] = []
     for lane in lanes:
         start = np.asarray(lane.start_ms, dtype=np.float64)
         end = start + np.asarray(lane.dur_ms, dtype=np.float64)
         names = np.asarray(lane.names, dtype=object)
         # instant events (zero duration) cannot be drawn and would fill the gaps once merged
-        sel = (start < hi) & (end > lo) & (end > start)
+        inside = (start <= hi) & (end >= lo)
+        sel = inside & (end > start)
         if not sel.any():
+            if inside.any():
+                instant_only.append(lane.name)
             continue
         s, e, nm = np.clip(start[sel], lo, hi), np.clip(end[sel], lo, hi), names[sel]
         order = np.lexsort((-(e - s), s))
         s, e, nm = s[order], e[order], nm[order]
         n_in += int(s.size)
         depth = _depths(s, e)
-        if int(depth.max()) > max_depth:
+        kern = _kernels_below(s, e, nm, depth, max_depth)
+        if int(depth[~kern].max(initial=0)) > max_depth:
             truncated = True
-        prepared.append((lane, s, e, nm, depth))
+        prepared.append((lane, s, e, nm, depth, kern))
     prepared.sort(key=lambda p: (_GROUP_ORDER.get(p[0].group, 9), p[0].group))
 
     res = (hi - lo) / max(px, 1)
     for _attempt in range(5):
         rows: list[TimelineRow] = []
-        for lane, s, e, nm, depth in prepared:
-            for d in range(min(int(depth.max()), max_depth) + 1):
-                m = depth == d
+        for lane, s, e, nm, depth, kern in prepared:
+            top = min(int(depth.max()), max_depth)
+            for d in range(top + 2):
+                m = kern if d == top + 1 else depth == d
                 if not m.any():
                     continue
                 st, du, la, co, ki = _merge_row(s[m], e[m], nm[m], res)
@@ -213,6 +270,7 @@ def downsample(
                         name=la,
                         count=co,
                         kind=ki,
+                        kernels=d == top + 1,
                     )
                 )
         total = sum(len(r.start_ms) for r in rows)
@@ -220,8 +278,9 @@ def downsample(
             break
         res *= 2
     while total > max_blocks and rows:
-        # still too many: drop the deepest rows first
-        deepest = max(r.depth for r in rows)
+        # still too many: drop the deepest rows first (a kernels row ranks as a first level: it is
+        # the lane's compute)
+        deepest = max(_rank(r) for r in rows)
         if deepest == 0:
             keep: list[TimelineRow] = []
             budget = max_blocks
@@ -231,9 +290,18 @@ def downsample(
                     budget -= len(r.start_ms)
             rows = keep
         else:
-            rows = [r for r in rows if r.depth < deepest]
+            rows = [r for r in rows if _rank(r) < deepest]
         truncated = True
         total = sum(len(r.start_ms) for r in rows)
+    notes = []
+    if instant_only:
+        shown = ", ".join(instant_only[:3]) + (
+            f" and {len(instant_only) - 3} more" if len(instant_only) > 3 else ""
+        )
+        notes.append(
+            f"{len(instant_only)} thread{'s' if len(instant_only) != 1 else ''} with only instant markers "
+            f"(no duration) not drawn: {shown}"
+        )
     return Timeline(
         window_ms=(lo, hi),
         rows=rows,
@@ -241,7 +309,12 @@ def downsample(
         blocks=total,
         resolution_ms=res,
         truncated=truncated,
+        notes=notes,
     )
+
+
+def _rank(r: TimelineRow) -> int:
+    return min(r.depth, 1) if r.kernels else r.depth
 
 
 # -- from a trace ------------------------------------------------------------------------------
