@@ -76,6 +76,7 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
     elif breakdown is None and notes:
         breakdown = Breakdown(source="none", notes=notes)
     findings, verdict = _evaluate(analysis, facts)
+    facts = with_measured_precision(facts, breakdown)
     return Report(
         distributed=_distributed(analysis, facts, run),
         run_id=run.id,
@@ -94,6 +95,14 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
         trace_files=[str(p.relative_to(run.path)) for p in run.trace_files()],
         logdir=LOGDIR if run.logdir.exists() else None,
     )
+
+
+def with_measured_precision(facts: Facts, breakdown: Breakdown | None) -> Facts:
+    """The facts with the compute precision measured from the trace (``extra["compute_precision"]``:
+    "float32", "16-bit (98 % of kernel time)", "not measurable"...), beside the dtype policy."""
+    if breakdown is None or breakdown.precision is None:
+        return facts
+    return facts.model_copy(update={"extra": {**facts.extra, "compute_precision": breakdown.precision.label}})
 
 
 def capture_problem_notes(errors: list[str]) -> list[str]:
@@ -124,6 +133,7 @@ def report_from_trace(path: str | Path) -> Report:
         source="none", notes=[f"no steps found in the trace: {analysis.why_no_steps}"]
     )
     findings, verdict = _evaluate(analysis, facts)
+    facts = with_measured_precision(facts, breakdown)
     return Report(
         distributed=_distributed(analysis, facts),
         run_id=Path(path).name,
