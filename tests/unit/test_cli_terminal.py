@@ -126,3 +126,50 @@ def test_error_line_is_the_exception_and_its_first_line() -> None:
     )
     assert error_line(tb) == "TypeError: Failed to convert elements of {"
     assert error_line("interrupted after 3 steps\nmore") == "interrupted after 3 steps"
+
+
+def _rebuilt(tmp_path: Path, name: str) -> Path:
+    """A recorded sample run whose report is built anew by ``tfdoctor report`` (its report.json
+    predates the profiler-cost and precision figures)."""
+    path = tmp_path / name
+    shutil.copytree(ROOT / "sample_traces" / name, path)
+    (path / "report.json").unlink()
+    return path
+
+
+def test_profiler_cost_corrected_at_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # cpu-keras_fit: profiled steps 1.43x the unprofiled ones (harness clock), significant and separated
+    run = _rebuilt(tmp_path, "cpu-keras_fit")
+    out = report_at(80, run, monkeypatch, capsys)
+    lines = out.splitlines()
+    assert [ln for ln in lines if len(ln) > 80 and str(run) not in ln] == []
+    flat = " ".join(ln.strip() for ln in lines)
+    assert (
+        "The profiler slowed the profiled steps 1.43x; the shares are corrected to the unprofiled step"
+        in flat
+    )
+    assert flat.count("profiler slowed") == 1  # said once: the analysis's note is not repeated below
+    assert "┃ profiled ┃" in out and "steps from tfdoctor markers · corrected to the unprofiled step" in flat
+    step = next(ln for ln in lines if ln.startswith("│ step"))
+    cells = [c.strip() for c in step.strip("│").split("│")]
+    assert cells[:4] == ["step", "6.26", "100 %", "8.72 ms"]  # the unprofiled step, the profiled one beside
+    assert "Compute precision (measured): not measurable · CPU op events carry no dtype" in flat
+
+
+def test_profiler_cost_recorded_not_corrected_and_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # cpu-side_effects: 1.22x, but the unprofiled steps range 97-376 ms: not told from the noise
+    out = report_at(160, _rebuilt(tmp_path, "cpu-side_effects"), monkeypatch, capsys)
+    flat = " ".join(ln.strip() for ln in out.splitlines())
+    assert (
+        "The profiler slowed the profiled steps 1.22x; recorded, not corrected: the unprofiled steps vary"
+        in flat
+    )
+    assert "┃ profiled ┃" not in out
+    # cpu-expert: 1.012x, under the bar
+    out = report_at(80, _rebuilt(tmp_path, "cpu-expert"), monkeypatch, capsys)
+    flat = " ".join(ln.strip() for ln in out.splitlines())
+    assert "The profiler's cost was small (1.012x the unprofiled step, under 1.10x)" in flat

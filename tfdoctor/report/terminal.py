@@ -13,12 +13,15 @@ from rich.text import Text
 
 from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, FixSummary, Report, Throughput
 from tfdoctor.report import format as fmt
+from tfdoctor.report.measured import corrected_ms, precision_view, tracer_cost_view
 
 _SEV_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 _BAR = 28
 #: below this many columns (a laptop split, a CI log at 80) findings and fixes are stacked blocks, not
 #: tables squeezing their text into narrow columns
 WIDE = 100
+#: how tfdoctor.analysis begins its note on the profiler's cost (shown here as measured_lines instead)
+_TRACER_NOTE = "the profiler slowed the step "
 _STATUS_STYLE = {"kept": "green", "rejected": "yellow", "failed": "red", "skipped": "dim"}
 
 
@@ -35,13 +38,19 @@ def fmt_throughput(t: Throughput | None) -> str:
     return " · ".join(parts)
 
 
-def breakdown_table(report: Report) -> Table | None:
+def breakdown_table(report: Report, *, bar: int = _BAR) -> Table | None:
+    """The mean step per category. Where the profiler's cost was corrected (``unprofiled_share``) the
+    rows are the unprofiled step's, with the profiled step's share beside them."""
     bd = report.breakdown
     if bd is None or not bd.steps:
         return None
+    fixed = corrected_ms(bd)
+    caption = f"{len(bd.steps)} profiled steps · {bd.device_kind} · steps from {bd.source}"
+    if fixed is not None:
+        caption += " · corrected to the unprofiled step"
     table = Table(
         title="Step-time breakdown",
-        caption=f"{len(bd.steps)} profiled steps · {bd.device_kind} · steps from {bd.source}",
+        caption=caption,
         title_justify="left",
         caption_justify="left",
         expand=False,
@@ -49,19 +58,48 @@ def breakdown_table(report: Report) -> Table | None:
     table.add_column("category")
     table.add_column("ms/step", justify="right")
     table.add_column("share", justify="right")
-    table.add_column("", min_width=_BAR)
+    if fixed is not None:
+        table.add_column("profiled", justify="right", style="dim")
+    table.add_column("", min_width=bar)
     n = len(bd.steps)
     for cat in CATEGORIES:
-        share = bd.share.get(cat, 0.0)
-        ms = sum(s.ms.get(cat, 0.0) for s in bd.steps) / n
-        if share < 0.0005 and ms < 0.0005:
+        prof_share = bd.share.get(cat, 0.0)
+        prof_ms = sum(s.ms.get(cat, 0.0) for s in bd.steps) / n
+        share = (bd.unprofiled_share or {}).get(cat, 0.0) if fixed is not None else prof_share
+        ms = fixed.get(cat, 0.0) if fixed is not None else prof_ms
+        if max(share, prof_share) < 0.0005 and max(ms, prof_ms) < 0.0005:
             continue
-        bar = "█" * round(share * _BAR)
+        cells = [CATEGORY_LABELS.get(cat, cat), f"{ms:.2f}", fmt.percent(share, decimals=1)]
+        if fixed is not None:
+            cells.append(fmt.percent(prof_share, decimals=1))
+        table.add_row(*cells, Text("█" * round(share * bar), style="cyan"))
+    if fixed is not None:
         table.add_row(
-            CATEGORY_LABELS.get(cat, cat), f"{ms:.2f}", f"{share * 100:.1f} %", Text(bar, style="cyan")
+            "step", f"{bd.unprofiled_step_ms:.2f}", "100 %", f"{bd.avg_step_ms:.2f} ms", "", style="bold"
         )
-    table.add_row("step", f"{bd.avg_step_ms:.2f}", "100 %", "", style="bold")
+    else:
+        table.add_row("step", f"{bd.avg_step_ms:.2f}", "100 %", "", style="bold")
     return table
+
+
+def measured_lines(report: Report) -> list[Text]:
+    """Below the breakdown: what the profiler's cost means for the shares, and the compute precision
+    measured from the trace."""
+    bd = report.breakdown
+    if bd is None or not bd.steps:
+        return []
+    out = []
+    cost = tracer_cost_view(bd)
+    if cost is not None:
+        out.append(Text(cost.sentence, style="yellow" if cost.state != "small" else "dim"))
+    prec = precision_view(bd.precision)
+    if prec is not None:
+        line = Text("Compute precision (measured): ")
+        line.append(prec.value, style="bold")
+        if prec.detail:
+            line.append(f" · {prec.detail}", style="dim")
+        out.append(line)
+    return out
 
 
 def _finding_text(f) -> Text:  # type: ignore[no-untyped-def]
@@ -275,7 +313,13 @@ def render(report: Report, console: Console | None = None, *, run_dir: str | Non
         lines.append(Text(error_line(report.error), style="red"))
     console.print(Panel(Group(*lines), title="tfdoctor", title_align="left", expand=False))
     narrow = console.width < WIDE
-    parts: list[RenderableType | None] = [breakdown_table(report), distributed_table(report)]
+    # at 80 columns a corrected breakdown (one column more) keeps to the width with a shorter bar
+    bar = 18 if narrow and report.breakdown is not None and corrected_ms(report.breakdown) else _BAR
+    parts: list[RenderableType | None] = [
+        breakdown_table(report, bar=bar),
+        *measured_lines(report),
+        distributed_table(report),
+    ]
     if narrow:
         parts += [*findings_blocks(report), *fix_blocks(report)]
         if report.fix is not None and (cap := fix_caption(report.fix)):
@@ -288,7 +332,11 @@ def render(report: Report, console: Console | None = None, *, run_dir: str | Non
     if report.fix is not None:
         console.print(Text(fmt.fix_headline(report.fix), style="bold"))
     if report.breakdown is not None:
+        # the analysis's note on the profiler's cost is what measured_lines says, for the table above
+        said = tracer_cost_view(report.breakdown) is not None and report.breakdown.steps
         for note in report.breakdown.notes:
+            if said and note.startswith(_TRACER_NOTE):
+                continue
             console.print(f"[dim]note: {escape(note)}[/]")
     if run_dir:
         # a path or a command is never broken across lines (soft_wrap): a copied line must work
