@@ -110,12 +110,19 @@ def first_dim(value: Any) -> int | None:
 
 
 def scalar_loss(value: Any) -> float | None:
-    """A step's loss from what the step returned: a scalar, ``{"loss": ...}``, or the first scalar."""
+    """A step's loss from what the step returned: a scalar, ``{"loss": ...}``, or the first scalar.
+
+    Logs without a ``loss`` but with named losses (a GAN's ``d_loss`` and ``g_loss``, a VAE's
+    ``reconstruction_loss`` and ``kl_loss``) give the sum of those: one trajectory to check a run by
+    (a NaN or a blow-up in either shows in the sum)."""
     cand = value
     if isinstance(value, dict):
         cand = value.get("loss")
         if cand is None:
-            return None
+            named = [scalar_loss(v) for k, v in value.items() if str(k).endswith("loss")]
+            if not named or any(v is None for v in named):
+                return None
+            return float(sum(v for v in named if v is not None))
     elif isinstance(value, (list, tuple)):
         cand = next((v for v in value if getattr(v, "shape", None) is not None and _is_scalar(v)), None)
     if cand is None or not _is_scalar(cand):
@@ -396,9 +403,7 @@ class Tracker:
     def fit_batch_end(self, logs: Any) -> None:
         if self.in_fit != 1 or not self.on_main():
             return
-        loss = None
-        if isinstance(logs, dict) and "loss" in logs:
-            loss = logs["loss"]
+        loss = logs if isinstance(logs, dict) else None  # scalar_loss reads "loss", else the named losses
         bs = self.facts.get("fit_batch_size")
         spe = self.facts.get("steps_per_execution") or 1
         self.step_batch = bs * spe if isinstance(bs, int) else None
