@@ -25,10 +25,26 @@ from markupsafe import Markup
 
 from tfdoctor import __version__
 from tfdoctor.errors import TfdoctorError
-from tfdoctor.model import CATEGORY_LABELS, Facts, Finding, FixTrial, Report, Throughput
+from tfdoctor.model import (
+    CATEGORY_LABELS,
+    Breakdown,
+    Facts,
+    Finding,
+    FixTrial,
+    Report,
+    StepBreakdown,
+    Throughput,
+)
 from tfdoctor.report import charts
 from tfdoctor.report import format as fmt
 from tfdoctor.report.compare import Comparison
+from tfdoctor.report.measured import (
+    PrecisionView,
+    TracerCostView,
+    corrected_ms,
+    precision_view,
+    tracer_cost_view,
+)
 from tfdoctor.report.timeline import KINDS, Timeline
 from tfdoctor.rundir import PATCH, RunDir
 
@@ -186,6 +202,8 @@ class RunPage:
     legend: list[tuple[str, str, str]] = field(default_factory=list)  # (label, colour, kind)
     distributed: DistributedView | None = None
     fix_headline: str = ""  # report.format.fix_headline: the combined ratio, its interval, the training
+    tracer_cost: TracerCostView | None = None  # the profiler's cost and what it means for the shares
+    precision: PrecisionView | None = None  # the compute precision measured from the trace
 
 
 def _clip(text: str | None, n: int = MAX_TEXT) -> str | None:
@@ -297,6 +315,8 @@ def facts_rows(f: Facts) -> list[tuple[str, str]]:
     for k, v in f.extra.items():
         if k.startswith("switch_"):
             rows.append((f"Run-time switch: {k[len('switch_') :].replace('_', ' ')}", v))
+        elif k == "compute_precision":
+            rows.append(("Compute precision (measured)", v))
         elif not k.startswith("seen_"):
             rows.append((k.replace("_", " ").capitalize(), v))
     return [(k, _clip(v, 600) or "") for k, v in rows if v]
@@ -399,6 +419,22 @@ def after_run_id(report: Report) -> str | None:
     return kept[-1].run_id if kept else None
 
 
+def unprofiled_breakdown(bd: Breakdown) -> Breakdown | None:
+    """The mean unprofiled step as a one-step breakdown (for the share chart's corrected bar); None
+    where the profiler's cost was not corrected."""
+    ms = corrected_ms(bd)
+    if ms is None or bd.unprofiled_share is None or bd.unprofiled_step_ms is None:
+        return None
+    step = StepBreakdown(step=0, start_ms=0.0, total_ms=bd.unprofiled_step_ms, ms=ms)
+    return Breakdown(
+        source=bd.source,
+        device_kind=bd.device_kind,
+        steps=[step],
+        share=dict(bd.unprofiled_share),
+        avg_step_ms=bd.unprofiled_step_ms,
+    )
+
+
 def run_page(
     report: Report,
     *,
@@ -415,7 +451,12 @@ def run_page(
         figures["breakdown"] = fig
     share_rows = []
     if report.breakdown is not None and report.breakdown.steps:
-        share_rows.append(("before" if after_bd else "this run", report.breakdown))
+        fixed = unprofiled_breakdown(report.breakdown)
+        if fixed is None:
+            share_rows.append(("before" if after_bd else "this run", report.breakdown))
+        else:  # the profiler's cost corrected: the profiled step as traced, and the unprofiled one
+            share_rows.append(("before, profiled" if after_bd else "profiled", report.breakdown))
+            share_rows.append(("before, unprofiled" if after_bd else "unprofiled", fixed))
     if after_bd is not None:
         share_rows.append(("after fixes", after_bd))
     fig = charts.share_figure(share_rows)
@@ -450,9 +491,22 @@ def run_page(
         metrics.append(
             Metric("Profiled step", f"{bd.avg_step_ms:,.1f} ms", f"{len(bd.steps)} steps · {bd.device_kind}")
         )
-        top = max(bd.share.items(), key=lambda kv: kv[1]) if bd.share else None
+        shares = bd.unprofiled_share or bd.share
+        top = max(shares.items(), key=lambda kv: kv[1]) if shares else None
         if top:
-            metrics.append(Metric("Largest share", f"{top[1] * 100:.0f} %", CATEGORY_LABELS[top[0]]))
+            metrics.append(
+                Metric(
+                    "Largest share",
+                    fmt.percent(top[1]),
+                    CATEGORY_LABELS[top[0]] + (" (unprofiled step)" if bd.unprofiled_share else ""),
+                )
+            )
+    cost = tracer_cost_view(bd) if bd is not None and bd.steps else None
+    if cost is not None:
+        metrics.append(Metric("Profiler cost", cost.ratio, cost.short))
+    prec = precision_view(bd.precision) if bd is not None and bd.steps else None
+    if prec is not None:
+        metrics.append(Metric("Compute precision", prec.value, prec.detail))
     high = sum(1 for f in report.findings if f.severity == "high")
     metrics.append(
         Metric(
@@ -521,6 +575,8 @@ def run_page(
         n_steps=len(report.steps),
         legend=[(KINDS[k], charts.KIND_COLORS[k], k) for k in KINDS],
         distributed=distributed_view(report),
+        tracer_cost=cost,
+        precision=prec,
     )
 
 
