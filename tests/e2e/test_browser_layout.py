@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import socket
 import threading
 import time
@@ -51,6 +52,17 @@ def site(tmp_path_factory):
             "examples/train.py", [], kind="fix", parent=before.id, run_id=f"{before.id}-trial-{i}"
         )
         store.update(t, status="complete", examples_per_s=150.0 + i)
+    # a recorded CPU run, its report rebuilt from the trace: the profiler-cost and precision cards, the
+    # corrected share bar and the timeline's kernels row (real trace) at both widths
+    recorded = store.new_run("examples/keras_fit.py", [], run_id="20261123-200000-keras_fit")
+    shutil.copytree(ROOT / "sample_traces/cpu-keras_fit/logdir", recorded.logdir, dirs_exist_ok=True)
+    shutil.copy(ROOT / "sample_traces/cpu-keras_fit/steps.jsonl", recorded.file("steps.jsonl"))
+    shutil.copy(ROOT / "sample_traces/cpu-keras_fit/harness.json", recorded.file("harness.json"))
+    shutil.copy(ROOT / "sample_traces/cpu-keras_fit/facts.json", recorded.file("facts.json"))
+    from tfdoctor.session.build import build_report
+
+    recorded.write_report(build_report(recorded))
+    store.update(recorded, status="complete")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -64,7 +76,7 @@ def site(tmp_path_factory):
             break
         time.sleep(0.05)
     assert srv.started
-    yield f"http://127.0.0.1:{port}", before.id, after.id
+    yield f"http://127.0.0.1:{port}", before.id, after.id, recorded.id
     srv.should_exit = True
     th.join(timeout=10)
 
@@ -85,7 +97,7 @@ WIDE_ELEMENTS = """w => Array.from(document.querySelectorAll('body *'))
 
 @pytest.mark.parametrize("width", [1400, 390])
 def test_pages_fit_the_screen_without_errors(site, browser, width) -> None:
-    base, before, after = site
+    base, before, after, recorded = site
     ctx = browser.new_context(viewport={"width": width, "height": 900})
     pg = ctx.new_page()
     errors: list[str] = []
@@ -94,11 +106,22 @@ def test_pages_fit_the_screen_without_errors(site, browser, width) -> None:
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("request", lambda r: hosts.add(urlparse(r.url).netloc))
     try:
-        for path in ("/", f"/runs/{before}", f"/runs/{after}", f"/compare?a={before}&b={after}", "/docs"):
+        for path in (
+            "/",
+            f"/runs/{before}",
+            f"/runs/{after}",
+            f"/runs/{recorded}",
+            f"/compare?a={before}&b={after}",
+            "/docs",
+        ):
             resp = pg.goto(base + path)
             assert resp is not None and resp.status == 200, path
             if path.startswith("/runs/"):
                 pg.wait_for_selector("#chart-breakdown[data-rendered='1']", timeout=20_000)
+            if path == f"/runs/{recorded}":
+                assert pg.is_visible("#tracer-cost")
+                pg.wait_for_selector("#chart-timeline[data-rendered='1']", timeout=30_000)
+                assert "python › kernels" in pg.inner_text("#chart-timeline")
             if path == "/docs":
                 pg.wait_for_selector(".swagger-ui .info .title", timeout=20_000)
                 assert "tfdoctor" in pg.inner_text(".swagger-ui .info .title")
@@ -106,7 +129,7 @@ def test_pages_fit_the_screen_without_errors(site, browser, width) -> None:
             assert scroll <= width, (path, scroll, pg.evaluate(WIDE_ELEMENTS, width))
         pg.goto(base + "/")
         assert pg.locator(f"details.trials[data-parent='{before}'] li").count() == 6
-        assert pg.locator("#runs a.script").count() == 2
+        assert pg.locator("#runs a.script").count() == 3
     finally:
         ctx.close()
     assert not errors, errors
