@@ -458,6 +458,7 @@ class FixLoop:
         headline ratio and its interval."""
         dropped: list[str] = []
         ci: list[float] | None = None
+        rounds_note = ""
         speedup: float | None = None
         verdict = None
         note = ""
@@ -505,7 +506,10 @@ class FixLoop:
                         [round(est.low, 4), round(est.high, 4)],
                         r.decision.verdict,
                     )
-                    note += r.decision.reason
+                    note += f"vs the baseline: {r.decision.reason}"
+                    rounds_note = (
+                        f"{len(r.pairs)} paired round{'s' if len(r.pairs) != 1 else ''}, side by side"
+                    )
                 combined = state.throughput
                 if state.run_id:
                     run_id = state.run_id
@@ -517,7 +521,7 @@ class FixLoop:
         changes = training_changes(base.facts, state.facts) if kept else {}
         patch = unified_diff(base.source, self.final_source, self.relpath)
         if patch:
-            patch = patch_header(self.relpath, kept, speedup, ci, note.split(": ", 1)[-1], changes) + patch
+            patch = patch_header(self.relpath, kept, speedup, ci, rounds_note, changes) + patch
         return FixSummary(
             baseline=self.report.throughput,
             trials=trials,
