@@ -32,6 +32,18 @@ VALUE_READS = frozenset({"float", "int", "bool"})
 FROZEN_PREFIXES = ("time.", "random.", "np.random.", "numpy.random.", "datetime.")
 
 
+def _leading(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """A statement's leading blank lines and comments (every concrete statement has them)."""
+    return (
+        stmt.leading_lines if isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) else ()
+    )
+
+
+def _suite(loop: cst.For | cst.While) -> list[cst.BaseStatement]:
+    """The statements of a loop's indented body (a one-line ``for x in y: f(x)`` has none to extract)."""
+    return list(loop.body.body) if isinstance(loop.body, cst.IndentedBlock) else []
+
+
 def _own_nodes(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
     """Nodes under ``node`` that run in its own frame (nested defs, lambdas and classes excluded)."""
     stack = list(reversed(node.children))
@@ -250,7 +262,10 @@ class TfFunctionCodemod(FixCodemod):
                 ):
                     run_in[n.args[0].value.value] = caller
         self.decorate: set[int] = set()
-        self.extract: tuple[cst.For | cst.While, int, int] | None = None
+        self.extraction: tuple[cst.For | cst.While, int, int] | None = None  # not `extract`: a libcst method
+        self.params: list[str] = []
+        self.returns: list[str] = []
+        self.block: list[cst.BaseStatement] = []
         self.anchor: cst.BaseStatement | None = None
         self.step_name = ""
         facts = self.fix.facts
@@ -399,10 +414,10 @@ class TfFunctionCodemod(FixCodemod):
         for scope in scopes:
             body = scope.body if isinstance(scope, cst.Module) else scope.body.body
             for top in body:
-                if isinstance(top, (cst.FunctionDef, cst.ClassDef)):
+                if isinstance(top, (cst.FunctionDef, cst.ClassDef)) or not isinstance(top, cst.BaseStatement):
                     continue
                 for loop in (n for n in [top, *_own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
-                    stmts = list(loop.body.body)
+                    stmts = _suite(loop)
                     first = next((i for i, s in enumerate(stmts) if _is_tape(s)), None)
                     if first is not None:
                         found.append((scope, top, loop, first))
@@ -411,7 +426,7 @@ class TfFunctionCodemod(FixCodemod):
         if not found:
             return False
         scope, top, loop, first = found[0]
-        stmts = list(loop.body.body)
+        stmts = _suite(loop)
         last = max((i for i in range(first, len(stmts)) if _applies(stmts[i])), default=None)
         if last is None:  # no optimizer update in the loop: the step ends with its gradients
             last = max((i for i in range(first, len(stmts)) if _calls(stmts[i], "gradient")), default=first)
@@ -439,7 +454,7 @@ class TfFunctionCodemod(FixCodemod):
         first: int,
         last: int,
     ) -> None:
-        stmts = list(loop.body.body)
+        stmts = _suite(loop)
         block = stmts[first : last + 1]
         block_ids = {id(n) for s in block for n in [s, *_own_nodes(s)]}
         # names the loop nest binds outside the block change every iteration: they become parameters
@@ -462,24 +477,24 @@ class TfFunctionCodemod(FixCodemod):
             for n in [s, *_own_nodes(s)]
             if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
         }
-        params = [n for n in _exposed_reads(block) if n in varying or n in augs]
+        params: list[str] = [r for r in _exposed_reads(block) if r in varying or r in augs]
         stored = [n for s in block for n in sorted(_stores(s))]
         used_outside: set[str] = set()
         for node in _own_nodes(scope):  # other functions' own locals do not count
             if id(node) not in block_ids and isinstance(node, cst.Name):
                 used_outside.add(node.value)
-        returns = []
+        returns: list[str] = []
         tapes = _tape_names(block)
-        for n in stored:
-            if n in used_outside and n not in returns:
-                if n in tapes:  # a tf.function cannot return a GradientTape: the step would be cut short
+        for name in stored:
+            if name in used_outside and name not in returns:
+                if name in tapes:  # a tf.function cannot return a GradientTape: the step would be cut short
                     raise SkipFile(
-                        f"the gradient tape {n!r} of the training step at line {self.line(stmts[first])} "
+                        f"the gradient tape {name!r} of the training step at line {self.line(stmts[first])} "
                         "is used after the optimizer update: cannot extract the step into a function"
                     )
-                returns.append(n)
+                returns.append(name)
         self.step_name = unique_name(tree, "train_step")
-        self.extract = (loop, first, last)
+        self.extraction = (loop, first, last)
         self.anchor = top
         self.params = params
         self.returns = returns
@@ -499,9 +514,9 @@ class TfFunctionCodemod(FixCodemod):
         return updated_node
 
     def _replace_block(self, loop: cst.For | cst.While) -> cst.For | cst.While:
-        assert self.extract is not None
-        _, first, last = self.extract
-        stmts = list(loop.body.body)
+        assert self.extraction is not None
+        _, first, last = self.extraction
+        stmts = _suite(loop)
         call = cst.Call(func=cst.Name(self.step_name), args=[cst.Arg(cst.Name(p)) for p in self.params])
         small: cst.BaseSmallStatement
         if not self.returns:
@@ -513,17 +528,17 @@ class TfFunctionCodemod(FixCodemod):
                 else cst.Tuple([cst.Element(cst.Name(r)) for r in self.returns], lpar=[], rpar=[])
             )
             small = cst.Assign(targets=[cst.AssignTarget(target)], value=call)
-        line = cst.SimpleStatementLine(body=[small], leading_lines=stmts[first].leading_lines)
+        line = cst.SimpleStatementLine(body=[small], leading_lines=_leading(stmts[first]))
         self.block = [stmts[first].with_changes(leading_lines=[]), *stmts[first + 1 : last + 1]]
         return loop.with_changes(body=loop.body.with_changes(body=[*stmts[:first], line, *stmts[last + 1 :]]))
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
-        if self.extract is not None and original_node is self.extract[0]:
+        if self.extraction is not None and original_node is self.extraction[0]:
             return self._replace_block(updated_node)  # type: ignore[return-value]
         return updated_node
 
     def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
-        if self.extract is not None and original_node is self.extract[0]:
+        if self.extraction is not None and original_node is self.extraction[0]:
             return self._replace_block(updated_node)  # type: ignore[return-value]
         return updated_node
 
@@ -549,7 +564,7 @@ class TfFunctionCodemod(FixCodemod):
         out: list[cst.BaseStatement] = []
         for new, old in zip(body, originals, strict=True):
             if old is self.anchor:
-                step = self._step_def().with_changes(leading_lines=new.leading_lines)
+                step = self._step_def().with_changes(leading_lines=_leading(new))
                 out.append(step)
                 out.append(new.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
             else:
