@@ -10,6 +10,7 @@ if [ -f scripts/install-browser.sh ]; then bash scripts/install-browser.sh; fi
 
 ruff check .
 ruff format --check .
+mypy  # configured in pyproject.toml: the tfdoctor package, rules/ and web/ included (symlinked)
 
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 mkdir -p test-artifacts
