@@ -32,6 +32,11 @@ def runs(tmp_path: Path) -> dict[str, Path]:
     for name in ("cpu-naive_loop", "cpu-keras_fit"):
         shutil.copytree(SAMPLES / name, tmp_path / name)
         out[name] = tmp_path / name
+        # recorded elsewhere: the script as it lies in this checkout (the SARIF location is relative to it)
+        for f in ("meta.json", "report.json"):
+            data = json.loads((tmp_path / name / f).read_text())
+            data["script"] = str(ROOT / "examples" / Path(data["script"]).name)
+            (tmp_path / name / f).write_text(json.dumps(data))
     return out
 
 
