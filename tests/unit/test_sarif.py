@@ -32,11 +32,12 @@ def runs(tmp_path: Path) -> dict[str, Path]:
     for name in ("cpu-naive_loop", "cpu-keras_fit"):
         shutil.copytree(SAMPLES / name, tmp_path / name)
         out[name] = tmp_path / name
-        # recorded elsewhere: the script as it lies in this checkout (the SARIF location is relative to it)
-        for f in ("meta.json", "report.json"):
-            data = json.loads((tmp_path / name / f).read_text())
-            data["script"] = str(ROOT / "examples" / Path(data["script"]).name)
-            (tmp_path / name / f).write_text(json.dumps(data))
+        # recorded in another checkout: its paths (the script, the facts' source lines) moved to this one,
+        # since a SARIF location is relative to the checkout's root
+        recorded_root = Path(json.loads((tmp_path / name / "meta.json").read_text())["script"]).parents[1]
+        for f in ("meta.json", "report.json", "facts.json"):
+            p = tmp_path / name / f
+            p.write_text(p.read_text().replace(f"{recorded_root}/", f"{ROOT}/"))
     return out
 
 
