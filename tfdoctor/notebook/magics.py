@@ -441,6 +441,7 @@ class TfdoctorMagics(Magics):
                     label,
                     notes,
                     allow_unchecked=args.allow_unchecked,
+                    called=_names_used(cell),
                 )
         finally:
             restored = snapshot.restore()
@@ -508,6 +509,7 @@ class TfdoctorMagics(Magics):
         label: str,
         notes: list[str],
         allow_unchecked: bool = False,
+        called: frozenset[str] = frozenset(),
     ) -> Any:
         """The kernel's fix loop (:func:`tfdoctor.session.kernel.kernel_fix_loop`): the same sanity
         checks and paired-round judge as ``tfdoctor profile --fix``."""
@@ -529,6 +531,7 @@ class TfdoctorMagics(Magics):
             models=list(base_res.models),
             facts=base.facts,
             label=label,
+            called=called,
         )
         return kernel_fix_loop(
             store,
@@ -540,6 +543,17 @@ class TfdoctorMagics(Magics):
             notes=notes,
             describe=fix_description,
         )
+
+
+def _names_used(cell: str) -> frozenset[str]:
+    """The names a cell's code reads (the functions it calls among them); empty if it does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(cell)
+    except SyntaxError:
+        return frozenset()
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 
 @contextlib.contextmanager

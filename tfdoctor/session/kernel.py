@@ -55,18 +55,45 @@ def _bindings(ns: MutableMapping[str, Any], obj: Any) -> list[str]:
     return [name for name, v in namespace_objects(ns) if v is obj]
 
 
-def eager_step_function(ns: MutableMapping[str, Any]) -> tuple[str, Any] | None:
-    """A plain Python function of the namespace that computes gradients and applies them."""
+def _functions(ns: MutableMapping[str, Any], called: frozenset[str]) -> list[tuple[str, Any, set[str]]]:
+    """The namespace's plain Python functions (name, function, the names its code uses), those the
+    profiled cell calls first: the cell runs them, another cell's function may never run here."""
     import types
 
+    out = []
     for name, v in namespace_objects(ns):
         code = getattr(v, "__code__", None)
-        if not isinstance(v, types.FunctionType) or code is None:
-            continue
-        names = set(code.co_names)
+        if isinstance(v, types.FunctionType) and code is not None:
+            out.append((name, v, set(code.co_names)))
+    return sorted(out, key=lambda f: f[0] not in called)
+
+
+def eager_step_function(
+    ns: MutableMapping[str, Any], called: frozenset[str] = frozenset()
+) -> tuple[str, Any] | None:
+    """A plain Python function of the namespace that computes gradients and applies them."""
+    for name, v, names in _functions(ns, called):
         if "gradient" in names and ({"apply_gradients", "apply"} & names):
             return name, v
     return None
+
+
+def gradient_function(
+    ns: MutableMapping[str, Any], called: frozenset[str] = frozenset()
+) -> tuple[str, Any] | None:
+    """A plain Python function of the namespace that records a GradientTape and returns gradients,
+    the optimizer update left to the cell (the TensorFlow custom-training walkthrough's ``grad()``)."""
+    for name, v, names in _functions(ns, called):
+        if "gradient" in names and "GradientTape" in names:
+            return name, v
+    return None
+
+
+#: what the notebook user can run for the fixes that rewrite source: the notebook as a script
+SCRIPT_ADVICE = (
+    "export the notebook as a script (jupyter nbconvert --to script NOTEBOOK.ipynb) and run "
+    "`tfdoctor profile NOTEBOOK.py --fix` on it"
+)
 
 
 def cpu_has_bf16() -> bool:
@@ -86,6 +113,7 @@ def kernel_fix(
     step_fn: Any = None,
     models: list[Any] | None = None,
     facts: Any = None,
+    called: frozenset[str] = frozenset(),
 ) -> Iterator[KernelFix]:
     """Apply ``fix_id`` as reversible changes for the ``with`` block; everything is undone after it.
 
@@ -152,14 +180,29 @@ def kernel_fix(
                 set_attrs(m, _run_eagerly=False, train_function=None)
                 fix.changes.append(f"{type(m).__name__}.run_eagerly = False")
             if not eager_models:
-                found = eager_step_function(ns)
-                if found is None:
-                    raise NotInKernel(
-                        "the eager step is not a function of the notebook (written inline in the cell?)"
+                # the cell's step: a step function of the namespace whose update and gradients it holds
+                # (one the cell calls first), else the function computing the gradients for an update
+                # written in the cell; one the cell calls and another it does not: the one it calls
+                found = eager_step_function(ns, called)
+                grads = gradient_function(ns, called)
+                if grads is not None and grads[0] in called and (found is None or found[0] not in called):
+                    found = None
+                if found is not None:
+                    name, fn = found
+                    rebind(name, tf.function(fn))
+                    fix.changes.append(f"{name} = tf.function({name})")
+                else:  # the update written in the cell: compile the function that computes the gradients
+                    found = grads
+                    if found is None:
+                        raise NotInKernel(
+                            "the eager step is not a function of the notebook (written inline in the cell, "
+                            f"with no function computing its gradients); to compile it, {SCRIPT_ADVICE}"
+                        )
+                    name, fn = found
+                    rebind(name, tf.function(fn))
+                    fix.changes.append(
+                        f"{name} = tf.function({name})  # the gradients; the optimizer update stays in the cell"
                     )
-                name, fn = found
-                rebind(name, tf.function(fn))
-                fix.changes.append(f"{name} = tf.function({name})")
             fix.edit = "@tf.function on the step function / model.compile(run_eagerly=False)"
         elif fix_id == "mixed-precision":
             if keras is None:
@@ -221,6 +264,7 @@ class KernelCell:
     models: list[Any] = field(default_factory=list)
     facts: Any = None  # the baseline's Facts
     label: str = "cell"
+    called: frozenset[str] = frozenset()  # the names the cell's code uses (which functions it calls)
 
 
 @dataclass
@@ -271,7 +315,14 @@ def kernel_fix_loop(
         with contextlib.ExitStack() as stack:
             applied = [
                 stack.enter_context(
-                    kernel_fix(fid, cell.ns, step_fn=cell.step_fn, models=cell.models, facts=cell.facts)
+                    kernel_fix(
+                        fid,
+                        cell.ns,
+                        step_fn=cell.step_fn,
+                        models=cell.models,
+                        facts=cell.facts,
+                        called=cell.called,
+                    )
                 )
                 for fid in fix_ids
             ]
@@ -308,8 +359,7 @@ def kernel_fix_loop(
                     fix_id=fid,
                     description=desc,
                     status="skipped",
-                    reason="rewrites the script's source: only a subprocess run can measure it "
-                    "(tfdoctor profile script.py --fix)",
+                    reason=f"rewrites the script's source, which a notebook cell is not: {SCRIPT_ADVICE}",
                 )
             )
             continue
@@ -421,7 +471,7 @@ def kernel_fix_loop(
     if subprocess_only:
         notes.append(
             "measured only in a subprocess (they change the script or how the model is built): "
-            f"{', '.join(subprocess_only)} — run `tfdoctor profile script.py --fix`"
+            f"{', '.join(subprocess_only)} — {SCRIPT_ADVICE}"
         )
     if not candidates:
         notes.append("no finding proposed a fix to try (pick some with --fixes)")
