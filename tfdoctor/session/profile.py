@@ -6,7 +6,7 @@ call :func:`profile_script`; the fix loop measures its trials through the same c
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,22 +74,34 @@ class FixOptions:
     timeout_s: float | None = None  # per fix run; None: from the baseline's duration
     allow_unchecked: bool = False
 
+    def loop(
+        self,
+        script: Path,
+        args: Sequence[str],
+        cwd: str | os.PathLike[str] | None,
+        steps: int,
+        warmup: int | None,
+        env: Mapping[str, str],
+    ) -> LoopConfig:
+        """The loop's configuration for this script run (its arguments, folder, steps) with these options."""
+        return LoopConfig(
+            script=script,
+            args=list(args),
+            cwd=Path(cwd) if cwd else None,
+            steps=steps,
+            warmup=warmup,
+            timeout_s=self.timeout_s,
+            confirm_rounds=self.rounds,
+            allow_unchecked=self.allow_unchecked,
+            only=self.only or None,
+            skip=list(self.skip),
+            env=dict(env),
+        )
+
 
 def fix_config(cfg: CaptureConfig, opts: FixOptions) -> LoopConfig:
     """The loop on the run ``cfg`` just captured (``profile --fix``, ``%tfdoctor profile --fix``)."""
-    return LoopConfig(
-        script=Path(cfg.script),
-        args=list(cfg.args),
-        cwd=Path(cfg.cwd) if cfg.cwd else None,
-        steps=cfg.steps,
-        warmup=cfg.warmup,
-        timeout_s=opts.timeout_s,
-        confirm_rounds=opts.rounds,
-        allow_unchecked=opts.allow_unchecked,
-        only=opts.only or None,
-        skip=list(opts.skip),
-        env=dict(cfg.env),
-    )
+    return opts.loop(Path(cfg.script), cfg.args, cfg.cwd, cfg.steps, cfg.warmup, cfg.env)
 
 
 def fix_config_for_run(run: RunDir, opts: FixOptions) -> LoopConfig:
@@ -107,20 +119,10 @@ def fix_config_for_run(run: RunDir, opts: FixOptions) -> LoopConfig:
     if not script.is_file():
         raise UsageError(f"{script}: the profiled script is gone")
     w = cap.windows
-    return LoopConfig(
-        script=script,
-        args=list(cap.args),
-        cwd=Path(cap.cwd) if cap.cwd else None,
-        steps=int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10)),
-        # the baseline's warm-up: adaptive again unless the user fixed it with --warmup N
-        warmup=int(w["warmup"]) if "warmup" in w and not cap.warmup_adaptive else None,
-        timeout_s=opts.timeout_s,
-        confirm_rounds=opts.rounds,
-        allow_unchecked=opts.allow_unchecked,
-        only=opts.only or None,
-        skip=list(opts.skip),
-        env=dict(cap.env),
-    )
+    steps = int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10))
+    # the baseline's warm-up: adaptive again unless the user fixed it with --warmup N
+    warmup = int(w["warmup"]) if "warmup" in w and not cap.warmup_adaptive else None
+    return opts.loop(script, cap.args, cap.cwd, steps, warmup, cap.env)
 
 
 def apply_fixes(script: Path, original: Source, final_source: str) -> Path:
