@@ -29,6 +29,7 @@ from typing import Any
 
 from tfdoctor.capture.child import procs
 from tfdoctor.capture.child.clock import Windows
+from tfdoctor.capture.workers import WorkerIdentity, from_tf_config
 from tfdoctor.errors import NO_SPACE, TensorFlowMissing, UsageError
 from tfdoctor.model import Facts, RunStatus, StepTiming
 from tfdoctor.rundir import (
@@ -80,12 +81,15 @@ class CaptureConfig:
         in a collective for another that already stopped)."""
         if self.warmup is not None:
             return False
-        from tfdoctor.capture.workers import from_tf_config
-
         try:
-            return from_tf_config({**os.environ, **self.env}) is None
+            return self.worker() is None
         except UsageError:  # a broken TF_CONFIG: the script fails on it anyway
             return True
+
+    def worker(self) -> WorkerIdentity | None:
+        """This run's task when ``TF_CONFIG`` (the environment's, or the one the run sets) names a
+        cluster of two or more training tasks; None for an ordinary one-process run."""
+        return from_tf_config({**os.environ, **self.env})
 
 
 @dataclass(frozen=True)

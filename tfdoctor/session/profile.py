@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
-from tfdoctor.capture.workers import WorkerIdentity, from_tf_config
 from tfdoctor.errors import TfdoctorError, UsageError
 from tfdoctor.model import Report
 from tfdoctor.rundir import RunDir
@@ -24,12 +23,6 @@ from tfdoctor.userfiles import Source, UserFileError, make_backup, write_source
 
 Progress = Callable[[CaptureProgress], None]
 Display = Callable[[str], AbstractContextManager[Progress | None]]
-
-
-def worker_identity(cfg: CaptureConfig) -> WorkerIdentity | None:
-    """This process's task when ``TF_CONFIG`` (the environment's, or the one the run sets) names a
-    cluster of two or more training tasks; None for an ordinary one-process run."""
-    return from_tf_config({**os.environ, **cfg.env})
 
 
 def profile_script(
@@ -47,7 +40,7 @@ def profile_script(
     ``display(label)`` is the face's progress display: a context manager, entered while the script
     runs, that yields the progress callback.
     """
-    ident = worker_identity(cfg)
+    ident = cfg.worker()
     name = Path(str(cfg.script)).name
     label = f"{name} [{ident.name}]" if ident is not None else name
     with display(label) if display is not None else nullcontext(None) as progress:
