@@ -107,6 +107,9 @@ class HarnessRecord(BaseModel):
     profiler_error: str | None = None
     profile_started_ns: int | None = None
     profile_stopped_ns: int | None = None
+    # the harness's live descendants as it left ([pid, start ticks, name]): a child started with
+    # setsid and an empty environment may have been born after the parent's last scan
+    processes: list[tuple[int, int, str]] = Field(default_factory=list)
 
 
 class UnsafeRunFile(TfdoctorError):

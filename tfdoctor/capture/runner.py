@@ -488,6 +488,7 @@ def run_capture(
                 proc.wait()
         rc = proc.wait()
     finally:
+        seen.update(_left_by_harness(run))
         leftovers = stop_leftovers(proc, token, seen.values())
         os.close(watch_w)
         for pump in pumps:
@@ -513,6 +514,22 @@ def run_capture(
 SCAN_EVERY_S = 2.0  # a scan of /proc costs ~8 ms here: 0.4 % of a core in the parent
 #: after the child exited and its leftovers were stopped, how long its output may take to drain
 LOG_DRAIN_S = 10.0
+
+
+def _left_by_harness(run: RunDir) -> dict[int, procs.Proc]:
+    """The descendants the harness saw alive as it left (harness.json); matched by pid and start
+    time when stopped, so a pid reused since is never signalled."""
+    try:
+        record = run.harness()
+    except Exception:  # a half-written or hostile harness.json: the scans still stand
+        return {}
+    if record is None:
+        return {}
+    return {
+        pid: procs.Proc(pid=pid, ppid=0, pgid=0, start=start, name=name)
+        for pid, start, name in record.processes
+        if isinstance(pid, int) and pid > 1
+    }
 
 
 def stop_leftovers(proc: subprocess.Popen[bytes], token: str, seen: Any = ()) -> list[procs.Proc]:

@@ -280,6 +280,16 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _live_descendants() -> list[tuple[int, int, str]]:
+    """What the script started and left running, as this process leaves: the parent stops them (a
+    setsid'd child with an empty environment is found by nothing else once this process is gone)."""
+    try:
+        found = procs.descendants(os.getpid(), procs.table()).values()
+    except Exception:
+        return []
+    return [(p.pid, p.start, p.name) for p in found]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -348,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         profiler_error=markers.error if markers is not None else None,
         profile_started_ns=markers.started_ns if markers is not None else None,
         profile_stopped_ns=markers.stopped_ns if markers is not None else None,
+        processes=_live_descendants(),
     )
     try:
         atomic_write_json(run_dir / HARNESS, harness)
