@@ -629,10 +629,14 @@ class Tracker:
                 out["step_kind"] = self.step_kind_votes.most_common(1)[0][0]
         if self.input_kind:
             out["input_kind"] = self.input_kind
-        if self.batch_votes:
+        fit_batch = self.facts.get("fit_batch_size")
+        if mode == "keras_callback" and isinstance(fit_batch, int):
+            # one step of fit runs steps_per_execution batches: its examples are not the batch size
+            out["batch_size"] = fit_batch
+        elif self.batch_votes:
             out["batch_size"] = self.batch_votes.most_common(1)[0][0]
-        elif isinstance(self.facts.get("fit_batch_size"), int):
-            out["batch_size"] = self.facts["fit_batch_size"]
+        elif isinstance(fit_batch, int):
+            out["batch_size"] = fit_batch
         if self.dataset is not None:
             out["dataset"] = [s.model_dump() for s in walk_dataset(self.dataset)]
             if self.input_kind is None:
