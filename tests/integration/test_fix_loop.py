@@ -220,6 +220,8 @@ def test_each_fix_is_measured_on_its_example_and_decided(tfd_home, tmp_path, scr
     base_ex = {s.examples for s in report.steps if s.window != "warmup"}
     fix_ex = {s.examples for s in fix_report.steps if s.window != "warmup"}
     assert {e * examples_factor for e in base_ex} == fix_ex
+    # only batch-scale changes the batch (steps-per-execution runs 8 batches of the same size per step)
+    assert ("batch size" in trial.training_changes) == (fix_id == "batch-scale"), trial.training_changes
     if trial.status == "kept":
         assert summary.kept and summary.patch and summary.combined_run_id
 
