@@ -257,6 +257,12 @@ class Tracker:
         self.step_saw_tfdata = False
         self.step_saw_function = False
         self.iter_datasets: dict[int, Any] = {}
+        #: id(iterator) -> replicas that each take one element of its dataset per step (a tf.distribute
+        #: iterator over distribute_datasets_from_function: one per-replica batch per local replica)
+        self.iter_batch_factor: dict[int, int] = {}
+        self.next_depth = (
+            0  # iterator __next__ calls in progress on the main thread (a nested one is not counted)
+        )
         self.dataset: Any = None
         self.input_kind: str | None = None
         self.counts: Counter[str] = Counter()
@@ -554,24 +560,59 @@ class Tracker:
             self.pending = ("tf.function", self.clock.clock(), scalar_loss(result))
 
     def _note_call_args(self, args: tuple[Any, ...]) -> None:
-        it = self.modules.get("iterator_cls")
+        iter_types = tuple(
+            t for t in (self.modules.get("iterator_cls"), self.modules.get("dist_iterator_cls")) if t
+        )
         for a in args:
-            if it is not None and isinstance(a, it):
+            if iter_types and isinstance(a, iter_types):
                 self.step_saw_tfdata = True
                 ds = self.iter_datasets.get(id(a))
                 if ds is not None:
                     self.dataset = ds
                     if self.step_batch is None:
-                        self.step_batch = self._dataset_batch(ds)
+                        bs = self._dataset_batch(ds)
+                        self.step_batch = None if bs is None else bs * self.iter_batch_factor.get(id(a), 1)
                 return
         if self.step_batch is None:
             self.step_batch = first_dim(args)
 
+    def fit_input_batch(self, batch: Any) -> None:
+        """Model.fit's adapter produced a batch of a Python input (a PyDataset): its size is the batch."""
+        n = first_dim(batch)
+        if n is not None and n > 0:
+            self.facts["fit_batch_size"] = n
+
     # -- tf.data -------------------------------------------------------------------------------
-    def dataset_iter(self, dataset: Any, iterator: Any) -> None:
+    def dataset_iter(self, dataset: Any, iterator: Any, factor: int = 1) -> None:
         if len(self.iter_datasets) > 256:
             self.iter_datasets.clear()
+            self.iter_batch_factor.clear()
         self.iter_datasets[id(iterator)] = dataset
+        if factor != 1:
+            self.iter_batch_factor[id(iterator)] = factor
+
+    def distributed_iter(self, dist_dataset: Any, iterator: Any) -> None:
+        """``iter()`` of a tf.distribute dataset: remember the user's tf.data pipeline behind it.
+
+        ``strategy.experimental_distribute_dataset(ds)`` keeps ``ds`` (batched by the global batch size,
+        split across the replicas); ``distribute_datasets_from_function(fn)`` keeps one dataset per
+        input worker, each batched by the per-replica size and read once per local replica a step."""
+        ds = getattr(dist_dataset, "_original_dataset", None)
+        factor = 1
+        if ds is None:
+            per_worker = getattr(dist_dataset, "_datasets", None)
+            if per_worker:
+                ds = per_worker[0]
+                workers = getattr(dist_dataset, "_input_workers", None)
+                try:
+                    factor = max(1, len(workers.compute_devices_for_worker(0)))  # type: ignore[union-attr]
+                except Exception:
+                    factor = 1
+            else:
+                cloned = getattr(dist_dataset, "_cloned_datasets", None)
+                ds = cloned[0] if cloned else None
+        if ds is not None:
+            self.dataset_iter(ds, iterator, factor)
 
     def iterator_next(
         self, iterator: Any, element: Any, t0: int | None = None, t1: int | None = None
@@ -862,8 +903,15 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
 
     def make_next(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __next__(self: Any) -> Any:
+            main = tracker.on_main()
+            if main and tracker.next_depth:  # read by another iterator's __next__: the outer one counts
+                return orig(self)
             t0 = tracker.clock.clock()  # the fetch itself is the input wait, not the time since the step
-            element = orig(self)
+            tracker.next_depth += main
+            try:
+                element = orig(self)
+            finally:
+                tracker.next_depth -= main
             t1 = tracker.clock.clock()
             tracker._guard("iterator next", lambda: tracker.iterator_next(self, element, t0, t1))
             return element
@@ -872,6 +920,30 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
 
     _wrap(dataset_ops.DatasetV2, "__iter__", make_iter)
     _wrap(iterator_ops.OwnedIterator, "__next__", make_next)
+
+    # tf.distribute: `for x in strategy.experimental_distribute_dataset(ds)` /
+    # `distribute_datasets_from_function(fn)` iterate a DistributedIterator, whose per-worker iterators
+    # are read with get_next (no OwnedIterator.__next__): the same bookkeeping, one level up
+    try:
+        from tensorflow.python.distribute import input_lib
+    except ImportError:  # pragma: no cover - another TensorFlow layout
+        input_lib = None
+    if input_lib is not None:
+        tracker.modules["dist_iterator_cls"] = input_lib.DistributedIteratorBase
+
+        def make_dist_iter(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def __iter__(self: Any) -> Any:
+                it = orig(self)
+                tracker._guard("distributed dataset iter", lambda: tracker.distributed_iter(self, it))
+                return it
+
+            return __iter__
+
+        for cls_name in ("DistributedDataset", "DistributedDatasetsFromFunction"):
+            cls = getattr(input_lib, cls_name, None)
+            if cls is not None:
+                _wrap(cls, "__iter__", make_dist_iter)
+        _wrap(input_lib.DistributedIteratorBase, "__next__", make_next)
 
     orig_from_gen = dataset_ops.DatasetV2.__dict__.get("from_generator")
     if isinstance(orig_from_gen, staticmethod) and not getattr(orig_from_gen.__func__, "__tfdoctor__", False):
@@ -1005,6 +1077,26 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
             return __init__
 
         _wrap(GeneratorDataAdapter, "__init__", make_adapter_init)
+
+    # fit(PyDataset) (keras.utils.Sequence is the same class): the adapter standardises every batch
+    # __getitem__ returns, the first of them while it peeks for the output signature; its size is the
+    # batch (PyDatasetAdapter.batch_size is None: Keras does not know it either)
+    try:
+        from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+    except ImportError:  # pragma: no cover - another Keras layout
+        PyDatasetAdapter = None
+    if PyDatasetAdapter is not None:
+
+        def make_standardize(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def _standardize_batch(self: Any, batch: Any) -> Any:
+                out = orig(self, batch)
+                if tracker.in_fit and tracker.facts.get("fit_batch_size") is None:
+                    tracker._guard("py_dataset batch", lambda: tracker.fit_input_batch(out))
+                return out
+
+            return _standardize_batch
+
+        _wrap(PyDatasetAdapter, "_standardize_batch", make_standardize)
 
 
 def _subclasses(cls: type) -> list[type]:
