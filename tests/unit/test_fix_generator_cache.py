@@ -380,7 +380,7 @@ def test_no_generator_and_unparsable_code_are_skipped_with_a_reason() -> None:
         def numbers():
             yield 1
         """,
-        "call no module-level function of the script",
+        "call no function of the script",
     )
     out = get_fix("generator-cache").apply("def broken(:\n    pass\n", FixContext())
     assert out.status == "skipped" and "cannot parse" in out.reason

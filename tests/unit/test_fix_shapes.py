@@ -323,7 +323,7 @@ def test_generator_cache_says_why_a_generator_method_is_not_cached() -> None:
         TRAINER.replace(
             "    def fit(self):", "    def batches(self):\n        yield 1\n\n    def fit(self):"
         ),
-        "the batch generator is a method (batches())",
+        "the generator(s) Trainer.batches() call no function of the script",
     )
 
 
@@ -718,7 +718,9 @@ def test_a_function_holding_a_nested_generator_is_not_a_generator() -> None:
             train_step(xb)
     """
     assert_skipped(
-        "generator-cache", src, "the batch generator is defined inside a function (train_batches())"
+        "generator-cache",
+        src,
+        "the generator(s) main.<locals>.train_batches() call no function of the script",
     )
     out = run("generator-prefetch", src)
     assert out.changed and "for xb in tfdoctor_prefetch(train_batches(2)):" in out.code

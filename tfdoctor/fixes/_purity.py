@@ -7,6 +7,13 @@ constants that nothing changes, and safe builtins; calls only numpy/math (nothin
 itself. Alongside, each value is tracked for whether it may share memory with something from outside the
 call (a parameter, a global), so a cached copy of it is indistinguishable from the original.
 :func:`prefix_plan` returns where the deterministic prefix ends and what it reads and returns, or why not.
+
+A method (``cls`` given, from :func:`class_info`) may read ``self.<attr>`` for attributes its class
+assigns that are not random sources, methods or properties; each becomes an argument of the prefix
+(:attr:`Plan.attrs`), so the cache keys on the attribute's content. Reading ``self`` whole (passing it,
+calling ``self.other()``) ends the prefix. A function nested in another (``enclosing``: the names the
+enclosing functions bind) may not read those names: its prefix moves to module level, where they do not
+exist.
 """
 
 from __future__ import annotations
@@ -217,6 +224,13 @@ def _is_number(e: cst.BaseExpression, floats_only: bool = False) -> bool:
     if isinstance(e, cst.UnaryOperation):
         return _is_number(e.expression, floats_only)
     return isinstance(e, (cst.Float, cst.Imaginary)) or (not floats_only and isinstance(e, cst.Integer))
+
+
+def _is_literal(e: cst.BaseExpression) -> bool:
+    """A number, None, True, False or ``...`` (an index that is the same on every call)."""
+    if isinstance(e, cst.Name):
+        return e.value in ("None", "True", "False")
+    return isinstance(e, cst.Ellipsis) or _is_number(e)
 
 
 def _bound_in(node: cst.CSTNode) -> set[str]:
@@ -529,6 +543,114 @@ class Module:
         raise _Impure(f"reads {name}, which tfdoctor cannot tell is constant")
 
 
+# -- a class ------------------------------------------------------------------------------------------------
+#: a class defining one of these decides what ``self.<attr>`` reads at run time: no attribute is followed
+DYNAMIC_ATTRS = frozenset({"__getattr__", "__getattribute__"})
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """What a module-level class of the script binds, for reading ``self.<attr>`` in a method's prefix.
+
+    ``members``: names its body (or a base class of the script) binds by ``def`` or as a class, i.e.
+    methods and properties: reading one is not a plain value. ``assigned``: attributes assigned as
+    ``self.<attr> = ...`` in its methods or as plain class-level names (values tfdoctor may pass on).
+    ``random``: attributes that are random sources, with why. ``dynamic``: why attribute reads are not
+    plain (a ``__getattr__``), else None.
+    """
+
+    name: str
+    members: frozenset[str]
+    assigned: frozenset[str]
+    random: dict[str, str]
+    dynamic: str | None = None
+
+
+def _random_name(name: str) -> bool:
+    low = name.lower().lstrip("_")
+    return low in RANDOM_NAMES or low.endswith("rng") or "random" in low or "seed" in low
+
+
+def class_info(mod: Module, cls: cst.ClassDef) -> ClassInfo:
+    """The :class:`ClassInfo` of ``cls``, its base classes defined in the script included."""
+    members: set[str] = set()
+    assigned: set[str] = set()
+    random: dict[str, str] = {}
+    dynamic: str | None = None
+    classes = {c.name.value: c for c in mod.tree.body if isinstance(c, cst.ClassDef)}
+    seen: set[str] = set()
+    queue = [cls]
+    while queue:
+        c = queue.pop(0)
+        if c.name.value in seen:
+            continue
+        seen.add(c.name.value)
+        queue += [
+            classes[b.value.value]
+            for b in c.bases
+            if isinstance(b.value, cst.Name) and b.value.value in classes
+        ]
+        if not isinstance(c.body, cst.IndentedBlock):
+            continue
+        for stmt in c.body.body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                members.add(stmt.name.value)
+                if stmt.name.value in DYNAMIC_ATTRS:
+                    dynamic = f"{c.name.value} defines {stmt.name.value}"
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        for t in small.targets:
+                            assigned.update(_target_names(t.target) or [])
+                    elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                        assigned.add(small.target.value)
+            else:  # a class body with if/try/for: tfdoctor cannot tell what it binds
+                members.update(_bound_in(stmt))
+        for n in walk(c):
+            if not isinstance(n, cst.FunctionDef):
+                continue
+            ps = n.params
+            first = [*ps.posonly_params, *ps.params]
+            if not first or n.decorators:
+                continue
+            me = first[0].name.value
+            for m in walk(n.body):
+                if isinstance(m, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)):
+                    for node in walk(m.target):
+                        if (
+                            isinstance(node, cst.Attribute)
+                            and isinstance(node.value, cst.Name)
+                            and node.value.value == me
+                        ):
+                            assigned.add(node.attr.value)
+                if isinstance(m, cst.Assign):
+                    source = m.value.func if isinstance(m.value, cst.Call) else None
+                    where = dotted(source) if source is not None else None
+                    if where and any(w in where for w in ("random", "rng", "Generator", "RandomState")):
+                        for target in m.targets:
+                            for node in walk(target.target):
+                                if (
+                                    isinstance(node, cst.Attribute)
+                                    and isinstance(node.value, cst.Name)
+                                    and node.value.value == me
+                                ):
+                                    random.setdefault(node.attr.value, f"assigned {where}(...)")
+                if (
+                    isinstance(m, cst.Call)
+                    and isinstance(m.func, cst.Attribute)
+                    and isinstance(m.func.value, cst.Attribute)
+                    and isinstance(m.func.value.value, cst.Name)
+                    and m.func.value.value.value == me
+                    and m.func.attr.value in SAMPLING_METHODS
+                ):
+                    attr = m.func.value.attr.value
+                    random.setdefault(attr, f"used as self.{attr}.{m.func.attr.value}()")
+    for name in assigned | members:
+        if name not in random and _random_name(name):
+            random[name] = "named like a random generator"
+    return ClassInfo(cls.name.value, frozenset(members), frozenset(assigned), random, dynamic)
+
+
 # -- one function -------------------------------------------------------------------------------------------
 @dataclass
 class _State:
@@ -536,20 +658,38 @@ class _State:
     definite: set[str] = field(default_factory=set)
     order: list[str] = field(default_factory=list)  # prefix locals, first assignment first
     read_params: list[str] = field(default_factory=list)
+    read_attrs: list[str] = field(default_factory=list)  # self.<attr> read, first read first
 
     def copy(self) -> _State:
-        return _State(dict(self.locals), set(self.definite), list(self.order), list(self.read_params))
+        return _State(
+            dict(self.locals),
+            set(self.definite),
+            list(self.order),
+            list(self.read_params),
+            list(self.read_attrs),
+        )
 
 
 class _Scan:
     """Walks statements of one function (or a module constant when ``fn`` is None), raising _Impure."""
 
-    def __init__(self, mod: Module, fn: cst.FunctionDef | None):
+    def __init__(
+        self,
+        mod: Module,
+        fn: cst.FunctionDef | None,
+        cls: ClassInfo | None = None,
+        enclosing: frozenset[str] = frozenset(),
+        enclosing_name: str = "",
+    ):
         self.mod = mod
         self.fn = fn
         self.params: dict[str, cst.Param] = {}
         self.random: dict[str, str] = {}
         self.f_locals: set[str] = set()
+        self.cls = cls
+        self.me: str | None = None  # the method's self
+        self.enclosing = enclosing
+        self.enclosing_name = enclosing_name
         if fn is not None:
             ps = fn.params
             for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params]:
@@ -558,6 +698,8 @@ class _Scan:
                 if isinstance(star, cst.Param):
                     self.params[star.name.value] = star
             self.f_locals = _bound_in(fn.body)
+            if cls is not None and self.params:
+                self.me = next(iter(self.params))
             self._find_random(fn)
         self.state = _State()
         self._ids = itertools.count()
@@ -565,11 +707,10 @@ class _Scan:
     def _find_random(self, fn: cst.FunctionDef) -> None:
         module = cst.Module(body=[])
         for name, p in self.params.items():
-            low = name.lower()
             ann = module.code_for_node(p.annotation.annotation) if p.annotation is not None else ""
             if "Generator" in ann or "RandomState" in ann or "random" in ann.lower():
                 self.random[name] = f"annotated {ann}"
-            elif low in RANDOM_NAMES or low.endswith("rng") or "random" in low or "seed" in low:
+            elif _random_name(name) and name != self.me:
                 self.random[name] = "named like a random generator"
         for n in walk(fn.body):
             if (
@@ -600,6 +741,11 @@ class _Scan:
         if isinstance(e, cst.Call):
             return self.call(e, scope)
         if isinstance(e, cst.Subscript):
+            own = self._self_attr(e.value, scope)
+            if own is not None and not all(_is_literal(p) for p in _slice_parts(e)):
+                raise _Impure(
+                    f"indexes {self.me}.{own} per call (the cache would hash all of {self.me}.{own} on every call)"
+                )
             base = self.expr(e.value, scope)
             for part in _slice_parts(e):
                 self.expr(part, scope)
@@ -655,6 +801,8 @@ class _Scan:
             return scope[name]
         if name in self.state.locals:
             return self.state.locals[name]
+        if name == self.me:
+            raise _Impure(f"reads {name} whole (passes it on or calls one of its methods)")
         if name in self.params:
             if name in self.random:
                 raise _Impure(f"reads the random source {name} ({self.random[name]})")
@@ -665,12 +813,50 @@ class _Scan:
             return Val(None, array="ndarray" in code or "NDArray" in code)
         if name in self.f_locals:
             raise _Impure(f"reads {name} before the function assigns it")
+        if name in self.enclosing:
+            raise _Impure(f"reads {name}, a name of the enclosing function {self.enclosing_name}()")
         return self.mod.value(name)
 
     def _shadow(self) -> set[str]:
-        return set(self.state.locals) | set(self.params) | self.f_locals
+        return set(self.state.locals) | set(self.params) | self.f_locals | self.enclosing
+
+    def _self_attr(self, e: cst.BaseExpression, scope: dict[str, Val]) -> str | None:
+        """``attr`` when ``e`` is ``self.attr`` (self not shadowed), else None."""
+        if (
+            self.me is not None
+            and isinstance(e, cst.Attribute)
+            and isinstance(e.value, cst.Name)
+            and e.value.value == self.me
+            and self.me not in scope
+        ):
+            return e.attr.value
+        return None
+
+    def self_attribute(self, attr: str) -> Val:
+        """``self.attr`` read by a method's prefix: an argument of the prefix, or raise _Impure."""
+        cls = self.cls
+        assert cls is not None
+        me = self.me
+        if cls.dynamic:
+            raise _Impure(f"reads {me}.{attr} ({cls.dynamic}: tfdoctor cannot tell what it reads)")
+        if attr in cls.random:
+            raise _Impure(f"reads the random source {me}.{attr} ({cls.random[attr]})")
+        if attr in cls.members:
+            raise _Impure(f"reads {me}.{attr}, a method or property of {cls.name}")
+        if attr not in cls.assigned:
+            raise _Impure(
+                f"reads {me}.{attr}, which {cls.name} never assigns (tfdoctor cannot tell what it is)"
+            )
+        if attr.startswith("__") and not attr.endswith("__"):
+            raise _Impure(f"reads {me}.{attr}, a private (name-mangled) attribute")
+        if attr not in self.state.read_attrs:
+            self.state.read_attrs.append(attr)
+        return FOREIGN
 
     def attribute(self, e: cst.Attribute, scope: dict[str, Val]) -> Val:
+        own = self._self_attr(e, scope)
+        if own is not None:
+            return self.self_attribute(own)
         path = self.mod.resolve(e, self._shadow() | set(scope))
         if path is not None:
             if any(p in NUMPY_DENY for p in path.split(".")[1:]):
@@ -727,8 +913,21 @@ class _Scan:
                 return IMMUTABLE
             return Val(_union(vals))  # a view or a value derived from the arguments
         func = call.func
+        own = self._self_attr(func, scope)
+        if own is not None and self.cls is not None:
+            if own in self.cls.members:
+                raise _Impure(f"calls {self.me}.{own}(), a method of {self.cls.name}")
+            self.self_attribute(own)
+            raise _Impure(f"calls {self.me}.{own}(), which tfdoctor cannot tell is pure")
         if isinstance(func, cst.Name):
             name = func.value
+            if (
+                name in self.enclosing
+                and name not in scope
+                and name not in self.params
+                and name not in self.state.locals
+            ):
+                raise _Impure(f"calls {name}(), a name of the enclosing function {self.enclosing_name}()")
             if name in shadow or self.mod.bindings[name]:
                 if name in self.mod.defs:
                     raise _Impure(f"calls {name}(), a function of the script")
@@ -904,7 +1103,7 @@ class _Scan:
         merged = dict(after.locals)
         for n, v in entry.locals.items():
             merged[n] = _merge(v, after.locals[n])
-        self.state = _State(merged, set(entry.definite), after.order, after.read_params)
+        self.state = _State(merged, set(entry.definite), after.order, after.read_params, after.read_attrs)
 
 
 def _live(rest: list[cst.BaseStatement], candidates: set[str]) -> list[str]:
@@ -954,21 +1153,55 @@ def _is_docstring(s: cst.BaseStatement) -> bool:
     )
 
 
+def _work(stmts: list[cst.BaseStatement]) -> tuple[int, int, int]:
+    """(calls, arithmetic operators, for loops) in the statements."""
+    nodes = [n for s in stmts for n in walk(s)]
+    return (
+        sum(isinstance(n, cst.Call) for n in nodes),
+        sum(isinstance(n, (cst.BinaryOperation, cst.AugAssign)) for n in nodes),
+        sum(isinstance(n, cst.For) for n in nodes),
+    )
+
+
+def _worth(stmts: list[cst.BaseStatement]) -> str | None:
+    """None when the statements do enough work to be worth a cache lookup (a loop, 3 calls, or 4 calls
+    and arithmetic operators together: the lookup hashes the arguments and copies the result), else
+    what they do ("1 call, no loop")."""
+    calls, ops, loops = _work(stmts)
+    if loops or calls >= 3 or calls + ops >= 4:
+        return None
+    return f"{_calls(calls)}{f', {ops} operators' if ops else ''}, no loop"
+
+
 @dataclass
 class Plan:
     fn: cst.FunctionDef
-    whole: bool  # decorate the function itself
+    whole: bool  # the whole function is pure: decorate it (a method or nested function: move it all)
     start: int = 0  # index of the first prefix statement in the body
-    end: int = 0  # one past the last
-    params: list[str] = field(default_factory=list)
-    returns: list[str] = field(default_factory=list)
+    end: int = 0  # one past the last (the whole body, its final return included, when ``whole``)
+    params: list[str] = field(default_factory=list)  # the parameters it reads, in the signature's order
+    returns: list[str] = field(default_factory=list)  # the locals the rest reads (empty when ``whole``)
+    attrs: list[str] = field(default_factory=list)  # self.<attr> it reads (methods), first read first
+    me: str | None = None  # the method's self parameter
 
 
 def prefix_plan(
-    mod: Module, fn: cst.FunctionDef, line: Callable[[cst.CSTNode], int] = lambda n: 0
+    mod: Module,
+    fn: cst.FunctionDef,
+    line: Callable[[cst.CSTNode], int] = lambda n: 0,
+    *,
+    label: str | None = None,
+    cls: ClassInfo | None = None,
+    enclosing: frozenset[str] = frozenset(),
+    enclosing_name: str = "",
 ) -> tuple[Plan | None, str]:
-    """(the plan, what it covers) or (None, why not); ``line`` gives a statement's line for the reasons."""
-    name = fn.name.value
+    """(the plan, what it covers) or (None, why not); ``line`` gives a statement's line for the reasons.
+
+    ``label`` names the function in the reasons (``Trainer.preprocess``); ``cls``: ``fn`` is a method of
+    that class (its first parameter is self); ``enclosing``: ``fn`` is nested in ``enclosing_name()``,
+    which binds these names.
+    """
+    name = label or fn.name.value
     if fn.decorators:
         return None, f"{name}() is decorated"
     if fn.asynchronous is not None:
@@ -977,14 +1210,21 @@ def prefix_plan(
         return None, f"{name}() is a one-line function"
     if any(isinstance(n, (cst.Global, cst.Nonlocal)) for n in walk(fn.body)):
         return None, f"{name}() declares global or nonlocal names"
+    scan = _Scan(mod, fn, cls, enclosing, enclosing_name)
+    if cls is not None:
+        if scan.me is None:
+            return None, f"{name}() has no self parameter"
+        if scan.me in scan.f_locals:
+            return None, f"{name}() assigns {scan.me}"
     body = list(fn.body.body)
     start = 1 if body and _is_docstring(body[0]) else 0
-    scan = _Scan(mod, fn)
     end, stop = start, "ends the function"
     for i in range(start, len(body)):
         before = scan.state.copy()
         try:
             scan.statement(body[i])
+            if cls is not None:
+                _mangled(body[i])
         except _Impure as e:
             scan.state = before
             stop = f"{e} (line {line(body[i])})"
@@ -1000,31 +1240,30 @@ def prefix_plan(
         else None
     )
     if last is not None and end == len(body) - 1 and not scan.random and ret is not None and ret.value:
+        before = scan.state.copy()
         try:
             val = scan.expr(ret.value)
+            if cls is not None:
+                _mangled(last)
         except _Impure as e:
+            scan.state = before
             stop = f"{e} (line {line(last)})"
         else:
             if val.groups is not None:
-                work = [*prefix, last]
-                calls = sum(isinstance(n, cst.Call) for s in work for n in walk(s))
-                loops = sum(isinstance(n, cst.For) for s in work for n in walk(s))
-                if loops == 0 and calls < 3:
-                    return (
-                        None,
-                        f"{name}() is pure but too small to be worth caching ({_calls(calls)}, no loop)",
-                    )
-                return Plan(fn, True), f"all of {name}()"
+                small = _worth([*prefix, last])
+                if small:
+                    return None, f"{name}() is pure but too small to be worth caching ({small})"
+                params = [p for p in scan.params if p in scan.state.read_params]
+                whole = Plan(fn, True, start, len(body), params, [], list(scan.state.read_attrs), scan.me)
+                return whole, f"all of {name}()"
             stop = f"returns a value that may share memory with a parameter or a global (line {line(last)})"
     if not prefix:
         return None, f"{name}(): nothing deterministic to cache: its first statement {stop}"
-    calls = sum(isinstance(n, cst.Call) for s in prefix for n in walk(s))
-    loops = sum(isinstance(n, cst.For) for s in prefix for n in walk(s))
-    if loops == 0 and calls < 3:
+    small = _worth(prefix)
+    if small:
         return (
             None,
-            f"{name}(): the deterministic start is too small to be worth caching ({_calls(calls)}, no loop; "
-            f"the next statement {stop})",
+            f"{name}(): the deterministic start is too small to be worth caching ({small}; the next statement {stop})",
         )
     live = _live(body[end:], set(scan.state.order))
     if not live:
@@ -1044,4 +1283,13 @@ def prefix_plan(
             return None, f"{name}(): the results of its deterministic start may share memory"
         seen |= g
     params = [p for p in scan.params if p in scan.state.read_params]
-    return Plan(fn, False, start, end, params, live), f"lines of {name}()"
+    plan = Plan(fn, False, start, end, params, live, list(scan.state.read_attrs), scan.me)
+    return plan, f"lines of {name}()"
+
+
+def _mangled(stmt: cst.CSTNode) -> None:
+    """Raise _Impure when the statement uses a ``__private`` name, which Python mangles inside a class
+    (and the prefix moves out of it)."""
+    for n in walk(stmt):
+        if isinstance(n, cst.Name) and n.value.startswith("__") and not n.value.endswith("__"):
+            raise _Impure(f"uses {n.value}, a private (name-mangled) name")

@@ -12,6 +12,8 @@ what the function computes is unchanged bit for bit.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
+from dataclasses import dataclass
 
 import libcst as cst
 from libcst.codemod import SkipFile
@@ -19,8 +21,8 @@ from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
 from tfdoctor.fixes._cst import insert_after_imports, names_in, unique_name, walk
-from tfdoctor.fixes._purity import Module, Plan, prefix_plan
-from tfdoctor.fixes.generator_prefetch import _generator_methods, _generators, _nested_generators
+from tfdoctor.fixes._purity import ClassInfo, Module, Plan, _bound_in, class_info, prefix_plan
+from tfdoctor.fixes.generator_prefetch import _generator_methods, _is_generator
 
 #: the cache stops growing at this many bytes of results (it still serves what it holds)
 MAX_BYTES = 1 << 30
@@ -136,6 +138,80 @@ ADVICE = (
 )
 
 
+@dataclass
+class _Target:
+    """A function a generator calls (or the generator itself): where it is and how to name it."""
+
+    fn: cst.FunctionDef
+    label: str  # preprocess, Trainer.preprocess, main.<locals>.preprocess
+    stem: str  # the prefix function's name stem: preprocess, Trainer_preprocess, main_preprocess
+    top: cst.BaseStatement  # the module-level statement holding it (fn itself when module-level)
+    cls: ClassInfo | None = None
+    cls_def: cst.ClassDef | None = None
+    outer: cst.FunctionDef | None = None  # the module-level function it is nested in
+    enclosing: frozenset[str] = frozenset()  # the names ``outer`` binds (its params included)
+
+    @property
+    def module_level(self) -> bool:
+        return self.cls is None and self.outer is None
+
+
+def _param_names(fn: cst.FunctionDef) -> list[str]:
+    ps = fn.params
+    out = [p.name.value for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params]]
+    out += [s.name.value for s in (ps.star_arg, ps.star_kwarg) if isinstance(s, cst.Param)]
+    return out
+
+
+def _defined_once(
+    block: cst.BaseSuite, exclude: frozenset[str] | set[str] = frozenset()
+) -> dict[str, cst.FunctionDef]:
+    """The functions defined directly in ``block`` whose name nothing else in it binds."""
+    if not isinstance(block, cst.IndentedBlock):
+        return {}
+    out: dict[str, cst.FunctionDef] = {}
+    counts: Counter[str] = Counter()
+    for stmt in block.body:
+        counts.update(_bound_in(stmt) if not isinstance(stmt, cst.FunctionDef) else {stmt.name.value})
+    for stmt in block.body:
+        if (
+            isinstance(stmt, cst.FunctionDef)
+            and counts[stmt.name.value] == 1
+            and stmt.name.value not in exclude
+        ):
+            out[stmt.name.value] = stmt
+    return out
+
+
+class _SelfAttrs(cst.CSTTransformer):
+    """``self.mean`` → ``self_mean`` (the prefix's parameter) for the attributes the prefix reads."""
+
+    def __init__(self, me: str, names: dict[str, str]):
+        super().__init__()
+        self.me = me
+        self.names = names
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if (
+            isinstance(updated.value, cst.Name)
+            and updated.value.value == self.me
+            and updated.attr.value in self.names
+        ):
+            return cst.Name(self.names[updated.attr.value], lpar=updated.lpar, rpar=updated.rpar)
+        return updated
+
+
+class _Replace(cst.CSTTransformer):
+    """Replaces nodes by identity (the functions the fix rewrote, wherever they are nested)."""
+
+    def __init__(self, new: dict[int, cst.CSTNode]):
+        super().__init__()
+        self.new = new
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        return self.new.get(id(original), updated)
+
+
 class GeneratorCacheCodemod(FixCodemod):
     DESCRIPTION = "cache the deterministic per-example preprocessing in memory"
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -146,111 +222,215 @@ class GeneratorCacheCodemod(FixCodemod):
         except KeyError:
             return 0
 
+    # -- what the generators call -----------------------------------------------------------------
+    def _callers(self, tree: cst.Module, mod: Module) -> list[_Target]:
+        """The generators (module-level, methods of module-level classes, nested in module-level
+        functions) and the ``__getitem__`` methods."""
+        out: list[_Target] = []
+        for stmt in tree.body:
+            if isinstance(stmt, cst.FunctionDef) and not stmt.name.value.startswith("tfdoctor_"):
+                name = stmt.name.value
+                if _is_generator(stmt):
+                    out.append(_Target(stmt, name, name, stmt))
+                enclosing = frozenset(_bound_in(stmt.body) | set(_param_names(stmt)))
+                for n in walk(stmt.body):
+                    if isinstance(n, cst.FunctionDef) and _is_generator(n):
+                        label = f"{name}.<locals>.{n.name.value}"
+                        out.append(
+                            _Target(n, label, f"{name}_{n.name.value}", stmt, outer=stmt, enclosing=enclosing)
+                        )
+            elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
+                info: ClassInfo | None = None
+                for m in stmt.body.body:
+                    if isinstance(m, cst.FunctionDef) and (_is_generator(m) or m.name.value == "__getitem__"):
+                        info = info or class_info(mod, stmt)
+                        cname = stmt.name.value
+                        out.append(
+                            _Target(m, f"{cname}.{m.name.value}", f"{cname}_{m.name.value}", stmt, info, stmt)
+                        )
+        return out
+
+    def _callees(self, t: _Target, mod: Module) -> list[_Target]:
+        """The functions of the script ``t`` calls: module-level ones by name, methods of its class
+        through self, functions nested in the same module-level function."""
+        fn = t.fn
+        params = _param_names(fn)
+        own = _bound_in(fn.body) | set(params)
+        me = params[0] if t.cls is not None and params and not fn.decorators else None
+        if me is not None and me in _bound_in(fn.body):
+            me = None
+        methods = _defined_once(t.cls_def.body) if t.cls_def is not None else {}
+        nested = _defined_once(t.outer.body, set(_param_names(t.outer))) if t.outer is not None else {}
+        out: list[_Target] = []
+        for c in walk(fn.body):
+            if not isinstance(c, cst.Call):
+                continue
+            f = c.func
+            if isinstance(f, cst.Name) and f.value not in own:
+                name = f.value
+                if t.outer is not None and name in t.enclosing:
+                    if name in nested:
+                        outer = t.outer.name.value
+                        label = f"{outer}.<locals>.{name}"
+                        out.append(
+                            _Target(
+                                nested[name],
+                                label,
+                                f"{outer}_{name}",
+                                t.top,
+                                outer=t.outer,
+                                enclosing=t.enclosing,
+                            )
+                        )
+                elif name in mod.defs:
+                    out.append(_Target(mod.defs[name], name, name, mod.defs[name]))
+            elif (
+                isinstance(f, cst.Attribute)
+                and me is not None
+                and isinstance(f.value, cst.Name)
+                and f.value.value == me
+                and f.attr.value in methods
+                and t.cls is not None
+            ):
+                m = methods[f.attr.value]
+                cname = t.cls.name
+                out.append(
+                    _Target(m, f"{cname}.{m.name.value}", f"{cname}_{m.name.value}", t.top, t.cls, t.cls_def)
+                )
+        return out
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         if any(
             isinstance(n, cst.FunctionDef) and n.name.value.startswith("tfdoctor_memoize") for n in tree.body
         ):
             raise SkipFile("the script already uses tfdoctor's cache (tfdoctor_memoize)")
-        gens = {n: f for n, f in _generators(tree).items() if not n.startswith("tfdoctor_")}
-        callers: list[tuple[str, cst.FunctionDef]] = [(f"{n}()", f) for n, f in gens.items()]
-        for cls in tree.body:
-            if isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock):
-                for m in cls.body.body:
-                    if isinstance(m, cst.FunctionDef) and m.name.value == "__getitem__":
-                        callers.append((f"{cls.name.value}.__getitem__()", m))
+        mod = Module(tree)
+        callers = self._callers(tree, mod)
         if not callers:
-            nested = [f"{n}()" for n in _nested_generators(tree)]
-            if nested:
-                raise SkipFile(
-                    f"the batch generator is defined inside a function ({', '.join(nested)}): generator-cache "
-                    "memoises only module-level functions a module-level generator calls"
-                )
             methods = [f"{n}()" for n in _generator_methods(tree)]
             if methods:
                 raise SkipFile(
-                    f"the batch generator is a method ({', '.join(methods)}): generator-cache memoises "
-                    "only module-level functions a generator calls, with arguments it can key"
+                    f"the batch generator is a method of a class defined inside a function ({', '.join(methods)}): "
+                    "generator-cache follows methods of module-level classes only"
                 )
             raise SkipFile("no Python generator function (or __getitem__) in the script")
-        mod = Module(tree)
         if mod.star:
             raise SkipFile("the script has a star import: tfdoctor cannot tell which names are constant")
-        # the module-level functions the generators call, and those they call in turn
-        candidates: list[str] = []
-        queue = [f for _, f in callers]
+        # the functions the generators call, and those they call in turn
+        callers_ids = {id(c.fn) for c in callers}
+        candidates: list[_Target] = []
+        seen: set[int] = set()
+        queue = list(callers)
         while queue:
-            caller = queue.pop(0)
-            for c in walk(caller):
-                if isinstance(c, cst.Call) and isinstance(c.func, cst.Name):
-                    callee = c.func.value
-                    if callee in mod.defs and callee not in gens and callee not in candidates:
-                        candidates.append(callee)
-                        queue.append(mod.defs[callee])
+            for callee in self._callees(queue.pop(0), mod):
+                if id(callee.fn) in callers_ids or id(callee.fn) in seen:
+                    continue
+                seen.add(id(callee.fn))
+                candidates.append(callee)
+                queue.append(callee)
         if not candidates:
             raise SkipFile(
-                f"the generator(s) {', '.join(n for n, _ in callers)} call no module-level function "
-                "of the script"
+                f"the generator(s) {', '.join(f'{c.label}()' for c in callers)} call no function of the script "
+                "(module-level, a method of their class through self, or nested in the same function): per-example "
+                "work written inline in the generator is not cached"
             )
-        plans: dict[str, Plan] = {}
+        plans: list[tuple[_Target, Plan]] = []
         reasons: list[str] = []
-        for name in candidates:
-            plan, why = prefix_plan(mod, mod.defs[name], self.line)
+        for t in candidates:
+            plan, why = prefix_plan(
+                mod,
+                t.fn,
+                self.line,
+                label=t.label,
+                cls=t.cls,
+                enclosing=t.enclosing,
+                enclosing_name=t.outer.name.value if t.outer is not None else "",
+            )
             if plan is None:
                 reasons.append(why)
             else:
-                plans[name] = plan
+                plans.append((t, plan))
         if not plans:
             raise SkipFile("; ".join(reasons))
         self.helper = unique_name(tree, "tfdoctor_memoize")
-        taken = names_in(tree) | {self.helper}
-        cap = f"{MAX_BYTES / 2**30:g} GiB"
-        body: list[cst.BaseStatement] = []
+        self.taken = names_in(tree) | {self.helper}
+        self.cap = f"{MAX_BYTES / 2**30:g} GiB"
+        before: dict[int, list[cst.FunctionDef]] = {}  # module-level statement → prefixes to put above it
+        replaced: dict[int, cst.CSTNode] = {}
         done: list[str] = []
-        for stmt in tree.body:
-            plan = plans.get(stmt.name.value) if isinstance(stmt, cst.FunctionDef) else None
-            if plan is None or plan.fn is not stmt:
-                body.append(stmt)
-                continue
-            fn = plan.fn
-            name = fn.name.value
-            if plan.whole:
-                body.append(fn.with_changes(decorators=[cst.Decorator(cst.Name(self.helper))]))
-                lines = f"lines {self.line(fn)}-{self.end_line(fn)}"
+        for t, plan in plans:
+            if plan.whole and t.module_level:
+                replaced[id(t.fn)] = t.fn.with_changes(decorators=[cst.Decorator(cst.Name(self.helper))])
+                lines = f"lines {self.line(t.fn)}-{self.end_line(t.fn)}"
                 self.warn(
-                    f"{name}() ({lines}) is deterministic throughout (no random source, no parameter "
-                    f"changed): decorated with {self.helper} (up to {cap})"
+                    f"{t.label}() ({lines}) is deterministic throughout (no random source, no parameter "
+                    f"changed): decorated with {self.helper} (up to {self.cap})"
                 )
-                self.advise(ADVICE.format(names=f"{name}()'s result", cap=cap))
-                done.append(f"{name}() ({lines}) cached whole")
+                self.advise(ADVICE.format(names=f"{t.label}()'s result", cap=self.cap))
+                done.append(f"{t.label}() ({lines}) cached whole")
                 continue
-            prefix_name = f"_{name}_prefix"
-            for i in itertools.count(2):
-                if prefix_name not in taken:
-                    break
-                prefix_name = f"_{name}_prefix_{i}"
-            taken.add(prefix_name)
-            pre, new_fn = self._split(plan, prefix_name)
-            body += [pre, new_fn]
-            stmts = list(fn.body.body)  # type: ignore[union-attr]
-            first, last = self.line(stmts[plan.start]), self.end_line(stmts[plan.end - 1])
-            returns = ", ".join(plan.returns)
-            self.warn(
-                f"{name}() lines {first}-{last} (deterministic: no random source, no parameter changed) "
-                f"moved into {prefix_name}({', '.join(plan.params)}), cached by {self.helper} (up to {cap}); "
-                f"{name}() reads {returns} from it"
-            )
-            self.advise(ADVICE.format(names=returns, cap=cap))
-            done.append(f"{name}() lines {first}-{last} cached as {prefix_name}() → {returns}")
+            prefix_name = self._fresh(f"_{t.stem}_prefix")
+            pre, new_fn = self._split(t, plan, prefix_name)
+            replaced[id(t.fn)] = new_fn
+            before.setdefault(id(t.top), []).append(pre)
+            done.append(self._report(t, plan, prefix_name))
         for why in reasons:
             self.warn(f"not cached: {why}")
-        self.summary = f"{'; '.join(done)} (in memory by {self.helper}, up to {cap})"
+        self.summary = f"{'; '.join(done)} (in memory by {self.helper}, up to {self.cap})"
+        body: list[cst.BaseStatement] = []
+        blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+        for stmt in tree.body:
+            new = stmt.visit(_Replace(replaced)) if replaced else stmt
+            assert isinstance(new, cst.BaseStatement)
+            pres = before.get(id(stmt), [])
+            if pres:
+                above = list(stmt.leading_lines)
+                cut = max((i + 1 for i, ln in enumerate(above) if ln.comment is None), default=0)
+                body.append(pres[0].with_changes(leading_lines=above[:cut]))
+                body += [p.with_changes(leading_lines=blank) for p in pres[1:]]
+                new = new.with_changes(leading_lines=[*blank, *above[cut:]])
+            body.append(new)
         helper = cst.parse_module(HELPER.format(name=self.helper, max_bytes="1 << 30")).body[0]
         assert isinstance(helper, cst.FunctionDef)
         return insert_after_imports(tree.with_changes(body=body), helper)
 
-    def _split(self, plan: Plan, prefix_name: str) -> tuple[cst.FunctionDef, cst.FunctionDef]:
+    def _fresh(self, name: str) -> str:
+        out = name
+        for i in itertools.count(2):
+            if out not in self.taken:
+                break
+            out = f"{name}_{i}"
+        self.taken.add(out)
+        return out
+
+    def _report(self, t: _Target, plan: Plan, prefix_name: str) -> str:
+        """Warns and advises what was cached; returns the summary's part."""
+        stmts = list(t.fn.body.body)  # type: ignore[union-attr]
+        first, last = self.line(stmts[plan.start]), self.end_line(stmts[plan.end - 1])
+        args = [*plan.params, *(f"{plan.me}.{a}" for a in plan.attrs)]
+        passed = ""
+        if plan.attrs:
+            attrs = ", ".join(f"{plan.me}.{a}" for a in plan.attrs)
+            passed = f"; {attrs} {'is' if len(plan.attrs) == 1 else 'are'} passed in, so the cache keys on their content"
+        if plan.whole:
+            self.warn(
+                f"{t.label}() lines {first}-{last} are deterministic throughout (no random source, no "
+                f"parameter changed): moved into {prefix_name}({', '.join(args)}), cached by {self.helper} "
+                f"(up to {self.cap}); {t.label}() returns its result{passed}"
+            )
+            self.advise(ADVICE.format(names=f"{t.label}()'s result", cap=self.cap))
+            return f"{t.label}() lines {first}-{last} cached whole as {prefix_name}()"
+        returns = ", ".join(plan.returns)
+        self.warn(
+            f"{t.label}() lines {first}-{last} (deterministic: no random source, no parameter changed) "
+            f"moved into {prefix_name}({', '.join(args)}), cached by {self.helper} (up to {self.cap}); "
+            f"{t.label}() reads {returns} from it{passed}"
+        )
+        self.advise(ADVICE.format(names=returns, cap=self.cap))
+        return f"{t.label}() lines {first}-{last} cached as {prefix_name}() → {returns}"
+
+    def _split(self, t: _Target, plan: Plan, prefix_name: str) -> tuple[cst.FunctionDef, cst.FunctionDef]:
         fn = plan.fn
-        name = fn.name.value
         block = fn.body
         assert isinstance(block, cst.IndentedBlock)
         stmts = list(block.body)
@@ -260,26 +440,43 @@ class GeneratorCacheCodemod(FixCodemod):
         for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params]:
             anns[p.name.value] = p.annotation
         params = [cst.Param(cst.Name(p), annotation=anns.get(p)) for p in plan.params]
+        args = list(plan.params)
+        if plan.me is not None and plan.attrs:
+            names: dict[str, str] = {}
+            used = names_in(fn) | self.taken
+            for a in plan.attrs:
+                base = f"{plan.me}_{a}"
+                name = base
+                for i in itertools.count(2):
+                    if name not in used:
+                        break
+                    name = f"{base}_{i}"
+                used.add(name)
+                names[a] = name
+            prefix = [s.visit(_SelfAttrs(plan.me, names)) for s in prefix]  # type: ignore[misc]
+            params += [cst.Param(cst.Name(names[a])) for a in plan.attrs]
+            args += [f"{plan.me}.{a}" for a in plan.attrs]
         doc = cst.parse_statement(
-            f'"""Added by tfdoctor (generator-cache): the start of {name}(), cached per input."""\n'
+            f'"""Added by tfdoctor (generator-cache): the start of {t.label}(), cached per input."""\n'
+            if not plan.whole
+            else f'"""Added by tfdoctor (generator-cache): {t.label}(), cached per input."""\n'
         )
-        ret = cst.parse_statement(f"return {', '.join(plan.returns)}\n")
+        if plan.whole:  # the final return moved too: the function returns what the prefix returns
+            work = [doc, *prefix]
+            call = cst.parse_statement(f"return {prefix_name}({', '.join(args)})\n")
+        else:
+            work = [doc, *prefix, cst.parse_statement(f"return {', '.join(plan.returns)}\n")]
+            call = cst.parse_statement(f"{', '.join(plan.returns)} = {prefix_name}({', '.join(args)})\n")
         pre = cst.FunctionDef(
             name=cst.Name(prefix_name),
             params=cst.Parameters(params=params),
-            body=cst.IndentedBlock(body=[doc, *prefix, ret], indent=block.indent),
+            body=cst.IndentedBlock(body=work, indent=block.indent),
             decorators=[cst.Decorator(cst.Name(self.helper))],
         )
-        lines = list(fn.leading_lines)
-        cut = max((i + 1 for i, ln in enumerate(lines) if ln.comment is None), default=0)
-        pre = pre.with_changes(leading_lines=lines[:cut])
-        blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
-        call = cst.parse_statement(f"{', '.join(plan.returns)} = {prefix_name}({', '.join(plan.params)})\n")
-        above = getattr(prefix[0], "leading_lines", ())
+        above = getattr(stmts[plan.start], "leading_lines", ())
         call = call.with_changes(leading_lines=[ln for ln in above if ln.comment is None])
         new_fn = fn.with_changes(
-            leading_lines=[*blank, *lines[cut:]],
-            body=block.with_changes(body=[*stmts[: plan.start], call, *stmts[plan.end :]]),
+            body=block.with_changes(body=[*stmts[: plan.start], call, *stmts[plan.end :]])
         )
         return pre, new_fn
 
