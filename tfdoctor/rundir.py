@@ -230,7 +230,19 @@ class RunDir:
             self.update_meta(status=meta["finishing"], finishing=None)
 
     def trace_files(self) -> list[Path]:
-        return sorted(self.logdir.rglob("*.xplane.pb")) if self.logdir.exists() else []
+        """The run's ``*.xplane.pb`` files: regular files inside the run directory only (a link in the
+        logdir, to a file or a folder elsewhere, is never read as the run's trace)."""
+        if not self.logdir.exists():
+            return []
+        root = os.path.realpath(self.path)
+        out = []
+        for p in self.logdir.rglob("*.xplane.pb"):
+            real = os.path.realpath(p)
+            if os.path.commonpath([root, real]) != root or p.is_symlink():
+                continue
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                out.append(p)
+        return sorted(out)
 
     def capture_record(self) -> CaptureRecord | None:
         """capture.json, typed; None when the run has none."""

@@ -261,3 +261,21 @@ def test_a_stale_check_of_a_live_writer_keeps_it_running(tmp_path):
     time.sleep(0.01)
     assert not store.mark_stale(run)  # this process wrote it and is alive
     assert run.meta["status"] == "running"
+
+
+def test_links_in_a_runs_logdir_are_never_read_as_its_trace(tmp_path):
+    """A run's trace files are the regular files inside its run directory: an ``*.xplane.pb`` link (to a
+    trace elsewhere, or to any file), or a linked folder in the logdir, is left out."""
+    real = ROOT / "sample_traces" / "cpu-keras_fit" / "logdir" / "plugins" / "profile"
+    store = RunStore(tmp_path / "home")
+    run = store.new_run("train.py", run_id="links")
+    session = run.logdir / "plugins" / "profile" / "2026_11_25_00_00_00"
+    session.mkdir(parents=True)
+    own = session / "vm.xplane.pb"
+    shutil.copyfile(next(real.rglob("*.xplane.pb")), own)
+    elsewhere = tmp_path / "elsewhere.xplane.pb"
+    elsewhere.write_bytes(b"not the run's")
+    (session / "other.xplane.pb").symlink_to(elsewhere)
+    (session / "passwd.xplane.pb").symlink_to("/etc/passwd")
+    (run.logdir / "plugins" / "linked").symlink_to(real, target_is_directory=True)
+    assert run.trace_files() == [own]
