@@ -103,10 +103,12 @@ class ScriptedLoop(FixLoop):
         self.facts = facts or {}
         self.steps = steps or {}
         self.measured: list[str] = []
+        self.modules_measured: list[dict[str, str] | None] = []  # each run's modules beside the script
 
-    def measure(self, label, code, switches, *, profile=False):
+    def measure(self, label, code, switches, *, profile=False, modules=None):
         self.measured.append(label)
-        self._last = (code, tuple(sorted(switches.items())))
+        self.modules_measured.append(modules)
+        self._last = self.state_key(code, switches, modules)
         run = self.store.new_run(str(self.script), kind="fix", parent=self.baseline.id)
         windows = Windows(warmup=3, timing=20, profile=0)
         if label in self.fail:
@@ -511,3 +513,111 @@ def test_the_workspace_copies_the_folder_and_links_big_files(tmp_path: Path) -> 
     assert not (tmp_path / "work" / ".git").exists()
     copy.write_text("changed\n")
     assert (user / "train.py").read_text() == "print(1)\n"
+
+
+# -- a project of several files: the model and the optimizer in model.py beside the script ------------
+def _two_files(tmp_path: Path) -> Path:
+    """examples/corpus/multifile copied (model.py with CRLF line endings, as a Windows checkout has it)."""
+    user = tmp_path / "user"
+    user.mkdir()
+    corpus = EXAMPLES / "corpus" / "multifile"
+    for name in ("train.py", "train_expert.py"):
+        (user / name).write_bytes((corpus / name).read_bytes())
+    (user / "model.py").write_bytes((corpus / "model.py").read_bytes().replace(b"\n", b"\r\n"))
+    return user / "train.py"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_a_fix_editing_a_module_beside_the_script_is_measured_patched_and_applied_with_it(
+    tmp_path: Path,
+) -> None:
+    from tfdoctor.errors import TfdoctorError
+    from tfdoctor.report.format import fix_headline
+    from tfdoctor.session.profile import apply_project
+    from tfdoctor.userfiles import read_source
+
+    script = _two_files(tmp_path)
+    before = _files(script.parent)
+    store = RunStore(tmp_path / "home")
+    base = store.new_run(str(script), run_id="base")
+    facts = Facts(loop_kind="custom", step_kind="eager", batch_size=64, learning_rate=0.01)
+    report = Report(
+        run_id="base", script=str(script), created="c", status="complete", throughput=_banded(10.0, batch=64)
+    )
+    report = report.model_copy(update={"facts": facts})
+    big = facts.model_copy(update={"batch_size": 128, "learning_rate": 0.02})
+    rates = {
+        "batch-scale ×2": 12.0,  # 2.4x examples/s: 12 steps/s of 128 vs 10 of 64
+        "batch-scale ×2: reference, paired round 1": 10.0,
+        "combined": 12.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+    }
+    cfg = LoopConfig(
+        script=script, only=["batch-scale"], final_profile=False, confirm_rounds=1, allow_unchecked=True
+    )
+    loop = ScriptedLoop(
+        store,
+        base,
+        report,
+        cfg,
+        rates=rates,
+        facts={**dict.fromkeys(rates, facts), "batch-scale ×2": big, "combined": big},
+        fail={"batch-scale ×4"},
+    )
+    assert list(loop.module_sources) == ["model.py"] and loop.module_sources["model.py"].newline == "\r\n"
+    summary = loop.run()
+    # the trial ran with the edited model.py (the learning rate is there), the reference with the user's
+    runs = dict(zip(loop.measured, loop.modules_measured, strict=True))
+    assert "LEARNING_RATE = 0.002\n" in runs["batch-scale ×2"]["model.py"]
+    assert "LEARNING_RATE = 1e-3\n" in runs["batch-scale ×2: reference, paired round 1"]["model.py"]
+    assert runs["combined: batch-scale ×2"] == runs["batch-scale ×2"]  # the kept state carries it on
+    two = summary.trials[0]
+    assert (two.name, two.status, summary.kept) == ("batch-scale ×2", "kept", ["batch-scale ×2"])
+    assert (
+        "diff --git a/train.py b/train.py\n" in two.patch
+        and "diff --git a/model.py b/model.py\n" in two.patch
+    )
+    assert summary.patch.startswith("# tfdoctor: batch-scale ×2 on train.py, model.py\n")
+    assert "+LEARNING_RATE = 0.002\n" in summary.patch and "default=128" in summary.patch
+    assert "batch-scale ×2 (train.py, model.py)" in fix_headline(summary)
+    assert loop.final_modules == {"model.py": runs["batch-scale ×2"]["model.py"]}
+
+    # fix.patch applies from the script's folder, each file in its own line endings
+    patch = base.file("fix.patch").read_bytes()
+    assert b"+LEARNING_RATE = 0.002\r\n" in patch and b"+    parser.add_argument" not in patch.replace(
+        b"\n", b""
+    )
+    for tool in (["patch", "-p1", "--dry-run", "-i"], ["patch", "-p1", "-i"]):
+        res = subprocess.run(
+            [*tool, str(base.file("fix.patch"))], cwd=tmp_path / "user", capture_output=True, text=True
+        )
+        assert res.returncode == 0, res.stdout + res.stderr
+    patched = _files(script.parent)
+    assert patched["train.py"].decode() == loop.final_source
+    assert patched["model.py"] == loop.final_modules["model.py"].replace("\n", "\r\n").encode()
+    assert patched["train_expert.py"] == before["train_expert.py"]
+
+    # --apply: both files written (model.py still CRLF), a backup beside each, nothing else changed
+    for name, data in before.items():
+        (script.parent / name).write_bytes(data)
+    original = read_source(script)
+    written = apply_project(script, original, loop.final_source, loop.module_changes())
+    assert list(written) == [script, script.parent / "model.py"]
+    after = _files(script.parent)
+    assert after.pop("train.py.tfdoctor-bak") == before["train.py"]
+    assert after.pop("model.py.tfdoctor-bak") == before["model.py"]
+    assert after == patched
+
+    # a module changed on disk since it was read: nothing is written, no backup made
+    for p in script.parent.iterdir():
+        p.unlink()
+    for name, data in before.items():
+        (script.parent / name).write_bytes(data)
+    original = read_source(script)
+    (script.parent / "model.py").write_bytes(before["model.py"] + b"# edited meanwhile\r\n")
+    with pytest.raises(TfdoctorError, match=r"model\.py changed while the fixes were measured"):
+        apply_project(script, original, loop.final_source, loop.module_changes())
+    assert _files(script.parent) == {**before, "model.py": before["model.py"] + b"# edited meanwhile\r\n"}

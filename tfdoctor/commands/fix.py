@@ -17,8 +17,8 @@ from tfdoctor.model import Report
 from tfdoctor.report.format import fix_headline
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, Event, FixLoop, LoopConfig
-from tfdoctor.session.profile import apply_fixes as apply_patch
-from tfdoctor.session.profile import fix_config, fix_config_for_run, fix_options
+from tfdoctor.session.profile import applied_text, apply_project, fix_config, fix_config_for_run, fix_options
+from tfdoctor.session.profile import apply_fixes as apply_patch  # noqa: F401  (the one-file writer, as before)
 from tfdoctor.store import RunStore
 from tfdoctor.userfiles import check_writable, read_source
 
@@ -75,7 +75,8 @@ def add_fix_options(parser: argparse.ArgumentParser, defaults: bool = True) -> N
         "--apply",
         action="store_true",
         default=d(False),
-        help="write the kept fixes into the script (a backup SCRIPT.tfdoctor-bak is kept)",
+        help="write the kept fixes into the script, and into the modules beside it that they changed "
+        "(a backup FILE.tfdoctor-bak of each is kept)",
     )
     parser.add_argument("--only", default=d(None), metavar="ID,...", help=f"try only these fixes ({ids})")
     parser.add_argument("--skip", default=d(None), metavar="ID,...", help="never try these fixes")
@@ -165,8 +166,8 @@ def run_loop(
             f"({escape(summary.combined_note or 'not measured')}); the patch is in fix.patch"
         )
     elif getattr(args, "apply", False) and summary.patch:
-        bak = apply_patch(script, original, loop.final_source or original.text)
-        out.print(f"Applied to {escape(str(script))} (backup: {escape(str(bak))})")
+        final = loop.final_source or original.text
+        out.print(escape(applied_text(apply_project(script, original, final, loop.module_changes()))))
     return 0
 
 

@@ -1,8 +1,10 @@
-"""Patched copies of the user's files, and the unified diff between two versions of the script.
+"""Patched copies of the user's files, and the unified diff between two versions of the script and of
+the modules beside it that the script imports (:mod:`tfdoctor.fixes.project`).
 
 The user's files are never written here: a fix runs on a copy of the script's folder in a temporary
 work directory (big files and bulky folders are linked, not copied), and the patch is relative to the
-script's folder so it applies there with ``git apply`` or ``patch -p1``.
+script's folder so it applies there with ``git apply`` or ``patch -p1``: the script as ``a/train.py``,
+a module beside it as ``a/model.py`` or ``a/pkg/data.py``, all in one patch.
 """
 
 from __future__ import annotations
@@ -77,13 +79,46 @@ def source_diff(src: Source, after: str, relpath: str) -> str:
     return unified_diff(src.text, after, relpath, src.newline)
 
 
+_DIFF = re.compile(r"^diff --git a/(.+) b/\1\n?$")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
-def patch_bytes(patch: str, like: Source) -> bytes:
+def patch_bytes(patch: str, like: Source, modules: Mapping[str, Source] | None = None) -> bytes:
     """A patch (as :func:`unified_diff` makes it, ``\\n`` endings) as bytes for ``fix.patch`` of the
     file ``like``: content lines in the file's own line endings and encoding, so ``git apply`` and
-    ``patch -p1`` apply it to a CRLF or latin-1 script byte for byte."""
+    ``patch -p1`` apply it to a CRLF or latin-1 script byte for byte.
+
+    A patch of several files (the script and ``modules`` beside it: relative path → the module as
+    read) has each file's part in that file's own endings and encoding; the header comment and the
+    script's part in the script's."""
+    if not modules:
+        return _file_patch_bytes(patch, like)
+    out = []
+    for rel, part in _file_parts(patch):
+        out.append(_file_patch_bytes(part, modules.get(rel, like) if rel else like))
+    return b"".join(out)
+
+
+def _file_parts(patch: str) -> list[tuple[str, str]]:
+    """``patch`` cut before each ``diff --git a/X b/X`` line: (X, its part); the text before the first
+    (the header comment) has X "". A content line never starts with ``diff`` (it starts with
+    `` ``, ``+``, ``-`` or ``\\``)."""
+    parts: list[tuple[str, list[str]]] = [("", [])]
+    for line in _lines(patch):
+        m = _DIFF.match(line)
+        if m:
+            parts.append((m.group(1), []))
+        parts[-1][1].append(line)
+    return [(rel, "".join(lines)) for rel, lines in parts if lines]
+
+
+def patch_files(patch: str) -> list[str]:
+    """The files a patch (as :func:`unified_diff` and :func:`modules_diff` make it) changes, in its
+    order: paths relative to the script's folder."""
+    return [rel for rel, _ in _file_parts(patch) if rel]
+
+
+def _file_patch_bytes(patch: str, like: Source) -> bytes:
     lines = _lines(patch)
     out = []
     old = new = 0
@@ -118,14 +153,20 @@ def backup_path(script: Path) -> Path:
     return p
 
 
-def write_modules(folder: Path, files: Mapping[str, str]) -> None:
+def write_modules(folder: Path, files: Mapping[str, str], like: Mapping[str, Source] | None = None) -> None:
     """Write fixed modules beside the script (``FixOutcome.files``: path relative to the script's
-    folder → source) into the work directory's copy of that folder."""
+    folder → source) into the work directory's copy of that folder; a module read with
+    :func:`tfdoctor.userfiles.read_source` (``like``: relative path → it) in its own encoding and line
+    endings, as :func:`write_copy` writes the script."""
     for rel, text in files.items():
         path = folder / rel
         if folder.resolve() not in path.resolve().parents:  # never outside the copy
             raise ValueError(f"{rel}: not inside the script's folder")
-        path.write_text(text, encoding="utf-8")
+        src = (like or {}).get(rel)
+        if src is not None:
+            write_copy(path, text, src)
+        else:
+            path.write_text(text, encoding="utf-8")
 
 
 def modules_diff(before: Mapping[str, str], after: Mapping[str, str]) -> str:

@@ -332,7 +332,7 @@ class TfdoctorMagics(Magics):
         import os
 
         from tfdoctor.session.fix_loop import FixLoop
-        from tfdoctor.session.profile import apply_fixes, fix_config, fix_options
+        from tfdoctor.session.profile import applied_text, apply_project, fix_config, fix_options
         from tfdoctor.userfiles import check_writable, read_source
 
         report = run.report()
@@ -347,8 +347,9 @@ class TfdoctorMagics(Magics):
             loop = FixLoop(store, run, report, loop_cfg, on_event=on_event)
             summary = loop.run()
         if args.apply and summary.patch:
-            bak = apply_fixes(loop_cfg.script, original, loop.final_source or original.text)
-            print(f"tfdoctor: applied to {loop_cfg.script} (backup: {bak})", file=sys.stderr)
+            final = loop.final_source or original.text
+            written = apply_project(loop_cfg.script, original, final, loop.module_changes())
+            print(f"tfdoctor: {applied_text(written)}", file=sys.stderr)
 
     # -- %%tfdoctor --------------------------------------------------------------------------------
     def profile_cell(self, line: str, cell: str) -> None:

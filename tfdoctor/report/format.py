@@ -16,6 +16,7 @@ Conventions:
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -118,12 +119,25 @@ def training(changes: dict[str, str]) -> str:
     return "changed " + ", ".join(f"{k} {v}" for k, v in changes.items())
 
 
+#: a file's part of a patch (tfdoctor.fixes.workspace.unified_diff): ``diff --git a/model.py b/model.py``
+_DIFF = re.compile(r"^diff --git a/(.+) b/\1$", re.M)
+
+
+def kept_files(fx: FixSummary) -> str:
+    """The kept fixes, and where the combined patch changes several files (a model or an optimizer
+    built in a module beside the script), the files each changed: ``batch-scale ×2 (train.py, model.py)``."""
+    if len(set(_DIFF.findall(fx.patch))) < 2:
+        return ", ".join(fx.kept)
+    files = {t.name: _DIFF.findall(t.patch) for t in fx.trials if t.status == "kept"}
+    return ", ".join(f"{k} ({', '.join(files[k])})" if files.get(k) else k for k in fx.kept)
+
+
 def fix_headline(fx: FixSummary) -> str:
     """The one sentence on a --fix run: the combined ratio with its interval, measured side by side
     against the baseline, and whether the training is the same."""
     if not fx.kept:
         return "No fix kept."
-    what = ", ".join(fx.kept)
+    what = kept_files(fx)
     if fx.combined_speedup is None:
         return f"Kept {what}; the combined result was not measured ({fx.combined_note or 'no run'})."
     fig = ratio_ci(fx.combined_speedup, fx.combined_ci)
@@ -142,6 +156,7 @@ __all__ = [
     "fix_headline",
     "headline_rate",
     "interval",
+    "kept_files",
     "ms",
     "noise",
     "noise_fraction",

@@ -32,6 +32,7 @@ from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResul
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
 from tfdoctor.fixes.judge import Decision, Pair, Sample, comparable, decide, steady
+from tfdoctor.fixes.project import local_modules
 from tfdoctor.fixes.sanity import (
     CHANGES_TRAINING,
     loss_check,
@@ -39,13 +40,21 @@ from tfdoctor.fixes.sanity import (
     output_change,
     training_changes,
 )
-from tfdoctor.fixes.workspace import make_workspace, patch_bytes, unified_diff, write_copy
+from tfdoctor.fixes.workspace import (
+    make_workspace,
+    modules_diff,
+    patch_bytes,
+    patch_files,
+    unified_diff,
+    write_copy,
+    write_modules,
+)
 from tfdoctor.model import Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
 from tfdoctor.report.format import estimate_text, ratio_ci, training
 from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
-from tfdoctor.userfiles import read_source
+from tfdoctor.userfiles import Source, UserFileError, read_source
 
 #: paired rounds per comparison at most (``--fix-rounds``): a trial whose interval still straddles the bar
 #: after this many is "not decided (noisy machine)"
@@ -85,6 +94,14 @@ class Event:
     total: int = 0
 
 
+#: what identifies a state: the script's source, the run-time switches, the modules beside the script
+StateKey = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+
+
+def state_key(source: str, switches: dict[str, str], modules: dict[str, str]) -> StateKey:
+    return source, tuple(sorted(switches.items())), tuple(sorted(modules.items()))
+
+
 @dataclass
 class _State:
     source: str
@@ -96,9 +113,11 @@ class _State:
     facts: Facts
     loss_runs: list[list[StepTiming]] = field(default_factory=list)  # every run's steps (loss noise)
     run_id: str | None = None  # its latest run
+    # the modules beside the script that it imports (relative path → source), as this state has them
+    modules: dict[str, str] = field(default_factory=dict)
 
-    def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
-        return self.source, tuple(sorted(self.switches.items()))
+    def key(self) -> StateKey:
+        return state_key(self.source, self.switches, self.modules)
 
 
 # -- ordering --------------------------------------------------------------------------------------
@@ -330,8 +349,19 @@ class FixLoop:
         # read as Python reads it (coding cookie, BOM), line endings noted: tfdoctor.userfiles
         self.user_source = read_source(self.script)
         self.final_source: str | None = None  # the script with every kept fix, once run() is done
+        # the modules beside the script that it imports (tfdoctor.fixes.project), read once, as the
+        # script is: a fix may edit them (the model or the optimizer built in model.py)
+        self.module_sources: dict[str, Source] = {}
+        for rel in local_modules(self.script):
+            try:
+                self.module_sources[rel] = read_source(self.script.parent / rel)
+            except UserFileError:
+                continue  # undecodable: not the user's Python (and never edited)
+        self.user_modules = {rel: src.text for rel, src in self.module_sources.items()}
+        # the modules the kept fixes changed (relative path → source), once run() is done
+        self.final_modules: dict[str, str] = {}
         self._at = (0, 0)  # the candidate being measured, of how many (for progress events)
-        self._last: tuple[str, tuple[tuple[str, str], ...]] | None = None  # the state measured last
+        self._last: StateKey | None = None  # the state measured last
 
     def event(self, kind: str, message: str, **kw: object) -> None:
         self.on_event(Event(kind, message, **kw))  # type: ignore[arg-type]
@@ -374,6 +404,7 @@ class FixLoop:
             facts=facts,
             loss_runs=[list(self.report.steps)],
             run_id=self.baseline.id,
+            modules=dict(self.user_modules),
         )
         base_state = state
         hardware = Hardware.detect(facts)
@@ -394,6 +425,7 @@ class FixLoop:
                     hardware=hardware,
                     params=variant,
                     filename=self.relpath,
+                    project=dict(before.modules),
                 )
                 outcome = fix.apply(before.source, ctx)
                 label = fix.ID + (f" ×{variant['factor']}" if "factor" in variant else "")
@@ -425,7 +457,9 @@ class FixLoop:
                     )
                     history.pop()
                 trials.append(trial)
-                self.event("result", f"{label}: {trial.status} ({trial.reason})", fix_id=fix.ID)
+                files = patch_files(trial.patch)
+                where = f" ({', '.join(files)})" if set(files) - {self.relpath} else ""  # a module too
+                self.event("result", f"{label}{where}: {trial.status} ({trial.reason})", fix_id=fix.ID)
                 if trial.status != "kept":
                     break
                 kept_label.pop(fix.ID, None)
@@ -433,7 +467,9 @@ class FixLoop:
                 kept[:] = list(kept_label.values())
                 history.append((list(kept), state))
         summary = self.combine(base_state, state, kept, history, trials, t0)
-        self.baseline.file(PATCH).write_bytes(patch_bytes(summary.patch, self.user_source))
+        self.baseline.file(PATCH).write_bytes(
+            patch_bytes(summary.patch, self.user_source, self.module_sources)
+        )
         report = self.report.model_copy(update={"fix": summary})
         self.baseline.write_report(report)
         self.store.update(self.baseline, speedup=summary.combined_speedup)
@@ -467,7 +503,11 @@ class FixLoop:
         if kept:
             self.event("final", f"final run with {', '.join(kept)}")
             run, res, rep = self.measure(
-                "combined: " + ", ".join(kept), state.source, state.switches, profile=self.cfg.final_profile
+                "combined: " + ", ".join(kept),
+                state.source,
+                state.switches,
+                profile=self.cfg.final_profile,
+                modules=state.modules,
             )
             run_id = run.id
             if res.ok and rep.throughput is not None:
@@ -518,10 +558,12 @@ class FixLoop:
                     f"the final run failed ({res.message or res.status}): the combined result is not measured"
                 )
         self.final_source = state.source if kept else base.source
+        self.final_modules = changed_modules(base.modules, state.modules) if kept else {}
         changes = training_changes(base.facts, state.facts) if kept else {}
-        patch = unified_diff(base.source, self.final_source, self.relpath)
+        patch = self.diff(base.source, base.modules, self.final_source, self.final_modules)
         if patch:
-            patch = patch_header(self.relpath, kept, speedup, ci, rounds_note, changes) + patch
+            files = ", ".join(patch_files(patch))
+            patch = patch_header(files, kept, speedup, ci, rounds_note, changes) + patch
         return FixSummary(
             baseline=self.report.throughput,
             trials=trials,
@@ -560,7 +602,9 @@ class FixLoop:
         def measure(side: Side, i: int) -> Measured:
             st = ref if side == "reference" else trial
             self.event("trial", f"{label}, paired round {i}, {side}", index=index, total=total)
-            return self._measured(self.measure(f"{label}: {side}, paired round {i}", st.source, st.switches))
+            return self._measured(
+                self.measure(f"{label}: {side}, paired round {i}", st.source, st.switches, modules=st.modules)
+            )
 
         return judge_rounds(
             measure,
@@ -584,19 +628,52 @@ class FixLoop:
             error=res.error,
         )
 
+    def diff(
+        self, before: str, before_modules: dict[str, str], after: str, after_modules: dict[str, str]
+    ) -> str:
+        """The patch from one state to another: the script's part, then each changed module's (the
+        paths relative to the script's folder, as ``patch -p1`` there wants them)."""
+        return unified_diff(before, after, self.relpath) + modules_diff(
+            before_modules, changed_modules(before_modules, after_modules)
+        )
+
+    def module_changes(self) -> dict[str, tuple[Source, str]]:
+        """The modules beside the script the kept fixes changed, for ``--apply``
+        (:func:`tfdoctor.session.profile.apply_project`): relative path → (as read, fixed)."""
+        return {rel: (self.module_sources[rel], text) for rel, text in self.final_modules.items()}
+
+    def state_key(self, code: str, switches: dict[str, str], modules: dict[str, str] | None) -> StateKey:
+        """The key of the state a run measures (``modules`` None: the user's own)."""
+        return state_key(code, switches, self.user_modules if modules is None else modules)
+
     def measure(
-        self, label: str, code: str, switches: dict[str, str], *, profile: bool = False
+        self,
+        label: str,
+        code: str,
+        switches: dict[str, str],
+        *,
+        profile: bool = False,
+        modules: dict[str, str] | None = None,
     ) -> tuple[RunDir, CaptureResult, Report]:
-        self._last = (code, tuple(sorted(switches.items())))
+        """One run of the script ``code`` with the modules beside it as ``modules`` (None: the user's
+        own), in a copy of the script's folder."""
+        modules = self.user_modules if modules is None else modules
+        self._last = self.state_key(code, switches, modules)
         run = self.store.new_run(str(self.script), self.cfg.args, kind="fix", parent=self.baseline.id)
         self.store.update(run, fix=label)
         run.file(PATCH).write_bytes(
-            patch_bytes(unified_diff(self.user_source.text, code, self.relpath), self.user_source)
+            patch_bytes(
+                self.diff(self.user_source.text, self.user_modules, code, modules),
+                self.user_source,
+                self.module_sources,
+            )
         )
         work = Path(tempfile.mkdtemp(prefix="tfdoctor-fix-"))
         try:
             copy = make_workspace(self.script, work / "src")
             write_copy(copy, code, self.user_source)  # the original's encoding and line endings
+            # the modules the fixes changed, each in its own encoding and line endings
+            write_modules(copy.parent, changed_modules(self.user_modules, modules), self.module_sources)
             cwd = Path(self.cfg.cwd).resolve() if self.cfg.cwd else Path.cwd().resolve()
             folder = self.script.parent
             if cwd == folder or folder in cwd.parents:  # the script's own folder: use the copy's
@@ -642,8 +719,10 @@ class FixLoop:
         Returns the trial and the state to go on from: the fix's when kept, else ``ref``; either with its
         latest measurement after the paired rounds."""
         switches = {**before.switches, **outcome.switches}
+        # the modules the fix edited (only those beside the script that it imports), over the state's
+        modules = {**before.modules, **{r: t for r, t in outcome.files.items() if r in before.modules}}
         ref_was_last = self._last == ref.key()
-        run, res, rep = self.measure(label, outcome.code, switches)
+        run, res, rep = self.measure(label, outcome.code, switches, modules=modules)
         tp = rep.throughput if res.ok else None
         extra: dict[str, object] = {}
         paired_ids: list[str] = []
@@ -659,7 +738,7 @@ class FixLoop:
                 reason=reason,
                 error=error,
                 throughput=tp,
-                patch=unified_diff(before.source, outcome.code, self.relpath),
+                patch=self.diff(before.source, before.modules, outcome.code, modules),
                 runtime_switch=dict(outcome.switches),
                 run_id=run.id,
                 paired_run_ids=paired_ids,
@@ -686,6 +765,7 @@ class FixLoop:
             facts=res.facts or before.facts,
             loss_runs=[list(res.steps)],
             run_id=run.id,
+            modules=modules,
         )
         # sanity first: a fast but broken run is rejected whatever its speed
         if expected is not None and examples is not None and abs(examples - expected) > 0.01 * expected:
@@ -725,9 +805,11 @@ class FixLoop:
                 total=total,
             )
             if side == "reference":
-                got = self.measure(f"{label}: reference, paired round {i}", ref.source, ref.switches)
+                got = self.measure(
+                    f"{label}: reference, paired round {i}", ref.source, ref.switches, modules=ref.modules
+                )
             else:
-                got = self.measure(f"{label}: paired round {i}", outcome.code, switches)
+                got = self.measure(f"{label}: paired round {i}", outcome.code, switches, modules=modules)
             return self._measured(got)
 
         r = judge_rounds(
@@ -781,6 +863,11 @@ class FixLoop:
         return decided("kept", reason), state
 
 
+def changed_modules(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
+    """The modules of ``after`` whose source differs from ``before``'s."""
+    return {rel: text for rel, text in after.items() if before.get(rel) != text}
+
+
 def _factor(examples: int | None, base_examples: int | None) -> float:
     if examples and base_examples:
         return examples / base_examples
@@ -825,5 +912,6 @@ __all__ = [
     "order_candidates",
     "patch_header",
     "run_fix_loop",
+    "state_key",
     "unchecked_block",
 ]

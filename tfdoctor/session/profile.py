@@ -19,7 +19,14 @@ from tfdoctor.rundir import RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, LoopConfig
 from tfdoctor.store import RunStore
-from tfdoctor.userfiles import Source, UserFileError, make_backup, write_source
+from tfdoctor.userfiles import (
+    Source,
+    UserFileError,
+    atomic_write_bytes,
+    check_writable,
+    make_backup,
+    write_source,
+)
 
 Progress = Callable[[CaptureProgress], None]
 Display = Callable[[str], AbstractContextManager[Progress | None]]
@@ -126,19 +133,76 @@ def apply_fixes(script: Path, original: Source, final_source: str) -> Path:
     its own encoding and line endings: on any failure (full disk, quota, read-only folder) the
     script is left byte-identical and the one-line error names the backup.
     """
-    if not original.unchanged_on_disk():
-        raise TfdoctorError(
-            f"{script} changed while the fixes were measured; not applied (the patch is in fix.patch)"
-        )
-    original.encode(final_source)  # an encoding that cannot hold the fix: refused before any write
-    bak = make_backup(script)
-    try:
-        write_source(script, final_source, original)
-    except UserFileError as e:
-        raise UserFileError(
-            f"{e}; not applied (backup of the original: {bak}; the patch is in fix.patch)"
-        ) from None
-    return bak
+    return apply_project(script, original, final_source)[script]
+
+
+def apply_project(
+    script: Path,
+    original: Source,
+    final_source: str,
+    modules: Mapping[str, tuple[Source, str]] | None = None,
+) -> dict[Path, Path]:
+    """:func:`apply_fixes` for a project of several files: the script and the modules beside it that
+    the fixes changed (``modules``: path relative to the script's folder → (the module as read before
+    the fixes were measured, its fixed text); ``FixLoop.module_sources`` and ``FixLoop.final_modules``).
+    Returns each file written → its backup, the script first.
+
+    Every file is written as the script is (a backup first, then an atomic replace in its own encoding
+    and line endings). Nothing at all is written when any of them changed on disk since it was read,
+    cannot hold its fixed text in its encoding, or cannot be written; when a later file fails to be
+    written, the files written before it get their original bytes back (their backups stay).
+    """
+    targets: list[tuple[Path, Source, str]] = []
+    for _rel, (src, text) in sorted((modules or {}).items()):
+        if text != src.text:
+            targets.append((src.path, src, text))
+    if final_source != original.text or not targets:
+        targets.insert(0, (script, original, final_source))
+    for path, src, text in targets:  # every check before the first write
+        if not src.unchanged_on_disk():
+            raise TfdoctorError(
+                f"{path} changed while the fixes were measured; not applied (the patch is in fix.patch)"
+            )
+        src.encode(text)  # an encoding that cannot hold the fix: refused before any write
+        if path != script or len(targets) > 1:  # the script alone was checked before the loop
+            try:
+                check_writable(path)
+            except UserFileError:
+                raise UserFileError(
+                    f"--apply cannot write {path} (a read-only file or folder); nothing was applied "
+                    "(the patch is in fix.patch)"
+                ) from None
+    backups = {path: make_backup(path) for path, _, _ in targets}
+    written: list[Path] = []
+    for path, src, text in targets:
+        try:
+            write_source(path, text, src)
+        except UserFileError as e:
+            undone = _restore(written, backups)
+            raise UserFileError(
+                f"{e}; not applied (backup of the original: {backups[path]}{undone}; the patch is in fix.patch)"
+            ) from None
+        written.append(path)
+    return backups
+
+
+def _restore(written: list[Path], backups: Mapping[Path, Path]) -> str:
+    """Put back the files written before a later one failed (their backups' bytes, atomically); what
+    was done, for the error message ("" when nothing was written before)."""
+    failed = []
+    for path in written:
+        try:
+            atomic_write_bytes(path, backups[path].read_bytes())
+        except OSError:
+            failed.append(str(path))
+    if failed:
+        return f"; {', '.join(failed)} already written: restore from the backups beside them"
+    return f"; {', '.join(map(str, written))} put back as they were" if written else ""
+
+
+def applied_text(backups: Mapping[Path, Path]) -> str:
+    """The line saying which files :func:`apply_project` wrote, with their backups."""
+    return "Applied to " + ", ".join(f"{path} (backup: {bak})" for path, bak in backups.items())
 
 
 def fix_options(args: Any) -> FixOptions:
