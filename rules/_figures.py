@@ -287,3 +287,41 @@ def tfdata_self_times(ctx: Context) -> list[tuple[str, str, float]]:
         if s.name not in passthrough
     ]
     return sorted(out, key=lambda t: -t[2])
+
+
+#: what tf.data runs a ``map``/``interleave`` function (or a fused map-and-batch) under, on its own
+#: threads: the function's executor and its run; the stage events around them (``Iterator::...``,
+#: ``*Produce``) also time waits for the stage below, so they are not counted as work
+_TFDATA_FN_EVENTS = ("ExecutorState::Process", "FunctionRun")
+
+
+def tfdata_function_ms(ctx: Context) -> float:
+    """Host core time per step (ms, summed over threads) that tf.data's threads spent running the
+    pipeline's functions (map / interleave / filter bodies) during the profiled steps.
+
+    Each ``tf_data*`` thread's function events are merged (a function run nests its executor) and the
+    threads added up: 7 ms on a 35 ms step is 7 core-ms of preprocessing, whichever threads ran it."""
+    if "tfdata_function_ms" in ctx.cache:
+        return ctx.cache["tfdata_function_ms"]
+    lo, hi = _steps(ctx)
+    total = 0.0
+    for plane in ctx.analysis.trace.host_planes():  # type: ignore[union-attr]
+        ids = plane.name_ids(lambda n: n in _TFDATA_FN_EVENTS)
+        if not ids.size:
+            continue
+        for ln in plane.lines:
+            if not len(ln) or not ln.name.startswith("tf_data"):
+                continue
+            sel = np.isin(ln.name_idx, ids)
+            if sel.any():
+                total += float(iv.per_window(iv.union(ln.start_ps[sel], ln.end_ps[sel]), lo, hi).sum())
+    out = total / 1e9 / max(len(lo), 1)
+    ctx.cache["tfdata_function_ms"] = out
+    return out
+
+
+def profiled_step_ms(ctx: Context) -> float:
+    """The mean step time of the profiled steps (ms), the profiler's own cost included (what figures
+    measured in the trace, like :func:`tfdata_function_ms`, are shares of)."""
+    lo, _ = _steps(ctx)
+    return _span(ctx) / 1e9 / max(len(lo), 1)

@@ -79,7 +79,7 @@ class InputStall(Rule):
         fixes: list[str] = []
         ev: list[Evidence] = []
         gen_src = ctx.source("dataset_source", "generator")
-        if ctx.facts.input_kind == "python_generator" or "from_generator" in ops or d.python_generator:
+        if ctx.facts.input_kind == "python_generator" or "from_generator" in ops or self._py_in_trace(ctx):
             causes.append("the batches come from a Python generator")
             fixes += ["generator-prefetch", "generator-cache"]
             ev.append(
@@ -125,6 +125,20 @@ class InputStall(Rule):
             if not causes:
                 causes.append(f"the slowest stage is {name}")
         return causes, fixes, ev
+
+    @staticmethod
+    def _py_in_trace(ctx: Context) -> bool:
+        """The trace shows Python in the pipeline (a ``Generator`` stage or a ``PyFunc``).
+
+        When the harness walked the pipeline and found no ``from_generator``, a ``Generator`` stage alone
+        is tf.distribute's: its multi-device iterator reads each device's batches through a
+        GeneratorDataset of its own (``Iterator::Root::Prefetch::Generator``), not the user's Python."""
+        d = ctx.details
+        if not d.python_generator:
+            return False
+        if not ctx.facts.dataset or ctx.facts.input_kind != "tf.data":
+            return True
+        return any("PyFunc" in n for hp in ctx.analysis.trace.host_planes() for n in hp.event_names)  # type: ignore[union-attr]
 
     def detect(self, ctx: Context) -> Finding | None:
         share = ctx.share.get("input_wait", 0.0)

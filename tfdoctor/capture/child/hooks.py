@@ -730,6 +730,27 @@ def _static(t: Any) -> Any:
         return None
 
 
+def _random_ops(ds: Any, limit: int = 3) -> list[str]:
+    """Random op types in a map stage's function (and the functions it calls), sorted, at most
+    ``limit``: such a map draws anew each epoch, so caching its output would freeze one draw."""
+    fn = getattr(getattr(ds, "_map_func", None), "function", None)
+    graph = getattr(fn, "graph", None)
+    if graph is None:
+        return []
+    found: set[str] = set()
+    graphs, seen = [graph], 0
+    while graphs and seen < 32:
+        g = graphs.pop()
+        seen += 1
+        try:
+            found.update(o.type for o in g.get_operations() if "Random" in o.type or "Rng" in o.type)
+            graphs.extend(getattr(f, "graph", None) for f in getattr(g, "_functions", {}).values())
+            graphs = [x for x in graphs if x is not None]
+        except Exception:
+            continue
+    return sorted(found)[:limit]
+
+
 def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
     """The stages of a tf.data pipeline, source first, as far as the Python dataset objects tell."""
     stages: list[DatasetStage] = []
@@ -751,6 +772,10 @@ def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
                 autotune = n == -1 if n is not None else False
                 if op == "map" and n is not None:
                     detail = f"num_parallel_calls={'AUTOTUNE' if n == -1 else n}"
+                if op == "map":
+                    rnd = _random_ops(cur)
+                    if rnd:
+                        detail += (", " if detail else "") + f"random ops: {', '.join(rnd)}"
             batch_size = None
             if op in ("batch", "padded_batch"):
                 bs = _static(getattr(cur, "_batch_size", None))
