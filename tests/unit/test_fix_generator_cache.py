@@ -568,3 +568,390 @@ def test_input_stall_names_generator_cache_next_to_generator_prefetch_on_a_gener
     assert "generator-cache" in FIX_IDS
     well_fed = next(e for e in rule.EXAMPLES if e.path.endswith("rules-input-sequential-map"))
     assert all("generator-cache" not in f.fix_ids for f in run_example(rule, well_fed))
+
+
+# -- methods (issue 13): Trainer.batches() calling self.preprocess() ---------------------------------------
+CORPUS = EXAMPLES / "corpus"
+
+#: what the numpy part of class_trainer.py's Trainer needs, without Keras: the data and the random source
+FAKE_INIT = """
+def __init__(self, images, labels, batch_size=8, seed=0):
+    self.images = images
+    self.labels = labels
+    self.batch_size = batch_size
+    self.rng = np.random.default_rng(seed)
+    self.mean = np.array([0.5, 0.5, 0.5], dtype=np.float32)
+    self.std = np.array([0.25, 0.25, 0.25], dtype=np.float32)
+"""
+
+
+def _fake_trainer(code: str, methods: tuple[str, ...] = ("preprocess", "batches")) -> dict[str, Any]:
+    """class_trainer.py's module-level numpy part and a class ``Fake`` with Trainer's named methods
+    (as the code has them) and a Keras-free ``__init__``, executed."""
+    tree = ast.parse(code)
+    trainer = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
+    keep = [n for n in trainer.body if isinstance(n, ast.FunctionDef) and n.name in methods]
+    fake = ast.ClassDef("Fake", [], [], [ast.parse(FAKE_INIT).body[0], *keep], [], type_params=[])
+    nodes = [
+        n
+        for n in tree.body
+        if (isinstance(n, ast.Import) and n.names[0].name == "numpy")
+        or isinstance(n, ast.Assign)
+        or (
+            isinstance(n, ast.FunctionDef)
+            and (n.name == "make_dataset" or n.name.startswith(("_", "tfdoctor")))
+        )
+    ]
+    ns: dict[str, Any] = {}
+    exec(compile(ast.fix_missing_locations(ast.Module([*nodes, fake], [])), "class_trainer", "exec"), ns)
+    return ns
+
+
+@pytest.fixture(scope="module")
+def trainer() -> tuple[str, Any]:
+    src = (CORPUS / "class_trainer.py").read_text()
+    return src, get_fix("generator-cache").apply(src, FixContext(filename="class_trainer.py"))
+
+
+def test_class_trainer_preprocess_prefix_moves_to_module_level_with_self_attributes_as_arguments(
+    trainer: tuple[str, Any],
+) -> None:
+    src, out = trainer
+    assert out.status == "changed", out.reason
+    assert out.reason.startswith(
+        "Trainer.preprocess() lines 63-65 cached as _Trainer_preprocess_prefix() → padded"
+    )
+    (what,) = out.warnings
+    assert "moved into _Trainer_preprocess_prefix(image, self.mean, self.std)" in what
+    assert "self.mean, self.std are passed in, so the cache keys on their content" in what
+    prefix = d('''
+        @tfdoctor_memoize
+        def _Trainer_preprocess_prefix(image, self_mean, self_std):
+            """Added by tfdoctor (generator-cache): the start of Trainer.preprocess(), cached per input."""
+            x = image.astype(np.float32) / 255.0
+            x = (x - self_mean) / self_std
+            padded = np.pad(x, ((4, 4), (4, 4), (0, 0)), mode="reflect")
+            return padded
+
+
+        class Trainer:
+        ''')
+    assert prefix in out.code
+    method = d("""
+        def preprocess(self, image):
+            padded = _Trainer_preprocess_prefix(image, self.mean, self.std)
+            top, left = self.rng.integers(0, 9, size=2)
+        """)
+    assert textwrap.indent(method, "    ") in out.code
+    ast.parse(out.code)
+    # every other line is unchanged
+    old, new = Counter(src.splitlines()), Counter(out.code.splitlines())
+    gone = old - new
+    assert {ln.strip() for ln in gone} == {
+        "x = image.astype(np.float32) / 255.0",
+        "x = (x - self.mean) / self.std",
+        'padded = np.pad(x, ((4, 4), (4, 4), (0, 0)), mode="reflect")',
+    }
+
+
+def test_class_trainer_batches_are_bit_identical_cold_and_warm_and_hit_from_the_second_epoch(
+    trainer: tuple[str, Any],
+) -> None:
+    src, out = trainer
+    before, after = _fake_trainer(src), _fake_trainer(out.code)
+    images, labels = before["make_dataset"](48, seed=3)
+    memo = after["_Trainer_preprocess_prefix"].tfdoctor_memo
+    t_before, t_after = before["Fake"](images, labels), after["Fake"](images, labels)
+    for epoch in range(2):
+        start = dict(memo)
+        got, want = list(t_after.batches()), list(t_before.batches())
+        assert len(got) == len(want) == 6
+        for (gx, gy), (wx, wy) in zip(got, want, strict=True):
+            assert gx.dtype == wx.dtype == np.float32 and gx.shape == wx.shape == (8, 32, 32, 3)
+            assert gx.tobytes() == wx.tobytes() and np.array_equal(gy, wy)
+        # the method's random draws happen as before: the generators stay in step
+        assert t_after.rng.bit_generator.state == t_before.rng.bit_generator.state
+        hits, misses = memo["hits"] - start["hits"], memo["misses"] - start["misses"]
+        assert (hits, misses) == ((0, 48) if epoch == 0 else (48, 0)), epoch
+    assert memo["bytes"] == 48 * 40 * 40 * 3 * 4 and memo["bypass"] == 0
+
+
+def test_a_changed_attribute_misses_instead_of_serving_a_stale_result(trainer: tuple[str, Any]) -> None:
+    src, out = trainer
+    before, after = _fake_trainer(src), _fake_trainer(out.code)
+    images, labels = before["make_dataset"](4, seed=4)
+    memo = after["_Trainer_preprocess_prefix"].tfdoctor_memo
+    t_before, t_after = before["Fake"](images, labels), after["Fake"](images, labels)
+
+    def same() -> None:
+        got, want = t_after.preprocess(images[0]), t_before.preprocess(images[0])
+        assert got.tobytes() == want.tobytes()
+
+    same()
+    same()
+    assert (memo["hits"], memo["misses"]) == (1, 1)
+    for change in (
+        lambda t: setattr(t, "mean", t.mean + np.float32(0.125)),  # rebound
+        lambda t: t.std.__setitem__(0, np.float32(0.5)),  # changed in place: same object, new content
+        lambda t: setattr(t, "std", t.std.astype(np.float64)),  # same values, another dtype
+    ):
+        change(t_after)
+        change(t_before)
+        same()
+        assert (memo["hits"], memo["misses"]) == (1, 2), "a changed attribute must miss"
+        same()
+        assert (memo["hits"], memo["misses"]) == (2, 2)
+        memo["hits"], memo["misses"] = 1, 1
+
+
+def test_the_prefix_of_a_method_is_found_by_the_harness_memo_scanner(trainer: tuple[str, Any]) -> None:
+    from tfdoctor.capture.child.clock import MemoScanner
+
+    _, out = trainer
+    ns = _fake_trainer(out.code)
+    images, labels = ns["make_dataset"](8, seed=5)
+    scanner = MemoScanner(lambda: ns)
+    fake = ns["Fake"](images, labels)
+    for _ in range(2):
+        list(fake.batches())
+    stats = scanner()
+    assert stats is not None and stats.caches == 1
+    assert (stats.hits, stats.misses, stats.full) == (8, 8, False)
+    assert scanner.found == [ns["_Trainer_preprocess_prefix"]]
+
+
+METHOD_HEAD = """
+import numpy as np
+
+
+class Trainer:
+    scale = 2.0
+
+    def __init__(self, images, seed):
+        self.images = images
+        self.rng = np.random.default_rng(seed)
+        self.gen = np.random.default_rng(seed + 1)
+        self.mean = np.float32(0.5)
+        self.lut = np.arange(256, dtype=np.float32)
+
+    @property
+    def shift(self):
+        return 1.0
+
+    def other(self, x):
+        return x
+
+    def batches(self):
+        for i in range(len(self.images)):
+            yield self.preprocess(self.images[i], i)
+
+    def preprocess(self, image, i):
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "why"),
+    [
+        ("x = image * self.rng.uniform()", "its first statement reads the random source self.rng"),
+        (
+            "x = image * self.gen.random()",
+            "reads the random source self.gen (assigned np.random.default_rng(...))",
+        ),
+        ("x = self.other(image)", "its first statement calls self.other(), a method of Trainer"),
+        ("x = np.asarray(self)", "its first statement reads self whole"),
+        ("x = image * self.shift", "reads self.shift, a method or property of Trainer"),
+        ("x = image * self.missing", "reads self.missing, which Trainer never assigns"),
+        ("x = self.images[i] * 1.0", "indexes self.images by a parameter"),
+        ("self.mean = np.float32(1.0)", "changes the parameter self in place"),
+    ],
+)
+def test_a_method_prefix_ends_at_random_attributes_self_whole_and_what_it_cannot_follow(
+    first: str, why: str
+) -> None:
+    src = METHOD_HEAD + textwrap.indent(
+        d(f"""
+        {first}
+        y = np.pad(image.astype(np.float32), 2) - self.mean
+        z = np.sqrt(np.abs(y)) * self.scale
+        return z * self.rng.uniform()
+        """),
+        "        ",
+    )
+    out = get_fix("generator-cache").apply(src, FixContext())
+    assert out.status == "skipped", out.reason
+    assert out.code == src
+    assert out.reason.startswith("Trainer.preprocess(): nothing deterministic to cache"), out.reason
+    assert why in out.reason, out.reason
+
+
+def test_a_class_attribute_and_a_constant_index_are_passed_as_arguments() -> None:
+    src = METHOD_HEAD + textwrap.indent(
+        d("""
+        y = np.pad(image.astype(np.float32), 2) - self.mean + self.lut[0]
+        z = np.sqrt(np.abs(y)) * self.scale
+        return z * self.rng.uniform()
+        """),
+        "        ",
+    )
+    out = get_fix("generator-cache").apply(src, FixContext())
+    assert out.status == "changed", out.reason
+    assert "def _Trainer_preprocess_prefix(image, self_mean, self_lut, self_scale):" in out.code
+    assert "z = _Trainer_preprocess_prefix(image, self.mean, self.lut, self.scale)" in out.code
+    assert "y = np.pad(image.astype(np.float32), 2) - self_mean + self_lut[0]" in out.code
+
+
+def test_a_getattr_class_and_a_decorated_method_are_left_alone() -> None:
+    body = textwrap.indent(
+        d("""
+        y = np.pad(image.astype(np.float32), 2) - self.mean
+        z = np.sqrt(np.abs(y))
+        return z * self.rng.uniform()
+        """),
+        "        ",
+    )
+    dynamic = METHOD_HEAD.replace(
+        "    def other(", "    def __getattr__(self, name):\n        return 0\n\n    def other("
+    )
+    assert_skipped(dynamic + body, "(Trainer defines __getattr__: tfdoctor cannot tell what it reads)")
+    static = (METHOD_HEAD + body).replace(
+        "    def preprocess(self, image, i):", "    @staticmethod\n    def preprocess(self, image, i):"
+    )
+    assert_skipped(static, "Trainer.preprocess() is decorated")
+
+
+def test_a_method_split_and_one_pure_throughout_get_prefixes_above_the_class_and_compute_the_same() -> None:
+    src = d('''
+        import numpy as np
+
+        SIZE = 6
+
+
+        # the trainer
+        class Trainer:
+            """Batches of images."""
+
+            def __init__(self, images, seed):
+                self.images = images
+                self.rng = np.random.default_rng(seed)
+                self.kernel = np.ones(3, dtype=np.float32) / 3
+
+            def decode(self, image):
+                x = image.astype(np.float32) / 255.0
+                x = np.pad(x, 1, mode="edge")
+                return np.sqrt(x + 1.0)[1:-1, 1:-1] * 2.0
+
+            def preprocess(self, image):
+                y = np.zeros(image.shape, dtype=np.float32)
+                for k in range(3):
+                    y += np.roll(image, k - 1, axis=0) * self.kernel[k]
+                x = self.decode(y)
+                return x * self.rng.uniform(0.5, 1.5)
+
+            def batches(self, n):
+                for i in range(0, len(self.images), n):
+                    yield np.stack([self.preprocess(im) for im in self.images[i : i + n]])
+        ''')
+    out = apply(src)
+    assert out.status == "changed", out.reason
+    assert out.reason.startswith(
+        "Trainer.preprocess() lines 21-23 cached as _Trainer_preprocess_prefix() → y; "
+        "Trainer.decode() lines 16-18 cached whole as _Trainer_decode_prefix()"
+    )
+    assert "y = _Trainer_preprocess_prefix(image, self.kernel)\n        x = self.decode(y)" in out.code
+    assert "def _Trainer_preprocess_prefix(image, self_kernel):" in out.code
+    code = out.code
+    assert "    def decode(self, image):\n        return _Trainer_decode_prefix(image)\n" in code
+    i_pre, i_cls = code.index("def _Trainer_decode_prefix(image):"), code.index("class Trainer:")
+    assert i_pre < i_cls and code[i_cls - len("# the trainer\n") - 2 : i_cls] == "\n\n# the trainer\n"
+    ns_before: dict[str, Any] = {}
+    ns_after: dict[str, Any] = {}
+    exec(src, ns_before)
+    exec(code, ns_after)
+    images = np.random.default_rng(0).integers(0, 255, size=(10, SIZE_, SIZE_), dtype=np.uint8)
+    for epoch in range(2):
+        got = list(ns_after["Trainer"](images, epoch).batches(4))
+        want = list(ns_before["Trainer"](images, epoch).batches(4))
+        assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+    memo = ns_after["_Trainer_decode_prefix"].tfdoctor_memo
+    assert (memo["hits"], memo["misses"]) == (10, 10)
+
+
+SIZE_ = 6
+
+
+# -- generators nested in a function -------------------------------------------------------------------------
+NESTED = """
+import numpy as np
+
+SIZE = 8
+
+
+def decode(image):
+    x = image.astype(np.float32) / 255.0
+    x = np.pad(x, 2, mode="reflect")
+    return np.sqrt(x)[2:-2, 2:-2] + 1.0
+
+
+def main(images, seed):
+    rng = np.random.default_rng(seed)
+    scale = 2.0
+
+    def augment(image):
+        x = image.astype(np.float64) - 128.0
+        y = np.abs(np.fft.fft(x, axis=0))
+        z = np.log1p(y) / 10.0
+        return z * rng.uniform()
+
+    def batches(n):
+        for i in range(0, len(images), n):
+            yield np.stack([{call} for im in images[i : i + n]])
+
+    return [b for _ in range(2) for b in batches(4)]
+"""
+
+
+def _run_nested(code: str, images: np.ndarray) -> tuple[list[np.ndarray], dict[str, Any]]:
+    ns: dict[str, Any] = {}
+    exec(code, ns)
+    return ns["main"](images, 0), ns
+
+
+def test_a_nested_generator_caches_the_module_level_function_it_calls() -> None:
+    src = d(NESTED).replace("{call}", "decode(im) * rng.uniform()")
+    out = apply(src)
+    assert out.status == "changed", out.reason
+    assert out.reason.startswith("decode() (lines 6-9) cached whole")
+    images = np.random.default_rng(1).integers(0, 255, size=(8, 8, 8), dtype=np.uint8)
+    want, _ = _run_nested(src, images)
+    got, ns = _run_nested(out.code, images)
+    assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+    assert (ns["decode"].tfdoctor_memo["hits"], ns["decode"].tfdoctor_memo["misses"]) == (8, 8)
+
+
+def test_a_function_nested_beside_the_generator_gets_a_module_level_prefix() -> None:
+    src = d(NESTED).replace("{call}", "augment(im)")
+    out = apply(src)
+    assert out.status == "changed", out.reason
+    assert out.reason.startswith("main.<locals>.augment() lines 17-19 cached as _main_augment_prefix() → z")
+    assert "def _main_augment_prefix(image):" in out.code
+    assert out.code.index("def _main_augment_prefix(") < out.code.index("def main(")
+    assert "        z = _main_augment_prefix(image)\n        return z * rng.uniform()" in out.code
+    images = np.random.default_rng(2).integers(0, 255, size=(8, 8, 8), dtype=np.uint8)
+    want, _ = _run_nested(src, images)
+    got, ns = _run_nested(out.code, images)
+    assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+    memo = ns["_main_augment_prefix"].tfdoctor_memo
+    assert (memo["hits"], memo["misses"]) == (8, 8)
+
+
+def test_a_nested_function_reading_a_name_of_the_enclosing_function_is_left_alone() -> None:
+    src = (
+        d(NESTED)
+        .replace("{call}", "augment(im)")
+        .replace("x = image.astype(np.float64) - 128.0", "x = image.astype(np.float64) * scale")
+    )
+    assert_skipped(
+        src,
+        "main.<locals>.augment(): nothing deterministic to cache: its first statement reads scale, a name of "
+        "the enclosing function main()",
+    )

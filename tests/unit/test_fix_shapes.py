@@ -571,7 +571,13 @@ def test_fix_is_refused_on_a_worker_of_a_multi_worker_job() -> None:
 #: per corpus script: the fixes whose transform finds its pattern (on a bf16 CPU, with the facts a run
 #: of the script records: fit, a tf.function custom loop or an eager one)
 CORPUS_CHANGED = {
-    "class_trainer.py": {"tf-function", "generator-prefetch", "mixed-precision", "batch-scale"},
+    "class_trainer.py": {
+        "tf-function",
+        "generator-prefetch",
+        "generator-cache",
+        "mixed-precision",
+        "batch-scale",
+    },
     "eager_apply.py": {"tf-function", "tfdata-prefetch", "mixed-precision", "batch-scale"},
     "gan_fit.py": {
         "steps-per-execution",
@@ -592,6 +598,7 @@ CORPUS_CHANGED = {
     "pydataset_fit.py": {
         "steps-per-execution",
         "generator-prefetch",
+        "generator-cache",
         "xla-jit",
         "mixed-precision",
         "batch-scale",

@@ -226,13 +226,6 @@ def _is_number(e: cst.BaseExpression, floats_only: bool = False) -> bool:
     return isinstance(e, (cst.Float, cst.Imaginary)) or (not floats_only and isinstance(e, cst.Integer))
 
 
-def _is_literal(e: cst.BaseExpression) -> bool:
-    """A number, None, True, False or ``...`` (an index that is the same on every call)."""
-    if isinstance(e, cst.Name):
-        return e.value in ("None", "True", "False")
-    return isinstance(e, cst.Ellipsis) or _is_number(e)
-
-
 def _bound_in(node: cst.CSTNode) -> set[str]:
     """Every name a function body binds anywhere (its locals), nested scopes included (conservative)."""
     out: set[str] = set()
@@ -742,9 +735,10 @@ class _Scan:
             return self.call(e, scope)
         if isinstance(e, cst.Subscript):
             own = self._self_attr(e.value, scope)
-            if own is not None and not all(_is_literal(p) for p in _slice_parts(e)):
+            if own is not None and any(names_in(p) & set(self.params) for p in _slice_parts(e)):
                 raise _Impure(
-                    f"indexes {self.me}.{own} per call (the cache would hash all of {self.me}.{own} on every call)"
+                    f"indexes {self.me}.{own} by a parameter (a per-example lookup: the cache would hash "
+                    f"all of {self.me}.{own} on every call)"
                 )
             base = self.expr(e.value, scope)
             for part in _slice_parts(e):

@@ -5,8 +5,10 @@ computed once per distinct input and served from memory afterwards (the generato
 The codemod proves, conservatively and statically, that a prefix of the function's statements is pure and
 deterministic (reads only its non-random parameters, numpy/math, constants and locals; changes none of its
 parameters), moves it into ``_<f>_prefix(...)`` decorated with ``tfdoctor_memoize`` (a helper added to
-the script) and calls that instead. The cache keys on the arguments' content and hands out copies, so
-what the function computes is unchanged bit for bit.
+the script) and calls that instead. For a method (``Trainer.preprocess`` called as ``self.preprocess``
+by a generator method) the prefix goes to module level as ``_Trainer_preprocess_prefix(...)`` and the
+``self.<attr>`` it reads are passed in as arguments. The cache keys on the arguments' content and hands
+out copies, so what the function computes is unchanged bit for bit.
 """
 
 from __future__ import annotations
@@ -411,7 +413,11 @@ class GeneratorCacheCodemod(FixCodemod):
         passed = ""
         if plan.attrs:
             attrs = ", ".join(f"{plan.me}.{a}" for a in plan.attrs)
-            passed = f"; {attrs} {'is' if len(plan.attrs) == 1 else 'are'} passed in, so the cache keys on their content"
+            one = len(plan.attrs) == 1
+            passed = (
+                f"; {attrs} {'is' if one else 'are'} passed in, so the cache keys on "
+                f"{'its' if one else 'their'} content"
+            )
         if plan.whole:
             self.warn(
                 f"{t.label}() lines {first}-{last} are deterministic throughout (no random source, no "
@@ -484,17 +490,34 @@ class GeneratorCacheCodemod(FixCodemod):
 class GeneratorCache(Fix):
     """Compute the deterministic start of the per-example function once per input, serve it from memory.
 
-    What it changes: a module-level function that a Python generator (or a ``__getitem__``) calls per
-    example, directly or through other functions of the script, e.g. ``preprocess(image, rng)``, is
-    split at the first statement that is not provably pure and deterministic. The leading statements
-    move into ``_<f>_prefix(<the parameters they read>)``, decorated ``@tfdoctor_memoize`` and placed
-    just before the function, which now starts with ``x = _<f>_prefix(image)``. A function that is
-    pure throughout is decorated itself. ``tfdoctor_memoize`` (added after the imports) keys on the
-    arguments' content (numpy arrays by shape, dtype and a BLAKE2b digest of their bytes; numbers,
+    What it changes: a function that a Python generator (or a ``__getitem__``) calls per example,
+    directly or through other functions of the script, e.g. ``preprocess(image, rng)``, is split at
+    the first statement that is not provably pure and deterministic. The leading statements move into
+    ``_<f>_prefix(<the parameters they read>)``, decorated ``@tfdoctor_memoize`` and placed just
+    before the function, which now starts with ``x = _<f>_prefix(image)``. A module-level function
+    that is pure throughout is decorated itself. ``tfdoctor_memoize`` (added after the imports) keys on
+    the arguments' content (numpy arrays by shape, dtype and a BLAKE2b digest of their bytes; numbers,
     strings, tuples, lists by value; any other argument is passed through uncached), stores and
     returns copies (the caller may change what it gets), stops adding at 1 GiB (``max_bytes``) and
     still serves what it holds. Its counts are the function's ``tfdoctor_memo`` dict (hits, misses,
-    bypass, bytes, full), which the capture harness reads to keep warming up until the cache serves.
+    bypass, bytes, full), which the capture harness reads (in the script's globals) to keep warming up
+    until the cache serves.
+
+    Methods: a generator method of a module-level class (``Trainer.batches(self)``) calling
+    ``self.preprocess(image)`` (and the methods and functions that calls in turn): the prefix of
+    ``Trainer.preprocess`` moves into a module-level ``_Trainer_preprocess_prefix(image, self_mean,
+    self_std)`` placed before the class, and the method calls it with ``self.mean, self.std``: each
+    ``self.<attr>`` the prefix reads becomes an argument, so the cache keys on the attribute's content
+    and a changed attribute is a miss, never a stale hit. Only attributes the class assigns
+    (``self.<attr> = ...`` or a class-level name) are read; a random source (named like one, assigned
+    from ``np.random...``/``default_rng``, or used as ``self.<attr>.integers()`` ...), a method or
+    property, an attribute of a class with ``__getattr__``, an attribute indexed by a parameter (a
+    per-example lookup into the dataset: the whole of it would be hashed), reading ``self`` whole or
+    calling ``self.other()`` end the prefix. A method pure throughout moves whole (it returns what the
+    prefix returns). Generators nested in a function (``def batches()`` inside ``main()``): a
+    module-level function they call is cached as above; a function nested beside them gets a
+    module-level ``_main_<f>_prefix`` when that prefix reads no name of the enclosing function (else it
+    is left alone, with the reason). Per-example work written inline in the generator is not cached.
 
     Pure and deterministic, decided statically and conservatively: a statement reads only locals
     assigned before it, parameters that are not random sources (a parameter named or annotated like
@@ -504,8 +527,9 @@ class GeneratorCache(Fix):
     read (``astype``, ``reshape``, ``mean``, ``clip`` ...); it changes in place only arrays it made
     (``np.zeros_like``, ``.astype``, arithmetic). A ``for`` over ``range`` of such statements counts;
     ``if``/``with``/``try``/``return``, a call to the script's own functions or the first use of the
-    random source end the prefix. The prefix must be worth it (a loop or 3 calls), and what the rest
-    reads from it must not share memory with the arguments.
+    random source end the prefix. The prefix must be worth it (a loop, 3 calls, or 4 calls and
+    arithmetic operators together), and what the rest reads from it must not share memory with the
+    arguments.
 
     Measured (examples/naive_loop.py, 4096 images, 2-core CPU shared with other work): preprocess()
     took a median 337 µs per example before, 180 µs with a warm cache (the float conversion and 5×5
@@ -513,6 +537,11 @@ class GeneratorCache(Fix):
     about 380 µs on the first pass (content hash and copy: about 15 µs per call). The cache holds the
     prefix's result for every distinct example: 12 KiB each there, 48 MiB for the 4096 images. It
     pays from the second pass over the data, so a measurement within the first epoch sees only misses.
+    On examples/corpus/class_trainer.py (numpy only, 2048 images, same machine) Trainer.preprocess()
+    took 49-69 µs per example before, 20-37 µs warm (normalise and reflect-pad served; crop and flip
+    still run) and about 108 µs on the first pass; 19 KiB per example, 150 MiB for its 8192 images. A
+    saving of about 2 ms in a step of about 160 ms: ``--fix --steps 40`` there measured it "not
+    decided" (1.37x, interval [1.01x, 1.92x] over 4 paired rounds on the loaded machine).
 
     Rolled back when: not faster beyond the noise band, or not sane (same losses).
     """
