@@ -61,3 +61,19 @@ for step, (xb, yb) in enumerate(ds.take(500)):
         raise KeyboardInterrupt  # what the kernel's interrupt button raises in the cell
     train_step(xb, yb)
 """
+
+#: an eager step that prints: under tf.function the print runs only while tracing (the output changes)
+PRINTING_STEP = """
+def printing_step(xb, yb):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((model(xb, training=True) - yb) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    print("one step done")
+    return loss
+"""
+
+PRINTING_LOOP = """
+for step, (xb, yb) in enumerate(ds.take(500)):
+    printing_step(xb, yb)
+"""

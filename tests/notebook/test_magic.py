@@ -10,7 +10,17 @@ from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
-from nb_cells import CUSTOM_LOOP, CUSTOM_SETUP, EAGER_LOOP, FIT, INTERRUPTED_AT_6, RAISES_AT_5, SETUP
+from nb_cells import (
+    CUSTOM_LOOP,
+    CUSTOM_SETUP,
+    EAGER_LOOP,
+    FIT,
+    INTERRUPTED_AT_6,
+    PRINTING_LOOP,
+    PRINTING_STEP,
+    RAISES_AT_5,
+    SETUP,
+)
 
 from tfdoctor.store import RunStore
 
@@ -291,6 +301,24 @@ def test_fix_wraps_an_eager_step_function_on_a_copy(shell):
     assert trial.fix_id == "tf-function" and trial.status in ("kept", "rejected")
     assert trial.runtime_switch["kernel"] == "eager_step = tf.function(eager_step)"
     assert store.get(trial.run_id).report().facts.step_kind == "tf.function"
+    no_patches_left()
+
+
+def test_fix_in_the_kernel_checks_the_cells_output_like_the_script_loop(shell):
+    """The notebook's fix loop compares what the cell printed with its reference, as the script loop
+    does: a step whose print runs only while tracing under tf.function is rejected, not measured."""
+    assert shell.run(CUSTOM_SETUP + PRINTING_STEP).success
+    res = shell.run(f"%%tfdoctor --steps 12 --fix --only tf-function\n{PRINTING_LOOP}")
+    assert res.success, res.error_in_exec
+    store = RunStore(shell.home)
+    (base,) = [r for r in store.list() if r["kind"] == "notebook"]
+    base_run = store.get(base["id"])
+    assert base_run.file("stdout.log").read_text().count("one step done") >= 10  # the cell's output, kept
+    (trial,) = base_run.report().fix.trials
+    assert trial.fix_id == "tf-function" and trial.status == "rejected", trial.reason
+    assert "output changed" in trial.reason and "one step done" in trial.reason
+    assert trial.speedup is None  # rejected before any speed was judged
+    assert store.get(trial.run_id).file("stdout.log").read_text().count("one step done") <= 2
     no_patches_left()
 
 

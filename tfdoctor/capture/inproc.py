@@ -9,7 +9,7 @@ kernel does not belong to us, so here everything is scoped to one call of :func:
   windows, writes ``steps.jsonl`` and stops the code with ``StopCapture`` after the planned steps;
 * the TF profiler session is always stopped, whatever the code did;
 * the run directory gets what a child run writes (``capture.json``, ``steps.jsonl``, ``facts.json``,
-  ``harness.json``, ``logdir/``), so :func:`tfdoctor.session.build.finish_run` builds the report.
+  ``harness.json``, ``logdir/``, and ``stdout.log``: what the code printed, still shown as it prints), so :func:`tfdoctor.session.build.finish_run` builds the report.
 
 :class:`StateSnapshot` saves the values of the variables reachable from a namespace (Keras models,
 optimizers, ``tf.Module`` and ``tf.Variable`` objects) and restores them, so profiling a training
@@ -20,6 +20,7 @@ to a wrapped copy), undone when the ``with`` block ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -29,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfdoctor.capture.child.clock import StepClock, StopCapture, Windows
-from tfdoctor.capture.runner import CaptureResult, check_tensorflow
+from tfdoctor.capture.runner import CappedLog, CaptureResult, check_tensorflow
 from tfdoctor.errors import TfdoctorError
 from tfdoctor.model import RunStatus
-from tfdoctor.rundir import CAPTURE, FACTS, HARNESS, STEPS, RunDir, atomic_write_json
+from tfdoctor.rundir import CAPTURE, FACTS, HARNESS, STDOUT, STEPS, RunDir, atomic_write_json
 
 _active = False  # one in-process capture at a time (hooks and the profiler are process-global)
 
@@ -256,6 +257,30 @@ def exception_line(exc: BaseException | None) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+class _Tee:
+    """``sys.stdout`` while a capture runs: what is written still goes where it went (the cell's
+    output), and into the run's ``stdout.log`` (capped like a child's), so a fix trial's output can be
+    compared with its reference's. Everything else (``isatty``, ``encoding``...) is the stream's."""
+
+    def __init__(self, stream: Any, log: CappedLog):
+        self._stream, self._log, self._open = stream, log, True
+
+    def write(self, text: str) -> int:
+        if self._open and isinstance(text, str):
+            self._log.feed(text.encode("utf-8", "replace"))
+        return self._stream.write(text)
+
+    def isatty(self) -> bool:
+        return bool(getattr(self._stream, "isatty", lambda: False)())
+
+    def close_log(self) -> None:
+        self._open = False
+        self._log.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def capture_in_process(
     execute: Callable[[], Any],
     run: RunDir,
@@ -272,11 +297,15 @@ def capture_in_process(
     called from inside another in-process capture.
     """
     cap = InProcessCapture(run, windows, label=label, profiler_options=profiler_options, soft_stop=soft_stop)
+    tee = _Tee(sys.stdout, CappedLog(run.file(STDOUT)))
     cap.start()
     try:
-        execute()
+        with contextlib.redirect_stdout(tee):  # type: ignore[type-var]
+            execute()
     except BaseException as e:
         return cap.stop(e, skip_frames=1)
+    finally:
+        tee.close_log()
     return cap.stop(None)
 
 

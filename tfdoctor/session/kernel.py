@@ -274,6 +274,7 @@ class _KState:
     facts: Any
     loss_runs: list[list[Any]]
     run_id: str | None = None
+    stdout: str | None = None  # what its latest run printed (None: not recorded)
 
 
 def kernel_fix_loop(
@@ -298,11 +299,20 @@ def kernel_fix_loop(
     import time
 
     from tfdoctor.capture.inproc import capture_in_process
-    from tfdoctor.fixes.sanity import loss_check, not_in_effect, training_changes
+    from tfdoctor.errors import TfdoctorError
+    from tfdoctor.fixes.sanity import loss_check, not_in_effect, output_change, training_changes
     from tfdoctor.model import FixSummary, FixTrial
     from tfdoctor.report.format import estimate_text, ratio_ci, training
+    from tfdoctor.rundir import STDOUT
     from tfdoctor.session.build import finish_run
-    from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, Measured, Side, judge_rounds, unchecked_block
+    from tfdoctor.session.fix_loop import (
+        DEFAULT_ROUNDS,
+        Measured,
+        Side,
+        examples_seen,
+        judge_rounds,
+        unchecked_block,
+    )
 
     t0 = time.monotonic()
     notes = notes if notes is not None else []
@@ -345,7 +355,18 @@ def kernel_fix_loop(
         )
         return m, [c for kf in applied for c in kf.changes], why_not
 
-    baseline = _KState((), base.throughput, base.facts, [list(base.steps)], base_run.id)
+    def printed(run_id: str | None) -> str | None:
+        """What a run printed (stdout.log), None when it was not recorded."""
+        try:
+            return (
+                store.get(run_id).file(STDOUT).read_text(encoding="utf-8", errors="replace")
+                if run_id
+                else None
+            )
+        except (OSError, TfdoctorError):
+            return None
+
+    baseline = _KState((), base.throughput, base.facts, [list(base.steps)], base_run.id, printed(base_run.id))
     state = baseline
     trials: list[Any] = []
     history: list[_KState] = []
@@ -394,6 +415,13 @@ def kernel_fix_loop(
         if absent:
             trials.append(FixTrial(**info, status="skipped", reason=f"not applied: {absent}; not measured"))
             continue
+        out = printed(m.run_id)
+        if ref.stdout is not None and out is not None:  # the script loop's output check, on the cell's output
+            further = examples_seen(m.steps, None) > examples_seen(ref.loss_runs[0], None)
+            changed = output_change(ref.stdout, out, further=further)
+            if changed:
+                trials.append(FixTrial(**info, status="rejected", reason=changed))
+                continue
         loss = loss_check(ref.loss_runs, m.steps)
         if loss.status == "not finite":
             trials.append(FixTrial(**info, status="rejected", reason=loss.text))
@@ -441,7 +469,9 @@ def kernel_fix_loop(
             continue
         extra = f"; {training(info['training_changes'])}" if info["training_changes"] else ""
         trials.append(FixTrial(**info, status="kept", reason=d.reason + extra))
-        state = _KState(fixes, r.trial or m.throughput, m.facts, [list(m.steps), *r.trial_steps], m.run_id)
+        state = _KState(
+            fixes, r.trial or m.throughput, m.facts, [list(m.steps), *r.trial_steps], m.run_id, out
+        )
         history.append(state)
 
     combined = speedup = ci = verdict = None
