@@ -83,3 +83,60 @@ def test_class_trainer_gets_its_step_method_compiled_and_its_generator_method_pr
         t = trials[fix_id]
         assert t.status in ("kept", "rejected"), (fix_id, t.status, t.reason, t.error)  # measured
         assert t.throughput is not None and edit in t.patch, (fix_id, t.patch)
+
+
+def test_two_file_project_batch_scale_runs_with_the_edited_model_py_and_patches_both_files(
+    tfd_home, tmp_path, monkeypatch, capsys
+):
+    # multifile/: --batch-size in train.py, LEARNING_RATE in model.py; one variant (×2): one trial run
+    import subprocess
+
+    from tfdoctor.fixes import batch_scale
+
+    monkeypatch.setattr(batch_scale, "FACTORS", (2,))
+    user = tmp_path / "user"
+    shutil.copytree(CORPUS / "multifile", user)
+    before = _hashes(user)
+    script = user / "train.py"
+    rc = main(
+        [
+            *("profile", str(script), *OPTS[:6], "--run-id", "base", "--fix", "--only", "batch-scale"),
+            *("--fix-rounds", "0", "--apply", "--", "--epochs", "1"),
+        ]
+    )
+    assert rc == 0
+    store = RunStore(tfd_home)
+    fix = store.get("base").report().fix
+    (trial,) = fix.trials
+    assert trial.status in ("kept", "rejected"), (trial.status, trial.reason, trial.error)
+    # the trial's copy of the folder had the edited model.py: its run read the scaled learning rate
+    facts = store.get(trial.run_id).report().facts
+    assert facts.batch_size == 128 and facts.learning_rate == pytest.approx(0.02)
+    assert store.get("base").report().facts.learning_rate == pytest.approx(0.01)
+    assert "diff --git a/model.py b/model.py\n" in trial.patch and "+LEARNING_RATE = 0.002\n" in trial.patch
+    # the trial's fix.patch applies to the user's folder as it was (from the script's folder, -p1)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(CORPUS / "multifile", pristine)
+    res = subprocess.run(
+        ["patch", "-p1", "--dry-run", "-i", str(store.get(trial.run_id).file("fix.patch"))],
+        cwd=pristine,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0 and "model.py" in res.stdout and "train.py" in res.stdout, (
+        res.stdout + res.stderr
+    )
+    out = capsys.readouterr().out
+    after = _hashes(user)
+    if fix.combined_verdict == "faster":  # --apply wrote both files, a backup beside each, nothing else
+        assert "Applied to" in out
+        assert sorted(after) == sorted([*before, "train.py.tfdoctor-bak", "model.py.tfdoctor-bak"])
+        assert after["train.py.tfdoctor-bak"] == before["train.py"]
+        assert after["model.py.tfdoctor-bak"] == before["model.py"]
+        assert "LEARNING_RATE = 0.002\n" in (user / "model.py").read_text()
+        assert {k: v for k, v in after.items() if k not in ("train.py", "model.py") and "bak" not in k} == {
+            k: v for k, v in before.items() if k not in ("train.py", "model.py")
+        }
+    else:  # not kept, or not verified faster: nothing written
+        assert after == before
+        assert ("Not applied" in out) == bool(fix.kept), out[-600:]
