@@ -1,6 +1,7 @@
 """generator-cache: the codemod (before/after on dedented sources, skips with reasons) and the code it
 writes, executed with numpy only: same arrays bit for bit, hits from the second pass, copies out, the
-memory cap, arguments it cannot key. No TensorFlow is imported."""
+memory cap, arguments it cannot key; methods reached through self (class_trainer.py's Trainer, run on a
+Keras-free stand-in class) and generators nested in a function. No TensorFlow is imported."""
 
 from __future__ import annotations
 
@@ -867,16 +868,13 @@ def test_a_method_split_and_one_pure_throughout_get_prefixes_above_the_class_and
     ns_after: dict[str, Any] = {}
     exec(src, ns_before)
     exec(code, ns_after)
-    images = np.random.default_rng(0).integers(0, 255, size=(10, SIZE_, SIZE_), dtype=np.uint8)
+    images = np.random.default_rng(0).integers(0, 255, size=(10, 6, 6), dtype=np.uint8)
     for epoch in range(2):
         got = list(ns_after["Trainer"](images, epoch).batches(4))
         want = list(ns_before["Trainer"](images, epoch).batches(4))
         assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
     memo = ns_after["_Trainer_decode_prefix"].tfdoctor_memo
     assert (memo["hits"], memo["misses"]) == (10, 10)
-
-
-SIZE_ = 6
 
 
 # -- generators nested in a function -------------------------------------------------------------------------
