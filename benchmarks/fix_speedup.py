@@ -41,7 +41,9 @@ def rate(report) -> float | None:
     return tp.examples_per_s or tp.steps_per_s if tp else None
 
 
-def study(name: str, store: RunStore, work: Path, steps: int, rounds: int) -> dict:
+def study(name: str, store: RunStore, work: Path, steps: int, rounds: int, quick: bool = False) -> dict:
+    """``quick``: one fix (tf-function) in the loop with one paired round, one fix alone: every code path
+    of the study runs (CI checks that it executes), in a fraction of the time."""
     script = Path(shutil.copy(EXAMPLES / name, work / name))
     shutil.copy(EXAMPLES / "expert.py", work / "expert.py")
     say(f"== {name}: baseline profile ({steps} steps)")
@@ -55,7 +57,9 @@ def study(name: str, store: RunStore, work: Path, steps: int, rounds: int) -> di
         store,
         run,
         report,
-        LoopConfig(script=script, steps=steps, cwd=work),
+        LoopConfig(script=script, steps=steps, cwd=work)
+        if not quick
+        else LoopConfig(script=script, steps=steps, cwd=work, only=["tf-function"], confirm_rounds=1),
         on_event=lambda e: say("  ", e.message),
     )
     summary = loop.run()
@@ -68,7 +72,7 @@ def study(name: str, store: RunStore, work: Path, steps: int, rounds: int) -> di
     alone = []
     for fix in all_fixes():
         out = fix.apply(source, dataclasses.replace(ctx, params=fix.variants(ctx)[0]))
-        if not out.changed:
+        if not out.changed or (quick and alone):
             continue
         _, res_f, rep_f = loop.measure(f"alone: {fix.ID}", out.code, dict(out.switches))
         alone.append((fix.ID, rate(rep_f) if res_f.ok else None, res_f.message))
@@ -240,7 +244,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="tfdoctor-bench-fix-"))
     try:
         store = RunStore(work / "home")
-        results = [study(n, store, work, steps, rounds) for n in ["naive_loop.py", *args.also]]
+        results = [study(n, store, work, steps, rounds, args.quick) for n in ["naive_loop.py", *args.also]]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = render(results, steps, rounds)
