@@ -196,6 +196,24 @@ def test_a_read_only_folder_is_refused_in_one_line_before_the_loop(tmp_path, mon
     assert script.read_text() == "print('train')\n"
 
 
+def test_profile_fix_apply_refuses_a_read_only_folder_before_the_baseline_runs(tmp_path, capsys):
+    """``profile --fix --apply``: the folder is checked before the script runs at all (was: after the
+    baseline profile), in one line, and no run is stored."""
+    from tfdoctor.cli import main
+
+    folder = tmp_path / "user"
+    folder.mkdir()
+    script = folder / "train.py"
+    script.write_text("raise SystemExit('the baseline ran')\n")
+    home = tmp_path / "home"
+    with read_only_folder(folder):
+        rc = main(["profile", str(script), "--fix", "--apply", "--home", str(home)])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(folder) in err and "the baseline ran" not in err
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+    assert script.read_text() == "raise SystemExit('the baseline ran')\n"
+
+
 def test_a_writable_folder_passes_the_check_and_leaves_nothing_behind(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("x = 1\n")

@@ -265,6 +265,10 @@ class ProfileCommand:
             from tfdoctor.commands.fix import refuse_multiworker
 
             refuse_multiworker({**os.environ, **cfg.env})
+            if getattr(args, "apply", False):  # a read-only script fails now, not after the baseline ran
+                from tfdoctor.userfiles import check_writable
+
+                check_writable(cfg.script)
         store = RunStore(args.home)
         run, result, report = self.capture(store, cfg, args, err)
         if (result.status == "complete" and not (fix and args.json)) or (
