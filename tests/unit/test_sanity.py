@@ -96,6 +96,26 @@ def test_output_of_a_run_that_went_further_may_add_ordinary_lines_not_trouble() 
     assert "fewer 'step #: loss #'" in (output_change(before, fewer, further=True) or "")
 
 
+def test_periodic_lines_are_expected_in_proportion_to_the_runs_length() -> None:
+    """A script printing every 50 steps: 3 lines in 130 steps, 2 in 90 (a bigger batch, a shorter
+    adaptive warm-up) is not a change; a print that ran once instead of 12 times in as many steps is."""
+    ref = "".join(f"epoch 0 step {i} loss 1.{i}\n" for i in (0, 50, 100)) + "Start of training\n"
+    shorter = "Start of training\nepoch 0 step 0 loss 1.0\nepoch 1 step 0 loss 0.9\n"
+    assert output_change(ref, shorter, further=True, length=90 / 130) is None
+    assert "fewer 'epoch # step # loss #'" in (output_change(ref, shorter, further=True) or "")  # as before
+    # the same length, one line missing of a periodic kind: a change (no slack without a length change)
+    same = "Start of training\n" + "".join(f"epoch 0 step {i} loss 1.{i}\n" for i in (0, 50))
+    assert "1× fewer" in (output_change(ref, same, length=1.0) or "")
+    # a line printed once that vanished from a run as long: a change
+    assert "fewer 'Start of training'" in (
+        output_change(ref, ref.replace("Start of training\n", ""), length=1.2) or ""
+    )
+    # under tf.function a print in the step runs while tracing only: 12 lines down to 1 in 12 steps
+    traced = "one step done\n" * 12
+    assert "11× fewer 'one step done'" in (output_change(traced, "one step done\n", length=1.0) or "")
+    assert "fewer 'one step done'" in (output_change(traced, "one step done\n", length=0.9) or "")
+
+
 # -- loss ------------------------------------------------------------------------------------------------
 def _steps(losses: list[float], start: int = 0) -> list[StepTiming]:
     return [

@@ -108,7 +108,9 @@ def normalized_output(stdout: str) -> Output:
 _TROUBLE = re.compile(r"error|exception|traceback|warning|retrac|\bnan\b|\binf\b", re.I)
 
 
-def output_change(before: str, after: str, *, further: bool = False) -> str | None:
+def output_change(
+    before: str, after: str, *, further: bool = False, length: float | None = None
+) -> str | None:
     """Lines the reference printed that the fixed script no longer prints (or new kinds of lines), or
     None when it says the same things.
 
@@ -117,9 +119,25 @@ def output_change(before: str, after: str, *, further: bool = False) -> str | No
     ordinary lines (an epoch's end the shorter reference never reached), are then expected; fewer lines
     of a kind, and new lines that look like trouble (errors, warnings, retracing, NaN), still count.
     Progress bars are ignored; timing lines count by kind (a kind that vanished, or new trouble).
+
+    ``length``: how long the fixed run was relative to the reference (the smaller of its steps and
+    examples ratios; None: the same). A line the reference printed periodically (twice or more) is
+    then expected in proportion, less one line for where each run happened to stop: a script printing
+    every 50 steps prints it 3 times in 130 steps and 2 times in 90 (a bigger batch, a shorter
+    adaptive warm-up), which is not a change; a print that runs only while tracing (12 lines down to
+    1 in as many steps) still is.
     """
     b, a = normalized_output(before), normalized_output(after)
-    missing = b.lines - a.lines
+    if length is None:
+        missing = b.lines - a.lines
+    else:
+        scale = min(1.0, max(0.0, length))
+        missing = Counter()
+        for line, n in b.lines.items():
+            slack = 1 if n >= 2 and abs(length - 1.0) > 0.01 else 0
+            short = math.ceil(n * scale - 1e-9) - a.lines[line] - slack
+            if short > 0:
+                missing[line] = short
     extra = a.lines - b.lines
     if further:
         extra = Counter({ln: n for ln, n in extra.items() if ln not in b.lines and _TROUBLE.search(ln)})

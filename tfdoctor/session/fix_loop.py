@@ -291,6 +291,17 @@ def examples_seen(steps: list[StepTiming], per_step: int | None) -> float:
     return float(sum(s.examples or per_step or 1 for s in steps))
 
 
+def run_length(steps: list[StepTiming], ref: _State) -> float | None:
+    """A run's length relative to the reference's: the smaller of the steps and examples ratios (what a
+    periodic print is proportional to), None when either side recorded no steps."""
+    if not steps or not ref.steps:
+        return None
+    by_steps = len(steps) / len(ref.steps)
+    if any(not s.examples for s in steps) or (not ref.examples and any(not s.examples for s in ref.steps)):
+        return by_steps  # examples not counted on one side: steps only
+    return min(by_steps, examples_seen(steps, None) / max(examples_seen(ref.steps, ref.examples), 1.0))
+
+
 def examples_per_step(steps: list[StepTiming], facts: Facts | None) -> int | None:
     ex = [s.examples for s in steps if s.examples and s.window != "warmup"]
     if ex:
@@ -779,7 +790,7 @@ class FixLoop:
             why = f"Python side effects in the step would change behaviour under it ({effects})"
             return decided("rejected", why), ref
         further = examples_seen(res.steps, examples) > examples_seen(ref.steps, ref.examples)
-        changed = output_change(ref.stdout, state.stdout, further=further)
+        changed = output_change(ref.stdout, state.stdout, further=further, length=run_length(res.steps, ref))
         if changed:
             return decided("rejected", changed), ref
         cold = memo_problem(res.facts)

@@ -417,8 +417,10 @@ def kernel_fix_loop(
             continue
         out = printed(m.run_id)
         if ref.stdout is not None and out is not None:  # the script loop's output check, on the cell's output
-            further = examples_seen(m.steps, None) > examples_seen(ref.loss_runs[0], None)
-            changed = output_change(ref.stdout, out, further=further)
+            ref_steps = ref.loss_runs[0]
+            further = examples_seen(m.steps, None) > examples_seen(ref_steps, None)
+            length = len(m.steps) / len(ref_steps) if m.steps and ref_steps else None
+            changed = output_change(ref.stdout, out, further=further, length=length)
             if changed:
                 trials.append(FixTrial(**info, status="rejected", reason=changed))
                 continue
