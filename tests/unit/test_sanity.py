@@ -10,6 +10,7 @@ import pytest
 
 from tfdoctor.fixes.sanity import (
     CHANGES_TRAINING,
+    aligned_losses,
     is_progress,
     loss_check,
     loss_noise,
@@ -122,6 +123,33 @@ def _steps(losses: list[float], start: int = 0) -> list[StepTiming]:
         StepTiming(index=start + i, window="timing", start_ns=i, end_ns=i + 1, loss=v, examples=32)
         for i, v in enumerate(losses)
     ]
+
+
+def test_steps_of_another_size_are_compared_at_the_same_examples_seen() -> None:
+    """steps_per_execution 8: each trial step runs 8 batches. A GAN's running loss that rises over
+    training is compared where both runs had seen as many examples (trial step k with reference step
+    8k+7), not step by step (was: 'loss above the reference's: median 1.566 vs 1.208 over steps 0-29')."""
+
+    def run(per_step: int, n: int) -> list[StepTiming]:
+        return [
+            StepTiming(
+                index=i, window="timing", start_ns=i, end_ns=i + 1,
+                loss=1.0 + 0.002 * per_step * (i + 1) / 64, examples=per_step,
+            )
+            for i in range(n)
+        ]  # fmt: skip
+
+    ref, spe = run(64, 30), run(512, 30)  # the loss after e examples: 1 + 0.002 e / 64, the same in both
+    by_index = loss_check([ref], spe)
+    assert by_index.status == "ok", by_index.text
+    assert "matched by examples seen" in by_index.text and "3 points" in by_index.text
+    pairs, _ = aligned_losses(ref, spe)
+    assert pairs == [(ref[8 * k + 7].loss, spe[k].loss) for k in range(3)]
+    # a trial that really is worse at the same examples seen is still caught
+    worse = [s.model_copy(update={"loss": (s.loss or 0) + 1.0}) for s in spe]
+    assert loss_check([ref], worse).status == "higher"
+    # steps of the same size: matched by index, as before
+    assert "steps 0-29" in loss_check([ref], run(64, 30)).text
 
 
 def test_losses_must_be_finite_and_not_above_the_reference_beyond_its_noise() -> None:

@@ -17,6 +17,7 @@ Pure functions of recorded output, steps and facts: no TensorFlow.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -214,24 +215,70 @@ def loss_noise(refs: Sequence[Sequence[StepTiming]]) -> tuple[float, str]:
     return step_noise, "the reference's step-to-step noise"
 
 
+def _progress(steps: Sequence[StepTiming]) -> dict[int, int] | None:
+    """Examples seen by the end of each step, by step index; None when a step's examples are unknown."""
+    out: dict[int, int] = {}
+    total = 0
+    for s in sorted(steps, key=lambda s: s.index):
+        if not s.examples:
+            return None
+        total += s.examples
+        out[s.index] = total
+    return out
+
+
+def aligned_losses(
+    ref: Sequence[StepTiming], new: Sequence[StepTiming]
+) -> tuple[list[tuple[float, float]], str]:
+    """The reference's and the trial's losses at the same point of the training, and how they were
+    matched. Steps of the same size are matched by index; steps of other sizes (steps_per_execution runs
+    8 batches per step, a bigger batch more examples) by the examples seen by their end, so the trial's
+    loss after 512 examples is compared with the reference's after 512, not after 64."""
+    lb, lt = losses(ref), losses(new)
+    pb, pt = _progress(ref), _progress(new)
+    if pb and pt and any(pb[i] != pt[i] for i in set(pb) & set(pt)):
+        size_b = {s.index: s.examples or 0 for s in ref}
+        size_t = {s.index: s.examples or 0 for s in new}
+        at = {pb[i]: i for i in lb if i in pb}
+        keys = sorted(at)
+        pairs: list[tuple[float, float]] = []
+        last = 0
+        for i, v in sorted(lt.items()):
+            e = pt.get(i)
+            if e is None or not keys:
+                continue
+            k = bisect.bisect_left(keys, e)
+            near = min(keys[max(k - 1, 0) : k + 1], key=lambda x: abs(x - e))
+            j = at[near]
+            if abs(near - e) <= 0.5 * min(size_b[j], size_t[i]):
+                pairs.append((lb[j], v))
+                last = e
+        return pairs, f"the first {last} examples ({len(pairs)} points matched by examples seen)"
+    common = sorted(set(lb) & set(lt))
+    span = f"steps {common[0]}-{common[-1]}" if common else "no common step"
+    return [(lb[i], lt[i]) for i in common], span
+
+
 def loss_check(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming]) -> LossCheck:
-    """The trial's losses: finite, and not higher than the reference's over the same steps beyond the
-    reference's own noise (``refs``: every run of the reference state so far). Lower is fine (a bigger
-    batch or another precision may learn faster)."""
+    """The trial's losses: finite, and not higher than the reference's at the same point of the training
+    (:func:`aligned_losses`) beyond the reference's own noise (``refs``: every run of the reference state
+    so far). Lower is fine (a bigger batch or another precision may learn faster)."""
     lt = losses(new)
     bad = [i for i, v in sorted(lt.items()) if not math.isfinite(v)]
     if bad:
         return LossCheck("not finite", f"loss is not finite from step {bad[0]} on ({lt[bad[0]]})")
-    lb = losses(refs[-1]) if refs else {}
-    common = sorted(set(lb) & set(lt))
-    if len(common) < LOSS_MIN_STEPS:
-        side = "the trial" if lb else "the reference"
-        return LossCheck("unreadable", f"no loss could be read ({side} recorded none per step)")
-    mb = statistics.median(lb[i] for i in common)
-    mt = statistics.median(lt[i] for i in common)
+    pairs, span = aligned_losses(refs[-1], new) if refs else ([], "")
+    if len(pairs) < LOSS_MIN_STEPS:
+        if not refs or not losses(refs[-1]) or not lt:
+            side = "the trial" if refs and losses(refs[-1]) else "the reference"
+            return LossCheck("unreadable", f"no loss could be read ({side} recorded none per step)")
+        return LossCheck(
+            "unreadable", f"no loss could be read at the same point of the training on both sides ({span})"
+        )
+    mb = statistics.median(b for b, _ in pairs)
+    mt = statistics.median(t for _, t in pairs)
     noise, learned = loss_noise(refs)
     tol = max(LOSS_K * noise, LOSS_FLOOR * abs(mb), 1e-6)
-    span = f"steps {common[0]}-{common[-1]}"
     if mt > mb + tol:
         return LossCheck(
             "higher",
@@ -307,6 +354,7 @@ __all__ = [
     "LOSS_K",
     "LossCheck",
     "Output",
+    "aligned_losses",
     "is_progress",
     "is_timing",
     "loss_check",
