@@ -152,6 +152,26 @@ def test_steps_of_another_size_are_compared_at_the_same_examples_seen() -> None:
     assert "steps 0-29" in loss_check([ref], run(64, 30)).text
 
 
+def test_a_bigger_batch_passes_at_the_same_examples_or_after_as_many_updates() -> None:
+    """batch-scale: a bigger batch learns less per example early on (fewer updates) and more per update;
+    its loss passes when it is not above the reference's by either measure. A diverging run fails both."""
+
+    def run(per_step: int, losses: list[float]) -> list[StepTiming]:
+        return [
+            StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, loss=v, examples=per_step)
+            for i, v in enumerate(losses)
+        ]
+
+    ref = run(64, [2.0 - 0.02 * i for i in range(40)])  # per update: -0.02
+    bigger = run(128, [2.0 - 0.025 * i for i in range(40)])  # per update a bit better, per example worse
+    by_examples = loss_check([ref], bigger)
+    assert by_examples.status == "higher", by_examples.text
+    both = loss_check([ref], bigger, per_update=True)
+    assert both.status == "ok" and "after as many steps (updates)" in both.text, both.text
+    diverging = run(128, [2.0 + 0.05 * i for i in range(40)])
+    assert loss_check([ref], diverging, per_update=True).status == "higher"
+
+
 def test_losses_must_be_finite_and_not_above_the_reference_beyond_its_noise() -> None:
     ref = _steps([2.0, 1.9, 1.8, 1.7, 1.6])  # step-to-step noise 0.1: tolerance 0.3
     assert loss_check([ref], _steps([2.1, 1.8, 1.8, 1.6, 1.5])).status == "ok"

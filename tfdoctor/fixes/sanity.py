@@ -228,15 +228,16 @@ def _progress(steps: Sequence[StepTiming]) -> dict[int, int] | None:
 
 
 def aligned_losses(
-    ref: Sequence[StepTiming], new: Sequence[StepTiming]
+    ref: Sequence[StepTiming], new: Sequence[StepTiming], *, by: str = "examples"
 ) -> tuple[list[tuple[float, float]], str]:
     """The reference's and the trial's losses at the same point of the training, and how they were
     matched. Steps of the same size are matched by index; steps of other sizes (steps_per_execution runs
     8 batches per step, a bigger batch more examples) by the examples seen by their end, so the trial's
-    loss after 512 examples is compared with the reference's after 512, not after 64."""
+    loss after 512 examples is compared with the reference's after 512, not after 64. ``by="steps"``:
+    by index whatever the steps' sizes (the same number of optimizer updates, for a bigger batch)."""
     lb, lt = losses(ref), losses(new)
     pb, pt = _progress(ref), _progress(new)
-    if pb and pt and any(pb[i] != pt[i] for i in set(pb) & set(pt)):
+    if by == "examples" and pb and pt and any(pb[i] != pt[i] for i in set(pb) & set(pt)):
         size_b = {s.index: s.examples or 0 for s in ref}
         size_t = {s.index: s.examples or 0 for s in new}
         at = {pb[i]: i for i in lb if i in pb}
@@ -259,15 +260,32 @@ def aligned_losses(
     return [(lb[i], lt[i]) for i in common], span
 
 
-def loss_check(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming]) -> LossCheck:
+def loss_check(
+    refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming], *, per_update: bool = False
+) -> LossCheck:
     """The trial's losses: finite, and not higher than the reference's at the same point of the training
     (:func:`aligned_losses`) beyond the reference's own noise (``refs``: every run of the reference state
-    so far). Lower is fine (a bigger batch or another precision may learn faster)."""
+    so far). Lower is fine (a bigger batch or another precision may learn faster).
+
+    ``per_update``: the fix changes the batch size (``batch-scale``), so the same point of the training
+    is ambiguous: a bigger batch learns less per example early on and more per update. The trial passes
+    when its loss is not above the reference's at the same examples seen *or* after the same number of
+    steps (updates); a training the change broke (diverging, a learning rate too high) fails both."""
+    first = _loss_check(refs, new, "examples")
+    if not per_update or first.status != "higher":
+        return first
+    second = _loss_check(refs, new, "steps")
+    if second.status == "ok":
+        return LossCheck("ok", f"{second.text} after as many steps (updates); by examples seen, {first.text}")
+    return first
+
+
+def _loss_check(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming], by: str) -> LossCheck:
     lt = losses(new)
     bad = [i for i, v in sorted(lt.items()) if not math.isfinite(v)]
     if bad:
         return LossCheck("not finite", f"loss is not finite from step {bad[0]} on ({lt[bad[0]]})")
-    pairs, span = aligned_losses(refs[-1], new) if refs else ([], "")
+    pairs, span = aligned_losses(refs[-1], new, by=by) if refs else ([], "")
     if len(pairs) < LOSS_MIN_STEPS:
         if not refs or not losses(refs[-1]) or not lt:
             side = "the trial" if refs and losses(refs[-1]) else "the reference"

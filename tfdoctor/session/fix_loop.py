@@ -796,7 +796,7 @@ class FixLoop:
         cold = memo_problem(res.facts)
         if cold:  # it timed the cache filling, not serving: no verdict on speed
             return decided("rejected", cold), ref
-        loss = loss_check(ref.loss_runs, res.steps)
+        loss = loss_check(ref.loss_runs, res.steps, per_update=fix.ID == "batch-scale")
         if loss.status == "not finite":
             return decided("rejected", loss.text), ref
         unchecked = loss.text if loss.status == "unreadable" else None
@@ -852,7 +852,7 @@ class FixLoop:
         )
         note = f"; {r.note}" if r.note else ""
         # the loss again, now with every run of the reference (its run-to-run spread learned)
-        loss = loss_check(ref.loss_runs, res.steps)
+        loss = loss_check(ref.loss_runs, res.steps, per_update=fix.ID == "batch-scale")
         if loss.bad:
             return decided("rejected", f"{loss.text}; measured {estimate_text(d.estimate)}"), ref
         if not d.keep:
