@@ -133,7 +133,7 @@ def test_fit_on_a_generator_with_steps_per_execution(tfd_home):
     assert res.ok, res.error
     f = res.facts
     assert (f.loop_kind, f.input_kind, f.steps_per_execution) == ("keras_fit", "python_generator", 2)
-    assert f.batch_size == 32  # 2 x 16: the examples of one counted step
+    assert f.batch_size == 16  # the batch: a counted step is one execution of 2 batches of 16
     assert {s.examples for s in res.steps} == {32}
 
 

@@ -262,11 +262,11 @@ class _Tee:
     output), and into the run's ``stdout.log`` (capped like a child's), so a fix trial's output can be
     compared with its reference's. Everything else (``isatty``, ``encoding``...) is the stream's."""
 
-    def __init__(self, stream: Any, log: CappedLog):
+    def __init__(self, stream: Any, log: CappedLog | None):
         self._stream, self._log, self._open = stream, log, True
 
     def write(self, text: str) -> int:
-        if self._open and isinstance(text, str):
+        if self._open and self._log is not None and isinstance(text, str):
             self._log.feed(text.encode("utf-8", "replace"))
         return self._stream.write(text)
 
@@ -275,7 +275,8 @@ class _Tee:
 
     def close_log(self) -> None:
         self._open = False
-        self._log.close()
+        if self._log is not None:
+            self._log.close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -297,8 +298,12 @@ def capture_in_process(
     called from inside another in-process capture.
     """
     cap = InProcessCapture(run, windows, label=label, profiler_options=profiler_options, soft_stop=soft_stop)
-    tee = _Tee(sys.stdout, CappedLog(run.file(STDOUT)))
-    cap.start()
+    cap.start()  # creates the run directory
+    try:
+        log: CappedLog | None = CappedLog(run.file(STDOUT))
+    except OSError:  # the output is then only shown, not kept: never a reason to leave hooks installed
+        log = None
+    tee = _Tee(sys.stdout, log)
     try:
         with contextlib.redirect_stdout(tee):  # type: ignore[type-var]
             execute()
