@@ -918,13 +918,18 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     _wrap(backprop.GradientTape, "__enter__", make_enter)
     _wrap(backprop.GradientTape, "gradient", make_gradient)
 
-    def make_iter(orig: Callable[..., Any]) -> Callable[..., Any]:
-        def __iter__(self: Any) -> Any:
-            it = orig(self)
-            tracker._guard("dataset iter", lambda: tracker.dataset_iter(self, it))
-            return it
+    def iter_hook(what: str, note: Callable[[Any, Any], None]) -> Callable[..., Any]:
+        """A wrapper factory for a dataset's ``__iter__``: the iterator made, then ``note(dataset, it)``."""
 
-        return __iter__
+        def make(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def __iter__(self: Any) -> Any:
+                it = orig(self)
+                tracker._guard(what, lambda: note(self, it))
+                return it
+
+            return __iter__
+
+        return make
 
     def make_next(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __next__(self: Any) -> Any:
@@ -943,7 +948,7 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
 
         return __next__
 
-    _wrap(dataset_ops.DatasetV2, "__iter__", make_iter)
+    _wrap(dataset_ops.DatasetV2, "__iter__", iter_hook("dataset iter", tracker.dataset_iter))
     _wrap(iterator_ops.OwnedIterator, "__next__", make_next)
 
     # tf.distribute: `for x in strategy.experimental_distribute_dataset(ds)` /
@@ -956,14 +961,7 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     if input_lib is not None:
         tracker.modules["dist_iterator_cls"] = input_lib.DistributedIteratorBase
 
-        def make_dist_iter(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def __iter__(self: Any) -> Any:
-                it = orig(self)
-                tracker._guard("distributed dataset iter", lambda: tracker.distributed_iter(self, it))
-                return it
-
-            return __iter__
-
+        make_dist_iter = iter_hook("distributed dataset iter", tracker.distributed_iter)
         for cls_name in ("DistributedDataset", "DistributedDatasetsFromFunction"):
             cls = getattr(input_lib, cls_name, None)
             if cls is not None:
