@@ -39,6 +39,17 @@ def shared(rel: str) -> Path:
     raise AssertionError  # unreachable: missing() raises
 
 
+def find_shared(pattern: str) -> Path:
+    """The first path under the in-repo third-party copies or ``../shared/traces`` matching ``pattern``
+    (an ``rglob`` pattern); skip outside CI, fail under CI, when none does (never a bare StopIteration)."""
+    for base in (THIRD_PARTY, SHARED):
+        if base.exists():
+            for path in sorted(base.rglob(pattern)):
+                return path
+    missing(f"../shared/traces/**/{pattern}")
+    raise AssertionError  # unreachable: missing() raises
+
+
 def require_shared() -> Path:
     """The ../shared/traces folder itself (skip outside CI, fail under CI when it is absent)."""
     if not SHARED.exists():

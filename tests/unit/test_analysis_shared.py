@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from real_traces import in_ci
+from real_traces import find_shared, in_ci, missing
 
 from tfdoctor.analysis import analyze
 from tfdoctor.model import CATEGORIES
@@ -17,7 +17,10 @@ PFE = SHARED / "PFE_TensorFlow_Profiler/applications/cnn"
 
 
 def _an(rel):
-    return analyze(load(PFE / rel if not str(rel).startswith("/") else rel))
+    path = PFE / rel
+    if not path.exists():
+        missing(f"../shared/traces/PFE_TensorFlow_Profiler/applications/cnn/{rel}")
+    return analyze(load(path))
 
 
 class TestPfeRtx5000:
@@ -65,7 +68,7 @@ def test_empty_gpu_plane_is_noted_not_crashed():
 
 
 def test_multi_worker_v100_bert():
-    f = next(SHARED.rglob("GPU-multi-worker/*.xplane.pb"))
+    f = find_shared("GPU-multi-worker/*.xplane.pb")
     a = analyze(load(f))
     assert a.steps.source == "xprof step line"
     assert a.details.n_devices >= 2
@@ -74,7 +77,7 @@ def test_multi_worker_v100_bert():
 
 
 def test_t4_single_step_and_chrome_export():
-    d = next(SHARED.rglob("e4040-2023fall-assign2-hd2551/logs/fit"))
+    d = find_shared("e4040-2023fall-assign2-hd2551/logs/fit")
     a = analyze(load(d))
     assert len(a.steps) == 1 and a.breakdown.device_kind == "GPU"
     assert a.share["device_compute"] > 0.3

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from real_traces import in_ci
+from real_traces import find_shared, in_ci
 
 from tfdoctor.errors import TraceError
 from tfdoctor.trace import find_session, load, parse_chrome, parse_xspace
@@ -45,7 +45,7 @@ def test_every_shared_file_is_read_or_cleanly_rejected(path):
 
 @needs_shared
 def test_multi_worker_v100_planes_and_streams():
-    f = next(SHARED.rglob("GPU-multi-worker/*.xplane.pb"))
+    f = find_shared("GPU-multi-worker/*.xplane.pb")
     tr = load(f)
     assert [p.name for p in tr.device_planes("GPU")] == [f"/device:GPU:{i}" for i in range(8)]
     assert tr.hostnames == ["34.83.195.179:6003"]
@@ -58,7 +58,7 @@ def test_multi_worker_v100_planes_and_streams():
 
 @needs_shared
 def test_xplane_and_its_chrome_export_agree():
-    d = next(SHARED.rglob("download512-20210202-131913"))
+    d = find_shared("download512-20210202-131913")
     sess = next(d.rglob("*.xplane.pb")).parent
     x = load(next(sess.glob("*.xplane.pb")))
     c = load(next(sess.glob("*.trace.json.gz")))
