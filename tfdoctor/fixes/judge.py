@@ -9,10 +9,20 @@ order alternating (BA, AB, BA, …) so that load drifting across the rounds weig
 Each run brings its rate and the rates of its sub-windows (:attr:`Throughput.windows`). The ratio
 trial / reference gets a **confidence interval** from a two-level bootstrap: rounds are resampled (the
 run-to-run noise of a shared machine), and inside each chosen round each run's sub-windows are
-resampled (the noise within a run, so one round still has an honest interval). The point estimate is
-the geometric mean of the rounds' ratios.
+resampled (the noise within a run, so one round still has an interval). The point estimate is the
+geometric mean of the rounds' ratios.
 
-Decision (:func:`decide`):
+A bootstrap over one or two rounds does not know the run-to-run noise that a repeat of the whole
+comparison sees (one round: not at all; two rounds that agree by chance: barely). So the interval has a
+**between-run floor** (:func:`between_runs`): every state measured more than once (the reference: its
+earlier measurement and each round's re-run; the trial: each round's run) tells how far one run's
+rate moves from the next; the pooled standard deviation ``s`` of log(rate) over those repeats gives a
+round's log ratio a run-to-run spread of ``s·√2`` (two runs in it), the mean over ``n`` rounds
+``s·√(2/n)``. In log space each side of the interval is at least ``√(w² + (z·s·√(2/n))²)``, ``w`` that
+side of the within-run interval (sub-windows only), ``z`` the normal quantile of the confidence (1.96).
+No state measured twice (``--fix-rounds 0``): no floor, and the interval knows only the within-run noise.
+
+Decision (:func:`decide`), on that interval:
 
 * **faster** when the whole interval lies above :data:`KEEP_ABOVE` (a gain of at least 2 %);
 * **not faster** when the whole interval lies below :data:`WORTH` (whatever it gains is under 5 %:
@@ -20,9 +30,10 @@ Decision (:func:`decide`):
 * otherwise another round is measured, until the round budget is spent: then **undecided** ("not
   decided (noisy machine)"), and the fix is not kept.
 
-At least :data:`MIN_ROUNDS` rounds (one AB and one BA) decide, except a round that is *clear*: its
-interval entirely beyond [1/:data:`DECISIVE`, :data:`DECISIVE`] with the reference re-measured steady
-(within :data:`STEADY` of its previous measurement), which decides alone.
+At least :data:`MIN_ROUNDS` rounds (one AB and one BA) decide, except a *clear* rejection: one round
+whose interval lies entirely below 1/:data:`DECISIVE` with the reference re-measured steady (within
+:data:`STEADY` of its previous measurement) decides alone. A keep always rests on :data:`MIN_ROUNDS`
+rounds (a printed speed-up carries a second pair of runs), unless the round budget is smaller.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -45,12 +57,13 @@ WORTH = 1.05
 CONFIDENCE = 0.95
 #: bootstrap resamples: the interval's ends move by well under 1 % between seeds at this count
 RESAMPLES = 2000
-#: rounds (one BA, one AB) before a decision, unless a round is clear (see DECISIVE)
+#: rounds (one BA, one AB) before a decision, unless a round is a clear rejection (see DECISIVE); a keep
+#: always waits for them (within the budget): one round's figure did not cover its repeat's
+#: (docs/benchmarks.md §6: tf-function 4.95x [4.50, 5.40] vs 4.27x [4.14, 4.50])
 MIN_ROUNDS = 2
-#: a round whose whole interval lies beyond [1/DECISIVE, DECISIVE] is clear: on this shared 2-core machine
+#: a round whose whole interval lies below 1/DECISIVE is a clear rejection: on this shared 2-core machine
 #: one run of an unchanged script measured up to 2.06x another *minutes apart* (docs/benchmarks.md), but
-#: back to back with a steady reference such outcomes (tf-function 4-6x, XLA on a CPU 0.12-0.33x) do not
-#: flip
+#: back to back with a steady reference such outcomes (XLA on a CPU 0.12-0.33x) do not flip
 DECISIVE = 2.0
 #: with this many sub-windows or more, a run's fastest and slowest are dropped before resampling: a
 #: 500 ms hiccup among 25 ms steps lands in one window and would otherwise make every interval useless
@@ -129,9 +142,31 @@ def _log_rates(s: Sample, rng: np.random.Generator, n: int) -> np.ndarray:
     return base + np.log(draws / w.mean())
 
 
-def estimate(pairs: Sequence[Pair], *, confidence: float = CONFIDENCE, seed: int = 0) -> Estimate:
-    """The geometric-mean ratio over ``pairs`` and its two-level bootstrap interval (deterministic: a
-    fixed seed, so the same measurements always give the same interval)."""
+def between_runs(pairs: Sequence[Pair], ref_earlier: Sequence[float] = ()) -> tuple[float, int]:
+    """The run-to-run standard deviation of one run's log(rate), pooled over each state's repeated runs
+    (the reference: ``ref_earlier``, its measurements before the rounds that no pair holds, and every
+    pair's; the trial: every pair's), and its degrees of freedom (0: no state was measured twice)."""
+    ss, df = 0.0, 0
+    for rates in ([*ref_earlier, *(p.ref.rate for p in pairs)], [p.trial.rate for p in pairs]):
+        logs = [math.log(r) for r in rates if r > 0]
+        if len(logs) >= 2:
+            mean = sum(logs) / len(logs)
+            ss += sum((x - mean) ** 2 for x in logs)
+            df += len(logs) - 1
+    return (math.sqrt(ss / df) if df else 0.0), df
+
+
+def estimate(
+    pairs: Sequence[Pair],
+    *,
+    ref_earlier: Sequence[float] = (),
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Estimate:
+    """The geometric-mean ratio over ``pairs`` and its two-level bootstrap interval, each side widened to
+    the between-run floor (:func:`between_runs`; ``ref_earlier``: the reference's rates measured before
+    the rounds, in the pairs' unit, that no pair holds). Deterministic: a fixed seed, so the same
+    measurements always give the same interval."""
     if not pairs:
         raise ValueError("no measurements to estimate from")
     if any(p.ref.rate <= 0 or p.trial.rate <= 0 for p in pairs):
@@ -148,8 +183,14 @@ def estimate(pairs: Sequence[Pair], *, confidence: float = CONFIDENCE, seed: int
     draws = per_round[pick, np.arange(RESAMPLES)[:, None]].mean(axis=1)
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(draws, [alpha, 1 - alpha])
-    point = math.exp(sum(math.log(p.ratio) for p in pairs) / n)
-    return Estimate(point, float(min(math.exp(lo), point)), float(max(math.exp(hi), point)), n)
+    log_point = sum(math.log(p.ratio) for p in pairs) / n
+    # the floor: the within-run interval (every round kept) widened by the repeats' run-to-run spread
+    w_lo, w_hi = np.quantile(per_round.mean(axis=0), [alpha, 1 - alpha])
+    s, _ = between_runs(pairs, ref_earlier)
+    between = NormalDist().inv_cdf(1 - alpha) * s * math.sqrt(2 / n)
+    below = max(log_point - float(lo), math.hypot(max(log_point - float(w_lo), 0.0), between), 0.0)
+    above = max(float(hi) - log_point, math.hypot(max(float(w_hi) - log_point, 0.0), between), 0.0)
+    return Estimate(math.exp(log_point), math.exp(log_point - below), math.exp(log_point + above), n)
 
 
 @dataclass(frozen=True)
@@ -178,16 +219,18 @@ def decide(
     keep_above: float = KEEP_ABOVE,
     worth: float = WORTH,
     steady_ref: bool = True,
+    ref_earlier: Sequence[float] = (),
 ) -> Decision | None:
     """The decision on the rounds so far, or None: measure another round.
 
     ``max_rounds`` is the budget: with that many rounds an interval still straddling the thresholds is
     *undecided*. ``steady_ref``: the reference re-measured in the latest round matched its previous
-    rate (a clear round decides alone only then).
+    rate (a clear rejection decides alone only then). ``ref_earlier``: the reference's measurements
+    before the rounds that no pair holds (they widen the interval, see :func:`estimate`).
     """
-    est = estimate(pairs)
+    est = estimate(pairs, ref_earlier=ref_earlier)
     n = len(pairs)
-    clear = n == 1 and steady_ref and (est.low > DECISIVE or est.high < 1 / DECISIVE)
+    clear = n == 1 and steady_ref and est.high < 1 / DECISIVE  # a keep waits for min_rounds
     what = _what(pairs)
     if n >= min_rounds or clear or n >= max_rounds:
         cited = f"{estimate_text(est)} over {what}"
@@ -229,6 +272,7 @@ __all__ = [
     "Pair",
     "Sample",
     "Verdict",
+    "between_runs",
     "comparable",
     "decide",
     "estimate",

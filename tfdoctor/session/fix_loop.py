@@ -174,6 +174,9 @@ class Rounds:
     ref_steps: list[list[StepTiming]] = field(default_factory=list)  # each re-run of the reference
     trial_steps: list[list[StepTiming]] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)  # the extra runs, in the order they ran
+    # the reference's rate before the rounds when round 1 re-measured it (the pairs' unit): one more
+    # repeat of the reference for the judge's between-run floor
+    ref_earlier: list[float] = field(default_factory=list)
     failed: tuple[str, str | None] | None = None  # a trial run failed: (reason, error)
     cold: bool = False  # a trial run's caches did not warm
     note: str = ""  # why the rounds stopped early
@@ -195,10 +198,12 @@ def judge_rounds(
     """Paired rounds of a trial (its first run ``first_trial`` done) against its reference (last measured
     at ``ref_prev``), decided by :func:`tfdoctor.fixes.judge.decide`.
 
-    Round 1 pairs the trial's first run with the reference re-measured right after it (BA), or with
-    ``ref_prev`` when that run was the one just before (``ref_fresh``: AB). Later rounds alternate the
-    order (AB, BA, …), until the judge decides or ``max_rounds`` are spent. ``max_rounds`` 0: no rounds;
-    the first run is judged against ``ref_prev`` alone. ``measure(side, round)`` runs one side.
+    Round 1 pairs the trial's first run with the reference re-measured right after it (BA; ``ref_prev``
+    then counts as one more run of the reference for the judge's between-run floor), or with ``ref_prev``
+    when that run was the one just before (``ref_fresh``: AB). Later rounds alternate the order (AB, BA,
+    …), until the judge decides or ``max_rounds`` are spent; a keep takes at least two rounds within the
+    budget. ``max_rounds`` 0: no rounds; the first run is judged against ``ref_prev`` alone.
+    ``measure(side, round)`` runs one side.
     """
     r = Rounds(ref=ref_prev, trial=first_trial)
 
@@ -251,8 +256,11 @@ def judge_rounds(
             return r
         steady_ref = steady(Sample.of(ref_prev).rate, Sample.of(ref_now).rate)
         r.pairs.append(pair(first_trial, ref_now, "BA"))
+        _, before, unit_before = comparable(first_trial, ref_prev, scale)
+        if unit_before == comparable(first_trial, ref_now, scale)[2]:  # the same unit as the pairs
+            r.ref_earlier.append(before.rate)
     while True:
-        d = decide(r.pairs, max_rounds=max_rounds, steady_ref=steady_ref)
+        d = decide(r.pairs, max_rounds=max_rounds, steady_ref=steady_ref, ref_earlier=r.ref_earlier)
         if d is not None:
             r.decision = d
             return r
@@ -265,7 +273,9 @@ def judge_rounds(
             if tp is None:
                 if r.failed or r.cold:
                     return r
-                r.decision = decide(r.pairs, max_rounds=len(r.pairs), steady_ref=False)
+                r.decision = decide(
+                    r.pairs, max_rounds=len(r.pairs), steady_ref=False, ref_earlier=r.ref_earlier
+                )
                 return r
             if side == "reference" and previous is not None:
                 steady_ref = steady(Sample.of(previous).rate, Sample.of(tp).rate)
@@ -291,15 +301,19 @@ def examples_seen(steps: list[StepTiming], per_step: int | None) -> float:
     return float(sum(s.examples or per_step or 1 for s in steps))
 
 
-def run_length(steps: list[StepTiming], ref: _State) -> float | None:
-    """A run's length relative to the reference's: the smaller of the steps and examples ratios (what a
-    periodic print is proportional to), None when either side recorded no steps."""
-    if not steps or not ref.steps:
+def run_length(
+    steps: list[StepTiming], ref_steps: list[StepTiming], ref_examples: int | None = None
+) -> float | None:
+    """A run's length relative to the reference's (its steps ``ref_steps``, ``ref_examples`` per step
+    where its steps did not count them): the smaller of the steps and examples ratios (what a periodic
+    print is proportional to), None when either side recorded no steps. The script loop and the
+    notebook's kernel loop both measure it here."""
+    if not steps or not ref_steps:
         return None
-    by_steps = len(steps) / len(ref.steps)
-    if any(not s.examples for s in steps) or (not ref.examples and any(not s.examples for s in ref.steps)):
+    by_steps = len(steps) / len(ref_steps)
+    if any(not s.examples for s in steps) or (not ref_examples and any(not s.examples for s in ref_steps)):
         return by_steps  # examples not counted on one side: steps only
-    return min(by_steps, examples_seen(steps, None) / max(examples_seen(ref.steps, ref.examples), 1.0))
+    return min(by_steps, examples_seen(steps, None) / max(examples_seen(ref_steps, ref_examples), 1.0))
 
 
 def examples_per_step(steps: list[StepTiming], facts: Facts | None) -> int | None:
@@ -790,7 +804,9 @@ class FixLoop:
             why = f"Python side effects in the step would change behaviour under it ({effects})"
             return decided("rejected", why), ref
         further = examples_seen(res.steps, examples) > examples_seen(ref.steps, ref.examples)
-        changed = output_change(ref.stdout, state.stdout, further=further, length=run_length(res.steps, ref))
+        changed = output_change(
+            ref.stdout, state.stdout, further=further, length=run_length(res.steps, ref.steps, ref.examples)
+        )
         if changed:
             return decided("rejected", changed), ref
         cold = memo_problem(res.facts)
@@ -923,6 +939,7 @@ __all__ = [
     "order_candidates",
     "patch_header",
     "run_fix_loop",
+    "run_length",
     "state_key",
     "unchecked_block",
 ]

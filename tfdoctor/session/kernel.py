@@ -309,8 +309,10 @@ def kernel_fix_loop(
         DEFAULT_ROUNDS,
         Measured,
         Side,
+        examples_per_step,
         examples_seen,
         judge_rounds,
+        run_length,
         unchecked_block,
     )
 
@@ -419,7 +421,7 @@ def kernel_fix_loop(
         if ref.stdout is not None and out is not None:  # the script loop's output check, on the cell's output
             ref_steps = ref.loss_runs[0]
             further = examples_seen(m.steps, None) > examples_seen(ref_steps, None)
-            length = len(m.steps) / len(ref_steps) if m.steps and ref_steps else None
+            length = run_length(m.steps, ref_steps, examples_per_step(ref_steps, ref.facts))
             changed = output_change(ref.stdout, out, further=further, length=length)
             if changed:
                 trials.append(FixTrial(**info, status="rejected", reason=changed))
