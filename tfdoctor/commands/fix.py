@@ -93,8 +93,8 @@ def add_fix_options(parser: argparse.ArgumentParser, defaults: bool = True) -> N
         metavar="N",
         help="paired rounds at most per fix: the fix and the state it must beat measured back to back "
         "(order alternating) until the 95 %% interval of their ratio lies above 1.02x (kept) or below "
-        f"1.05x (rejected); still straddling after N rounds: 'not decided (noisy machine)', not kept "
-        f"(default {DEFAULT_ROUNDS}; 0: judge each fix on its one run)",
+        f"1.05x (rejected), a keep on 2 rounds at least; still straddling after N rounds: 'not decided "
+        f"(noisy machine)', not kept (default {DEFAULT_ROUNDS}; 0: judge each fix on its one run)",
     )
     parser.add_argument(
         "--allow-unchecked",
