@@ -41,6 +41,7 @@ def assert_same(a, b) -> None:
             for k, x in la.stats.items():
                 y = lb.stats[k]
                 assert x.dtype == y.dtype
+                assert x == y  # sparse: the same events carry it, with the same values
                 assert list(x) == list(y) if x.dtype == object else np.array_equal(x, y, equal_nan=True)
 
 

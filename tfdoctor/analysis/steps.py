@@ -75,19 +75,21 @@ def _marker_steps(trace: Trace) -> Steps | None:
             if ids.size == 0:
                 continue
             for ln in plane.lines:
-                sel = np.isin(ln.name_idx, ids)
-                if not sel.any():
+                sel = np.flatnonzero(np.isin(ln.name_idx, ids))
+                if not sel.size:
                     continue
                 nums = ln.stats.get("step_num")
                 if nums is None or nums.dtype == object:
                     continue
-                sel &= ~np.isnan(nums)
+                vals = nums.at(sel)
+                keep = ~np.isnan(vals)
                 if marker == "TraceContext" and "graph_type" in ln.stats:
-                    gt = ln.stats["graph_type"]
-                    sel &= np.array([v in (None, "train") or v != v for v in gt], dtype=bool)
-                if not sel.any():
+                    gt = ln.stats["graph_type"].at(sel)
+                    keep &= np.array([v in (None, "train") or v != v for v in gt], dtype=bool)
+                sel, vals = sel[keep], vals[keep]
+                if not sel.size:
                     continue
-                s, d, n = ln.start_ps[sel], ln.dur_ps[sel], nums[sel].astype(np.int64)
+                s, d, n = ln.start_ps[sel], ln.dur_ps[sel], vals.astype(np.int64)
                 # one interval per step number: the longest (outermost) marker wins
                 order = np.lexsort((-d, n))
                 s, d, n = s[order], d[order], n[order]

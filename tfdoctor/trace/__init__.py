@@ -13,12 +13,13 @@ from pathlib import Path
 from tfdoctor.errors import TraceError
 from tfdoctor.trace._io import is_regular, open_regular
 from tfdoctor.trace.chrome import parse_chrome, read_chrome
-from tfdoctor.trace.model import Line, Plane, Trace
+from tfdoctor.trace.model import Line, Plane, StatColumn, Trace
 from tfdoctor.trace.xplane import parse_xspace, read_xplane
 
 __all__ = [
     "Line",
     "Plane",
+    "StatColumn",
     "Trace",
     "TraceError",
     "find_session",

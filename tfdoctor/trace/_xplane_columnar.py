@@ -25,7 +25,7 @@ import numpy as np
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from tfdoctor.trace.model import Line, Plane, Trace
+from tfdoctor.trace.model import Line, Plane, StatColumn, Trace
 
 #: what the decoder reads: the file's bytes, or the file memory-mapped
 Buffer = bytes | mmap.mmap
@@ -198,26 +198,6 @@ def _line_events_slow(buf: Buffer, a: int, b: int) -> tuple[dict[str, Any], np.n
     return header, st, st + ln
 
 
-@cache
-def _shadow_line() -> Any:
-    """XLine seen as ``repeated bytes events = 4`` only: upb finds the event boundaries in C."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
-
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="tfdoctor_shadow_xline.proto", package="tfdoctor.shadow", syntax="proto3"
-    )
-    msg = fdp.message_type.add(name="XLineEvents")
-    msg.field.add(
-        name="events",
-        number=4,
-        type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
-        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-    )
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfdoctor.shadow.XLineEvents"))
-
-
 def _header_field(buf: Buffer, p: int, b: int, header: dict[str, Any]) -> int:
     """Read one non-event field of a line at ``p`` into ``header``; returns the next position."""
     for fn, wt, v, q, _at in _fields(buf, p, b):
@@ -231,41 +211,110 @@ def _header_field(buf: Buffer, p: int, b: int, header: dict[str, Any]) -> int:
     return p
 
 
+#: bytes of a line scanned for event tags at once (bounds the scan's temporaries to a few MiB)
+SCAN = 1 << 22
+
+
+def _record_ends(u8: np.ndarray, tags: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """For a length-delimited record starting at each of ``tags`` (its one-byte tag there): the length
+    varint's size (1-5 bytes; 0 where it is longer, unterminated or runs past ``b``) and the record's end
+    (-1 where malformed or past ``b``)."""
+    size = np.zeros(tags.size, np.uint8)
+    length = np.zeros(tags.size, np.int64)
+    going = np.arange(tags.size)
+    for k in range(5):  # lengths below 2^35: every record of a file under 2 GiB
+        q = tags[going] + (1 + k)
+        inside = q < b
+        going, q = going[inside], q[inside]
+        byte = u8[q]
+        length[going] |= (byte & 0x7F).astype(np.int64) << (7 * k)
+        last = byte < 0x80
+        size[going[last]] = k + 1
+        going = going[~last]
+    end = tags + 1 + size.astype(np.int64) + length
+    end[(size == 0) | (end > b)] = -1
+    return size, end
+
+
+def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The payload (starts, ends) of the events laid out back to back from ``p`` (which holds the events
+    tag, 0x22) in the line's bytes ``[p, b)``, without a Python step per event; None where one of them is
+    malformed (the caller walks the line in Python then, and refuses it there).
+
+    Each record's end depends on the one before, so the walk is serial; here it is done for every byte
+    that could start a record at once: each 0x22 byte in the range (the events' tags, and a few inside
+    their payloads) gets the end of the record it would start, and the chain of records from ``p`` is
+    followed by pointer doubling (log2(events) vectorised rounds). The chain stops at the first record
+    whose end is not another 0x22 byte: the end of the events, or a line field after them."""
+    idt = np.int32 if len(u8) < 1 << 31 else np.int64
+    tags_l: list[np.ndarray] = []
+    size_l: list[np.ndarray] = []
+    end_l: list[np.ndarray] = []
+    for a in range(p, b, SCAN):
+        z = min(a + SCAN, b)
+        t = np.flatnonzero(u8[a:z] == 0x22)
+        t += a
+        size, end = _record_ends(u8, t, b)
+        tags_l.append(t.astype(idt))
+        size_l.append(size)
+        end_l.append(end.astype(idt))
+        del t, end
+    tags = np.concatenate(tags_l)
+    del tags_l
+    nc = tags.size
+    size = np.concatenate(size_l)
+    del size_l
+    end = np.concatenate(end_l)
+    del end_l
+    # jump[i]: the candidate where candidate i's record ends (nc: none, the chain stops there)
+    jump = np.empty(nc + 1, idt)
+    jump[nc] = nc
+    for a in range(0, nc, SCAN >> 2):
+        e = end[a : a + (SCAN >> 2)]
+        r = np.searchsorted(tags, e)
+        hit = (e >= 0) & (tags[np.minimum(r, nc - 1)] == e)
+        jump[a : a + e.size] = np.where(hit, r, nc)
+        del e, r, hit
+    r0 = int(np.searchsorted(tags, p))
+    on = np.zeros(nc + 1, bool)
+    on[r0] = True
+    while jump[r0] != nc:  # after round k, ``on`` holds the chain's first 2^(k+1) records
+        on[jump[on]] = True
+        jump = jump[jump]
+    del jump
+    on[nc] = False
+    chain = np.flatnonzero(on)
+    del on
+    ends = end[chain]
+    if ends[-1] < 0:
+        return None
+    starts = tags[chain] + 1 + size[chain].astype(idt)
+    return starts, ends
+
+
 def _line_events(
     buf: Buffer, u8: np.ndarray, a: int, b: int
 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """The line's header fields and each event's payload (start, end).
 
-    Event lengths come from upb (a shadow message); the events are then placed by a cumulative sum
-    from the first one, which holds when they are contiguous (as every writer lays them out) and is
-    checked (each computed tag position must hold the events tag); otherwise the Python walk."""
+    The events are found in the wire bytes by :func:`_event_records` (vectorised); a line it cannot
+    take, or whose events are interleaved with its other fields, is walked in Python."""
     header: dict[str, Any] = {}
     p = a
     while p < b and buf[p] != 0x22:
         p = _header_field(buf, p, b, header)
-    try:
-        events = _shadow_line().FromString(memoryview(buf)[p:b]).events
-    except (DecodeError, RuntimeError, ValueError):
-        raise Unsupported("line does not parse") from None
-    n = len(events)
-    lens = np.fromiter(map(len, events), dtype=np.int64, count=n)
-    del events
-    lenlen = np.ones(n, np.int64)
-    for k in (7, 14, 21, 28):
-        lenlen += lens >= (1 << k)
-    starts = np.cumsum(1 + lenlen + lens)  # end of each record, relative to p
-    q = p + int(starts[-1]) if n else p
-    starts -= lens  # start of each payload
-    starts += p
-    if q > b or (n and not (u8[starts - lenlen - 1] == 0x22).all()):
+    if p >= b:
+        return header, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    found = _event_records(u8, p, b)
+    if found is None:
         return _line_events_slow(buf, a, b)
-    del lenlen
+    starts, ends = found
+    q = int(ends[-1])
     while q < b:
         if buf[q] == 0x22:  # events interleaved with other fields: not the common layout
             return _line_events_slow(buf, a, b)
         q = _header_field(buf, q, b, header)
-    lens += starts
-    return header, starts, lens
+    return header, starts, ends
 
 
 def _name_index(
@@ -379,7 +428,7 @@ def convert_columnar(data: Buffer, source: str) -> Trace:
         for la, lb in line_spans:
             header, starts, ends = _line_events(data, u8, la, lb)
             if end < 1 << 31:  # positions in 4 bytes, not 8: they live as long as the line is decoded
-                starts, ends = starts.astype(np.int32), ends.astype(np.int32)
+                starts, ends = starts.astype(np.int32, copy=False), ends.astype(np.int32, copy=False)
             n = len(starts)
             idx = np.empty(n, np.int32)
             off = np.empty(n, np.int64)
@@ -389,7 +438,7 @@ def convert_columnar(data: Buffer, source: str) -> Trace:
                 mids, off[sl], dur[sl] = _decode_events(u8, starts[sl], ends[sl])
                 idx[sl] = _name_index(mids, meta_index, names, display)
                 del mids
-            stats: dict[str, np.ndarray] = {}
+            stats: dict[str, StatColumn] = {}
             if wanted and n:
                 marker_ids = [i for i, nm in enumerate(names) if nm in MARKER_EVENTS]
                 which = np.flatnonzero(np.isin(idx, marker_ids)).tolist() if marker_ids else []
@@ -402,16 +451,7 @@ def convert_columnar(data: Buffer, source: str) -> Trace:
                     for st in event.stats:
                         if st.metadata_id in wanted:
                             cols.setdefault(stat_names[st.metadata_id], {})[i] = _stat_value(st, stat_names)
-                for name, col in cols.items():
-                    at = np.fromiter(col.keys(), dtype=np.int64, count=len(col))
-                    if all(v is None or isinstance(v, (int, float)) for v in col.values()):
-                        arr = np.full(n, np.nan, dtype=np.float64)
-                        arr[at] = [np.nan if v is None else float(v) for v in col.values()]
-                    else:
-                        arr = np.full(n, None, dtype=object)
-                        for k, v in col.items():
-                            arr[k] = v
-                    stats[name] = arr
+                stats = {name: StatColumn.from_values(n, col) for name, col in cols.items()}
             del starts, ends
             if release is not None:  # this line's bytes are decoded: give their pages back
                 release(la, lb)

@@ -16,7 +16,7 @@ import numpy as np
 
 from tfdoctor.errors import TraceError
 from tfdoctor.trace._io import inflate, read_regular
-from tfdoctor.trace.model import Line, Plane, Trace, check_consistent
+from tfdoctor.trace.model import Line, Plane, StatColumn, Trace, check_consistent
 from tfdoctor.trace.xplane import EVENT_STATS
 
 #: the most bytes of JSON read (inflated): real TF trace.json.gz files are tens of MiB inflated; a small
@@ -185,22 +185,17 @@ def parse_chrome(data: bytes | bytearray, source: str = "<bytes>") -> Trace:
                 j = nmap[nm] = len(plane.event_names)
                 plane.event_names.append(nm)
             idx.append(j)
-        stats: dict[str, np.ndarray] = {}
+        stats: dict[str, StatColumn] = {}
         keys = {k for _, _, _, a in lst for k in a if k in EVENT_STATS}
-        for k in keys:
-            col = [a.get(k) for _, _, _, a in lst]
-            nums = []
-            numeric = True
-            for v in col:
-                if v is None:
-                    nums.append(np.nan)
-                    continue
-                try:
-                    nums.append(float(v))
-                except (TypeError, ValueError):
-                    numeric = False
-                    break
-            stats[k] = np.array(nums, dtype=np.float64) if numeric else np.array(col, dtype=object)
+        for k in keys:  # sparse: the events that carry the stat (numbers as float64 when all are)
+            at = [i for i, (_, _, _, a) in enumerate(lst) if a.get(k) is not None]
+            col = [lst[i][3][k] for i in at]
+            try:
+                values = np.array([float(v) for v in col], dtype=np.float64)
+            except (TypeError, ValueError, OverflowError):
+                values = np.empty(len(col), dtype=object)
+                values[:] = col
+            stats[k] = StatColumn(len(lst), np.array(at, dtype=np.int64), values)
         plane.lines.append(
             Line(
                 id=tid if isinstance(tid, int) else len(plane.lines),

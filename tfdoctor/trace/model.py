@@ -30,6 +30,105 @@ DERIVED_LINE_NAMES = {
 _STREAM_RE = re.compile(r"^Stream #(\d+)\((.*)\)$")
 
 
+class StatColumn:
+    """One per-event stat of a line, sparse: the events that carry it and their values.
+
+    Few events carry the stats the reader keeps (step markers on a line of a million op events), so a
+    line does not hold one slot per event: ``index`` (int64, ascending) names the events that carry the
+    stat and ``values`` holds theirs, float64 for a numeric stat, object (str, int...) otherwise. Read
+    it as the dense column it stands for with ``at(events)``, ``col[i]``, ``dense()`` or ``tolist()``:
+    an event without the stat reads NaN (numeric) or None (object).
+    """
+
+    __slots__ = ("index", "n", "values")
+
+    def __init__(self, n: int, index: np.ndarray, values: np.ndarray) -> None:
+        if index.shape != values.shape or index.ndim != 1:
+            raise ValueError("a stat column needs one value per index")
+        self.n = int(n)
+        self.index = np.ascontiguousarray(index, dtype=np.int64)
+        self.values = values
+
+    @classmethod
+    def from_values(cls, n: int, col: dict[int, Any]) -> StatColumn:
+        """From {event index: value}: float64 when every value is a number or None, else object."""
+        order = sorted(col)
+        index = np.array(order, dtype=np.int64)
+        vals = [col[i] for i in order]
+        if all(v is None or isinstance(v, (int, float)) for v in vals):
+            return cls(
+                n, index, np.array([np.nan if v is None else float(v) for v in vals], dtype=np.float64)
+            )
+        values = np.empty(len(vals), dtype=object)
+        values[:] = vals
+        return cls(n, index, values)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def absent(self) -> Any:
+        """What an event without the stat reads: NaN or None."""
+        return None if self.values.dtype == object else np.nan
+
+    def __len__(self) -> int:
+        return self.n
+
+    def at(self, events: np.ndarray) -> np.ndarray:
+        """The values of the given events (integer positions or a boolean mask over the line)."""
+        ev = np.asarray(events)
+        if ev.dtype == bool:
+            ev = np.flatnonzero(ev)
+        out = np.full(ev.shape, self.absent, dtype=self.values.dtype)
+        if self.index.size and ev.size:
+            k = np.searchsorted(self.index, ev)
+            k_in = np.minimum(k, self.index.size - 1)
+            hit = self.index[k_in] == ev
+            out[hit] = self.values[k_in[hit]]
+        return out
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, (int, np.integer)):
+            if not -self.n <= i < self.n:
+                raise IndexError(f"event {i} of a line of {self.n}")
+            i = int(i) % self.n
+            k = int(np.searchsorted(self.index, i))
+            return self.values[k] if k < self.index.size and self.index[k] == i else self.absent
+        return self.at(i)
+
+    def dense(self) -> np.ndarray:
+        """One slot per event of the line (what the column stands for)."""
+        out = np.full(self.n, self.absent, dtype=self.values.dtype)
+        out[self.index] = self.values
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        d = self.dense()
+        return d if dtype is None else d.astype(dtype)
+
+    def tolist(self) -> list[Any]:
+        return self.dense().tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StatColumn):
+            return NotImplemented
+        if self.n != other.n or self.dtype != other.dtype or not np.array_equal(self.index, other.index):
+            return False
+        if self.dtype == object:
+            return self.values.tolist() == other.values.tolist()
+        return bool(np.array_equal(self.values, other.values, equal_nan=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.index.nbytes + self.values.nbytes)
+
+    def __repr__(self) -> str:
+        return f"StatColumn({self.values.size} of {self.n} events, {self.dtype})"
+
+
 @dataclass
 class Line:
     id: int
@@ -38,8 +137,8 @@ class Line:
     start_ps: np.ndarray  # int64, relative to Trace.origin_ns
     dur_ps: np.ndarray  # int64
     name_idx: np.ndarray  # int32 index into Plane.event_names
-    #: selected per-event stats: numeric -> float64 (NaN = absent); text -> object (None = absent)
-    stats: dict[str, np.ndarray] = field(default_factory=dict)
+    #: selected per-event stats, sparse (only the events that carry them): see StatColumn
+    stats: dict[str, StatColumn] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.start_ps.shape[0])
@@ -61,7 +160,7 @@ class Line:
         m = _STREAM_RE.match(self.name)
         return [k.strip() for k in m.group(2).split(",")] if m else []
 
-    def stat(self, name: str) -> np.ndarray | None:
+    def stat(self, name: str) -> StatColumn | None:
         return self.stats.get(name)
 
 

@@ -19,7 +19,7 @@ from tfdoctor.errors import TraceError
 from tfdoctor.model import INPUT_MARKER, STEP_MARKERS
 from tfdoctor.trace._io import open_regular
 from tfdoctor.trace._xplane_descriptor import SERIALIZED
-from tfdoctor.trace.model import Line, Plane, Trace, check_consistent
+from tfdoctor.trace.model import Line, Plane, StatColumn, Trace, check_consistent
 
 #: Per-event stats kept as arrays (the rest are skipped: decoding every stat costs the most time).
 EVENT_STATS = frozenset(
@@ -138,9 +138,9 @@ def _convert(xs: Any, source: str, all_stats: bool = False) -> Trace:
                 names.append(f"<event {m}>")
                 display.append("")
             idx = np.fromiter((meta_index[m] for m in mids), dtype=np.int32, count=n)
-            stats: dict[str, np.ndarray] = {}
+            stats: dict[str, StatColumn] = {}
             if wanted and n:
-                cols: dict[str, list] = {}
+                cols: dict[str, dict[int, Any]] = {}  # sparse: the events that carry each stat
                 which: range | list[int]
                 if all_stats:
                     which = range(n)
@@ -151,18 +151,8 @@ def _convert(xs: Any, source: str, all_stats: bool = False) -> Trace:
                     e = evs[i]
                     for st in e.stats:
                         if st.metadata_id in wanted:
-                            name = stat_names[st.metadata_id]
-                            col = cols.get(name)
-                            if col is None:
-                                col = cols[name] = [None] * n
-                            col[i] = _stat_value(st, stat_names)
-                for name, col in cols.items():
-                    if all(v is None or isinstance(v, (int, float)) for v in col):
-                        stats[name] = np.array(
-                            [np.nan if v is None else float(v) for v in col], dtype=np.float64
-                        )
-                    else:
-                        stats[name] = np.array(col, dtype=object)
+                            cols.setdefault(stat_names[st.metadata_id], {})[i] = _stat_value(st, stat_names)
+                stats = {name: StatColumn.from_values(n, col) for name, col in cols.items()}
             lines.append(
                 Line(
                     id=xl.id,
