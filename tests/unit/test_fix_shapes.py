@@ -537,6 +537,22 @@ def test_tfdata_cache_follows_a_pipeline_reassigned_to_its_own_name() -> None:
     )
 
 
+def test_the_split_map_is_parallelised_whichever_fix_comes_first() -> None:
+    """mirrored_ctl.py: tfdata-cache splits preprocess; the split maps keep the map's own arguments, so
+    tfdata-parallel-map before or after it gives the same two parallel maps around the cache."""
+    src = (CORPUS / "mirrored_ctl.py").read_text()
+    cache, par = get_fix("tfdata-cache"), get_fix("tfdata-parallel-map")
+    cache_first = par.apply(cache.apply(src, FixContext()).code, FixContext())
+    par_first = cache.apply(par.apply(src, FixContext()).code, FixContext())
+    assert cache_first.changed and par_first.changed
+    assert cache_first.code == par_first.code
+    assert (
+        "dataset.map(preprocess_prefix, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(BUFFER_SIZE)"
+        ".map(preprocess_rest, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)" in cache_first.code
+    )
+    assert "def preprocess(" not in cache_first.code  # its only use was the map
+
+
 def test_a_distribute_datasets_from_function_pipeline_is_a_pipeline() -> None:
     src = """
     import tensorflow as tf
@@ -589,6 +605,7 @@ CORPUS_CHANGED = {
     },
     "mirrored_ctl.py": {
         "tfdata-parallel-map",
+        "tfdata-cache",
         "tfdata-prefetch",
         "xla-jit",
         "mixed-precision",

@@ -252,6 +252,149 @@ def test_cache_skips_file_sources_it_cannot_size() -> None:
     )
 
 
+def test_cache_splits_a_map_at_its_first_random_draw_and_caches_the_deterministic_start() -> None:
+    """mirrored_ctl.py's shape: preprocess() casts (deterministic), then flips (random); the pipeline
+    shuffles first and shards in an earlier assignment."""
+    warnings = assert_codemod(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+
+
+        def preprocess(image, label):
+            image = tf.cast(image, tf.float32)[..., tf.newaxis] / 255.0
+            image = tf.image.random_flip_left_right(image)
+            return image, label
+
+
+        def dataset_fn(ctx):
+            ds = tf.data.Dataset.from_tensor_slices((images, labels))
+            ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+            ds = ds.shuffle(1000).map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).batch(64)
+            return ds
+        """,
+        """
+        import tensorflow as tf
+
+
+        def preprocess_prefix(image, label):
+            \"\"\"Added by tfdoctor (tfdata-cache): the deterministic start of preprocess(), before the cache.\"\"\"
+            image = tf.cast(image, tf.float32)[..., tf.newaxis] / 255.0
+            return image, label
+
+
+        def preprocess_rest(image, label):
+            \"\"\"Added by tfdoctor (tfdata-cache): the rest of preprocess(), after the cache (every epoch).\"\"\"
+            image = tf.image.random_flip_left_right(image)
+            return image, label
+
+
+        def dataset_fn(ctx):
+            ds = tf.data.Dataset.from_tensor_slices((images, labels))
+            ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+            ds = ds.map(preprocess_prefix, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(1000).map(preprocess_rest, num_parallel_calls=tf.data.AUTOTUNE).batch(64)
+            return ds
+        """,
+    )
+    split = next(w for w in warnings if "split in two" in w)
+    assert "preprocess_prefix() runs line 5" in split and "tf.image.random_flip_left_right" in split
+    assert any("shuffle() moved after cache()" in w and "element-wise" in w for w in warnings)
+
+
+def test_a_split_function_used_elsewhere_is_kept_and_the_rest_takes_what_it_reads() -> None:
+    """The rest reads a local of the start and a parameter the start never touched, in its own order;
+    preprocess stays for its other use."""
+    out = outcome(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+
+
+        def preprocess(image, label):
+            x = tf.image.resize(tf.cast(image, tf.float32), (32, 32))
+            return tf.image.random_flip_left_right(x), label
+
+
+        ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(preprocess).batch(8)
+        check = preprocess(images[0], labels[0])
+        """,
+    )
+    assert out.status == "changed", out.reason
+    assert "def preprocess(image, label):" in out.code
+    assert "def preprocess_prefix(image, label):" in out.code and "    return x, label\n" in out.code
+    assert "def preprocess_rest(x, label):" in out.code
+    assert ".map(preprocess_prefix).cache().map(preprocess_rest).batch(8)" in out.code
+    ast.parse(out.code)
+
+
+def test_a_map_random_from_its_first_statement_is_not_split() -> None:
+    assert_skipped(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        def augment(image, label):
+            image = tf.image.random_flip_left_right(image)
+            image = tf.cast(image, tf.float32) / 255.0
+            return image, label
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(100).map(augment).batch(4)
+        """,
+        "its first statement calls tf.image.random_flip_left_right (random or stateful)",
+    )
+
+
+def test_a_map_whose_rest_needs_a_python_value_of_the_start_is_not_split() -> None:
+    assert_skipped(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        def augment(image, label):
+            image = tf.cast(image, tf.float32) / 255.0
+            size = 28 + 4
+            image = tf.image.random_crop(tf.image.resize(image, (size, size)), (28, 28, 1))
+            return image, label
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).map(augment).batch(4)
+        """,
+        "the rest reads size, a Python value",
+    )
+
+
+def test_a_deterministic_map_after_shuffle_moves_before_it_only_when_element_wise() -> None:
+    """scale() reads a tf.Variable (state that changes between epochs): deterministic by its calls, but
+    not a function of its element alone, so the shuffle is not moved past it."""
+    src = """
+    import tensorflow as tf
+    SCALE = tf.Variable(2.0)
+    def scale(x):
+        return tf.cast(x, tf.float32) * SCALE
+    ds = tf.data.Dataset.from_tensor_slices(x).shuffle(100).map(scale).batch(4)
+    """
+    assert_skipped("tfdata-cache", src, "map() after shuffle(), which it cannot move before: reads SCALE")
+    # the same without the variable: moved, and the shuffle follows the cache
+    ok = src.replace("SCALE = tf.Variable(2.0)", "SCALE = 2.0")
+    status, code, _, reason = apply("tfdata-cache", ok)
+    assert status == "changed", reason
+    assert ".map(scale).cache().shuffle(100).batch(4)" in code
+    # a filter after a shuffle is never moved before it (it changes what the shuffle buffer holds)
+    assert_skipped(
+        "tfdata-cache",
+        ok.replace(".map(scale)", ".filter(lambda v: v > 0).map(scale)"),
+        "filter() after shuffle(), which it cannot move before",
+    )
+
+
+def test_cache_never_follows_a_random_map_of_an_earlier_assignment() -> None:
+    assert_skipped(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        ds = tf.data.Dataset.from_tensor_slices(x)
+        ds = ds.map(lambda v: v + tf.random.uniform([]))
+        ds = ds.map(lambda v: tf.cast(v, tf.float32)).batch(4)
+        """,
+        "ds (line 4): the pipeline already ran map() (line 3) before this line (it draws random numbers",
+    )
+
+
 def test_cache_unchanged_on_the_expert_example() -> None:
     out = get_fix("tfdata-cache").apply((EXAMPLES / "expert.py").read_text(), FixContext())
     assert out.status == "skipped" and "already caches" in out.reason
@@ -621,9 +764,13 @@ def test_cpu_bf16_detection_reads_the_flags(tmp_path: Path) -> None:
                 "mixed-precision",
             },
         ),
-        ("function_loop.py", {"xla-jit", "batch-scale", "mixed-precision"}),
+        # preprocess() = decode() (deterministic) then augment() (random): split, decode cached
+        ("function_loop.py", {"tfdata-cache", "xla-jit", "batch-scale", "mixed-precision"}),
         ("mlp_loop.py", {"xla-jit", "batch-scale", "mixed-precision"}),
-        ("keras_fit.py", {"steps-per-execution", "xla-jit", "batch-scale", "mixed-precision"}),
+        (
+            "keras_fit.py",
+            {"steps-per-execution", "tfdata-cache", "xla-jit", "batch-scale", "mixed-precision"},
+        ),
         ("expert.py", {"batch-scale", "mixed-precision"}),
     ],
 )

@@ -3,6 +3,10 @@ before shuffling and random augmentation."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
@@ -11,12 +15,16 @@ from tfdoctor.fixes._base import Fix, FixCodemod
 from tfdoctor.fixes._cst import (
     IN_MEMORY_SOURCES,
     Pipelines,
+    aliases,
     attr_name,
     call_name,
+    dotted,
     method_chain,
+    names_in,
     source_kind,
     walk,
 )
+from tfdoctor.fixes._purity import Module, _bound_in, _is_docstring, _live, _target_names
 
 DETERMINISTIC_OPS = ("map", "filter")
 
@@ -63,6 +71,269 @@ class _Purity:
         return None
 
 
+#: builtins a map function may call: they act on trace-time Python values and keep no state
+PURE_BUILTINS = frozenset(
+    {"len", "int", "float", "bool", "str", "tuple", "list", "dict", "range", "min", "max", "abs", "round"}
+    | {"isinstance", "zip", "enumerate", "sum", "slice"}
+)
+#: parts of a dotted TensorFlow/Keras/numpy name that make a call random or stateful (conservative, by
+#: name: ``tf.nn.dropout`` and ``sample_distorted_bounding_box`` draw random numbers without saying so)
+STATEFUL_PARTS = (
+    "random",
+    "variable",
+    "generator",
+    "shuffle",
+    "dropout",
+    "sample",
+    "noise",
+    "py_function",
+    "numpy_function",
+    "py_func",
+    "print",
+    "summary",
+    "write",
+    "assign",
+)
+#: module roots whose functions a map may call (TensorFlow ops, Keras ops, numpy/math at trace time)
+OP_ROOTS = ("tensorflow", "keras", "numpy", "math")
+
+
+class _ElementWise:
+    """Which map functions are element-wise and deterministic, provably from the source: each output
+    depends only on its own element. Calls go only to TensorFlow/Keras/numpy/math functions that draw no
+    random numbers and touch no state (no ``tf.Variable``, ``py_function``, ``print``), to safe builtins,
+    or to module-level functions that pass the same test; module-level names read are bound once and
+    not from a variable or a random generator (Python values are frozen when tf.data traces the
+    function, so only TensorFlow state could change between epochs). Method calls (``layer(x)``,
+    ``gen.uniform()``, ``counter.assign_add()``) are not followed: they fail the test."""
+
+    def __init__(self, tree: cst.Module):
+        self.mod = Module(tree)
+        self.roots: dict[str, str] = {}  # local name -> the module it imports (tf -> tensorflow)
+        for node in walk(tree):
+            if isinstance(node, cst.Import):
+                for a in node.names:
+                    name = a.evaluated_name
+                    if name.split(".")[0] in OP_ROOTS:
+                        self.roots[a.evaluated_alias or name.split(".")[0]] = (
+                            name if a.evaluated_alias else name.split(".")[0]
+                        )
+            elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+                mod = dotted(node.module) if node.module is not None and not node.relative else None
+                if mod and mod.split(".")[0] in OP_ROOTS:
+                    for a in node.names:
+                        self.roots[a.evaluated_alias or a.evaluated_name] = f"{mod}.{a.evaluated_name}"
+        self.values: dict[str, cst.BaseExpression] = {}
+        for stmt in tree.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        for t in small.targets:
+                            for n in _target_names(t.target) or []:
+                                self.values[n] = small.value
+        self.memo: dict[str, str | None] = {}
+
+    def op_call(self, name: str) -> str | None:
+        """Why a call of the dotted ``name`` (rooted at an import) is not element-wise, or None."""
+        root, _, rest = name.partition(".")
+        full = self.roots[root] + (f".{rest}" if rest else "")
+        low = full.lower()
+        bad = next((p for p in STATEFUL_PARTS if p in low), None)
+        return f"calls {name} (random or stateful)" if bad else None
+
+    def why_not(self, node: cst.CSTNode, local: set[str], seen: frozenset[str] = frozenset()) -> str | None:
+        """Why ``node`` (in a function whose locals and parameters are ``local``) is not element-wise."""
+        attrs = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
+        attrs |= {id(n.keyword) for n in walk(node) if isinstance(n, cst.Arg) and n.keyword is not None}
+        calls = {id(n.func) for n in walk(node) if isinstance(n, cst.Call)}
+        for n in walk(node):
+            if isinstance(n, (cst.Global, cst.Nonlocal)):
+                return "declares global or nonlocal names"
+            if isinstance(n, (cst.Yield, cst.Await)):
+                return "yields or awaits"
+            if isinstance(n, cst.Call):
+                name = dotted(n.func)
+                if name is None:
+                    return "calls the result of an expression (a layer or a function made on the fly)"
+                root = name.split(".")[0]
+                if root in local:
+                    return f"calls {name}(), a method of a value it holds"
+                if root in self.roots and self.mod.bindings[root] == 1:
+                    why = self.op_call(name)
+                    if why:
+                        return why
+                    continue
+                if "." in name:
+                    return f"calls {name}(), which tfdoctor cannot tell is element-wise"
+                if name in self.mod.defs:
+                    why = self.fn_why_not(name, seen)
+                    if why:
+                        return f"calls {name}(), which {why}"
+                    continue
+                if name in PURE_BUILTINS and not self.mod.bindings[name]:
+                    continue
+                return f"calls {name}(), which tfdoctor cannot tell is element-wise"
+            if isinstance(n, cst.Name) and id(n) not in attrs and id(n) not in calls:
+                why = self.global_why_not(n.value, local, seen)
+                if why:
+                    return why
+        return None
+
+    def global_why_not(self, name: str, local: set[str], seen: frozenset[str]) -> str | None:
+        if name in local or name in ("True", "False", "None") or name in PURE_BUILTINS:
+            return None
+        if name in self.roots:
+            return None if self.mod.bindings[name] == 1 else f"reads {name}, which the script rebinds"
+        if name in self.mod.defs:  # passed as a value (tf.map_fn(fn, x)): it must pass too
+            why = self.fn_why_not(name, seen)
+            return f"uses {name}(), which {why}" if why else None
+        if self.mod.bindings[name] != 1 or name in self.mod.globals:
+            return f"reads {name}, which the script binds more than once (or not at module level)"
+        value = self.values.get(name)
+        if value is None:
+            return f"reads {name}, which tfdoctor cannot follow"
+        for c in walk(value):
+            if isinstance(c, cst.Call):
+                called = (dotted(c.func) or "").lower()
+                if any(p in called for p in ("variable", "random", "generator", "rng")):
+                    return f"reads {name}, made by {dotted(c.func)}() (state that changes between epochs)"
+        return None
+
+    def fn_why_not(self, name: str, seen: frozenset[str] = frozenset()) -> str | None:
+        """Why the module-level function ``name`` is not element-wise throughout, or None."""
+        if name in seen:
+            return None
+        if name not in self.memo:
+            fn = self.mod.defs[name]
+            if fn.decorators:
+                self.memo[name] = "is decorated"
+            else:
+                local = _bound_in(fn.body) | set(_params(fn))
+                self.memo[name] = self.why_not(fn.body, local, seen | {name})
+        return self.memo[name]
+
+    def expr_why_not(self, arg: cst.BaseExpression) -> str | None:
+        """Why the map's function (a lambda or a module-level function) is not element-wise, or None."""
+        if isinstance(arg, cst.Lambda):
+            local = {p.name.value for p in [*arg.params.params, *arg.params.posonly_params]}
+            return self.why_not(arg.body, local)
+        if isinstance(arg, cst.Name) and arg.value in self.mod.defs:
+            return self.fn_why_not(arg.value)
+        return "is not a lambda or a module-level function"
+
+
+def _params(fn: cst.FunctionDef) -> list[str]:
+    ps = fn.params
+    out = [p.name.value for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params]]
+    return out + [s.name.value for s in (ps.star_arg, ps.star_kwarg) if isinstance(s, cst.Param)]
+
+
+@dataclass(frozen=True)
+class _Split:
+    """A map function cut in two: ``prefix`` (element-wise, deterministic) then ``rest`` (the random part)."""
+
+    fn: cst.FunctionDef
+    end: int  # index in the body of the first statement of the rest
+    passed: tuple[str, ...]  # what the prefix returns and the rest takes, in this order
+    stop: str  # why the prefix ends there
+
+
+def _plain_assign(stmt: cst.BaseStatement) -> bool:
+    """Only assignments to plain names (``x = ...``, ``x, y = ...``, ``x += ...``, ``x: T = ...``)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for s in stmt.body:
+        if isinstance(s, cst.Assign):
+            if any(_target_names(t.target) is None for t in s.targets):
+                return False
+        elif isinstance(s, (cst.AugAssign, cst.AnnAssign)):
+            if not isinstance(s.target, cst.Name) or (isinstance(s, cst.AnnAssign) and s.value is None):
+                return False
+        else:
+            return False
+    return True
+
+
+def _assigned(stmt: cst.BaseStatement) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) for each name a plain assignment binds (the whole value for an unpacking)."""
+    out: list[tuple[str, cst.BaseExpression]] = []
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    for s in stmt.body:
+        if isinstance(s, cst.Assign):
+            out += [(n, s.value) for t in s.targets for n in _target_names(t.target) or []]
+        elif isinstance(s, (cst.AugAssign, cst.AnnAssign)) and isinstance(s.target, cst.Name):
+            assert s.value is not None
+            out.append((s.target.value, s.value))
+    return out
+
+
+def plan_split(
+    ew: _ElementWise, tf: str | None, fn: cst.FunctionDef, line: Callable[[cst.CSTNode], int]
+) -> tuple[_Split | None, str]:
+    """Where ``fn`` (a module-level map function that draws random numbers) can be cut after a
+    deterministic, element-wise start, or why not."""
+    name = fn.name.value
+    ps = fn.params
+    if fn.decorators or fn.asynchronous is not None:
+        return None, f"{name}() is decorated or async"
+    if ps.posonly_params or ps.kwonly_params or isinstance(ps.star_arg, cst.Param) or ps.star_kwarg:
+        return None, f"{name}() takes more than plain positional parameters"
+    if not isinstance(fn.body, cst.IndentedBlock):
+        return None, f"{name}() is a one-line function"
+    params = _params(fn)
+    body = list(fn.body.body)
+    start = 1 if body and _is_docstring(body[0]) else 0
+    local = _bound_in(fn.body) | set(params)
+    tensors = set(params)  # names holding tensors (the element's parts, and what tf ops made of them)
+    order: list[str] = []  # the prefix's locals, first assignment first
+    end, stop = start, "ends the function"
+    for i in range(start, len(body)):
+        stmt = body[i]
+        if not _plain_assign(stmt):
+            kind = type(stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else stmt).__name__
+            stop = f"is a {kind}, not an assignment (line {line(stmt)})"
+            break
+        why = ew.why_not(stmt, local)
+        if why:
+            stop = f"{why} (line {line(stmt)})"
+            break
+        for n, value in _assigned(stmt):
+            tensor_op = tf is not None and any(
+                isinstance(c, cst.Call) and (dotted(c.func) or "").split(".")[0] == tf for c in walk(value)
+            )
+            builtin = any(
+                isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value in PURE_BUILTINS
+                for c in walk(value)
+            )
+            if not builtin and (tensor_op or names_in(value) & tensors):
+                tensors.add(n)
+            else:
+                tensors.discard(n)
+            if n not in order:
+                order.append(n)
+        end = i + 1
+    if end == start:
+        return None, f"{name}(): its first statement {stop}: nothing deterministic to cache before it"
+    rest = body[end:]
+    if not rest:
+        return None, f"{name}() has no return"
+    live = set(_live(rest, set(params) | set(order)))
+    passed: list[str] = []  # in the order the rest first reads them
+    for stmt in rest:
+        for node in walk(stmt):
+            if isinstance(node, cst.Name) and node.value in live and node.value not in passed:
+                passed.append(node.value)
+    if not passed:
+        return None, f"{name}(): the rest reads nothing its deterministic start computes"
+    python = [n for n in passed if n not in tensors]
+    if python:
+        return None, (
+            f"{name}(): the rest reads {', '.join(python)}, a Python value of the deterministic start "
+            "(a map can only pass tensors on)"
+        )
+    return _Split(fn, end, tuple(passed), stop), ""
+
+
 class CacheCodemod(FixCodemod):
     DESCRIPTION = ".cache() after deterministic preprocessing"
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -70,7 +341,15 @@ class CacheCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         pipes = Pipelines(tree)
         purity = _Purity(tree)
-        self.plans: dict[int, tuple[cst.BaseExpression, list[tuple[str, cst.Call]]]] = {}
+        self.ew = _ElementWise(tree)
+        self.tf = aliases(tree).tf
+        self.taken = names_in(tree)
+        # a plan: (the chain's start, the new stages in order, the original stages' dots)
+        self.plans: dict[
+            int, tuple[cst.BaseExpression, list[tuple[str, cst.Call | None]], list[cst.Dot]]
+        ] = {}
+        self.splits: dict[str, tuple[_Split, str, str]] = {}  # function -> (its split, prefix, rest names)
+        self.split_uses: Counter[str] = Counter()  # map arguments replaced, per split function
         reasons: list[str] = []
         for name, assigns in pipes.assigns.items():
             for a in assigns:
@@ -81,20 +360,29 @@ class CacheCodemod(FixCodemod):
                     root, _ = method_chain(a.value)
                     if not (isinstance(root, cst.Name) and root.value in pipes.names) or not stages:
                         continue
-                    prior = [b for b in pipes.assigns.get(root.value, []) if b is not a]
+                    # the assignments of the name above this one (a later one has not run yet)
+                    prior = [
+                        b
+                        for b in pipes.assigns.get(root.value, [])
+                        if b is not a and self.line(b) < self.line(a)
+                    ]
                     kind_from = next((c for b in prior if (c := pipes.stages(b.value)[0]) is not None), None)
                     if kind_from is None:
                         continue
                     # what the earlier assignments already do to the elements: a cache after a shuffle
-                    # (or any stage but a deterministic map) would replay one order, one draw, every epoch
+                    # (or a random map, or any stage that is not per element and deterministic) would
+                    # replay one order, one draw, every epoch
                     done_before = [
-                        (op, b) for b in prior for op, c in pipes.stages(b.value)[1] if op != "map"
+                        (op, b, why)
+                        for b in prior
+                        for op, c in pipes.stages(b.value)[1]
+                        if (why := self._replayed(op, c, purity)) is not None
                     ]
                     if done_before:
-                        op, b = done_before[0]
+                        op, b, why = done_before[0]
                         reasons.append(
                             f"{name} (line {self.line(a)}): the pipeline already ran {op}() (line "
-                            f"{self.line(b)}) before this line: a cache here would replay it every epoch"
+                            f"{self.line(b)}) before this line{why}: a cache here would replay it every epoch"
                         )
                         continue
                     start = root
@@ -112,65 +400,159 @@ class CacheCodemod(FixCodemod):
                     )
                     continue
                 det: list[tuple[str, cst.Call]] = []
-                shuffles: list[tuple[str, cst.Call]] = []
+                shuffled = False
+                split: tuple[int, cst.Call, _Split] | None = None
                 why_stop = "the end of the pipeline"
                 cut = 0
                 for i, (op, call) in enumerate(stages):
                     if op == "shuffle":
-                        shuffles.append((op, call))
+                        shuffled = True
                         continue
                     if op in DETERMINISTIC_OPS and call.args:
-                        why = purity.fn_random(call.args[0].value)
+                        fn = call.args[0].value
+                        why = purity.fn_random(fn)
                         if why == "":
+                            # moved before a shuffle only when provably per element (see _ElementWise)
+                            hold = None
+                            if shuffled and op == "filter":
+                                hold = "it changes which elements the shuffle buffer holds"
+                            elif shuffled:
+                                hold = self.ew.expr_why_not(fn)
+                            if hold:
+                                why_stop = f"{op}() after shuffle(), which it cannot move before: {hold}"
+                                break
                             det.append((op, call))
                             cut = i + 1
                             continue
-                        why_stop = (
-                            f"{op}() draws random numbers ({why})"
-                            if why
-                            else f"{op}() calls a function tfdoctor cannot inspect"
-                        )
+                        if why and op == "map" and isinstance(fn, cst.Name) and fn.value in purity.defs:
+                            plan, how = self._split(fn.value, purity)
+                            if plan is not None:
+                                split = (i, call, plan)
+                                cut = i + 1
+                                break
+                            why_stop = f"{op}() draws random numbers ({why}) and is not split: {how}"
+                        else:
+                            why_stop = (
+                                f"{op}() draws random numbers ({why})"
+                                if why
+                                else f"{op}() calls a function tfdoctor cannot inspect"
+                            )
                     else:
                         why_stop = f"{op}()"
                     break
-                if not any(op == "map" for op, _ in det):
+                if not any(op == "map" for op, _ in det) and split is None:
                     reasons.append(
                         f"{name} (line {line}): no deterministic map before {why_stop}: nothing worth caching"
                     )
                     continue
-                before = [s for s in stages[:cut] if s[0] != "shuffle"]
-                moved = [s for s in stages[:cut] if s[0] == "shuffle"]
-                new_order = [*before, ("cache", None), *moved, *stages[cut:]]
+                before: list[tuple[str, cst.Call | None]] = [s for s in stages[:cut] if s[0] != "shuffle"]
+                moved: list[tuple[str, cst.Call | None]] = [s for s in stages[:cut] if s[0] == "shuffle"]
+                after: list[tuple[str, cst.Call | None]] = list(stages[cut:])
+                cached = ", ".join(f"{op}()" for op, _ in before)
+                if split is not None:
+                    _, call, plan = split
+                    fname = plan.fn.name.value
+                    _, pre, rest = self.splits[fname]
+                    self.split_uses[fname] += 1
+                    before[-1] = ("map", _with_fn(call, pre))
+                    after.insert(0, ("map", _with_fn(call, rest)))
+                    cached = (
+                        ", ".join(f"{op}()" for op, _ in before[:-1])
+                        + f"{', ' if len(before) > 1 else ''}map({pre})"
+                    )
+                new_order = [*before, ("cache", None), *moved, *after]
                 assert start is not None
-                self.plans[id(a.value)] = (start, new_order)  # type: ignore[assignment]
+                dots = [c.func.dot for _, c in stages if isinstance(c.func, cst.Attribute)]
+                self.plans[id(a.value)] = (start, new_order, dots)
                 if moved:
                     self.warn(
-                        f"line {line}: shuffle() moved after cache(): it shuffles the same elements (the maps before "
-                        "it are deterministic and per element), and now reshuffles each epoch from the cache"
+                        f"line {line}: shuffle() moved after cache(): the maps it now follows are element-wise and "
+                        "deterministic (each output depends only on its own element: TensorFlow ops with no random "
+                        "draw, no variable or Python state), so the shuffle permutes the same elements, and from "
+                        "the cache it still reshuffles every epoch"
                     )
                 self.warn(
                     f"line {line}: the source is in memory ({kind}); the cache holds the decoded elements, which may be "
                     "several times larger (uint8 → float32 is 4×): watch memory on big datasets"
                 )
-                reasons.append(
-                    f"cache() after {', '.join(op + '()' for op, _ in before)} of {name} (line {line})"
-                )
+                reasons.append(f"cache() after {cached} of {name} (line {line})")
         if not self.plans:
             raise SkipFile("; ".join(reasons) or "no tf.data pipeline with an in-memory source in the script")
         self.summary = "; ".join(r for r in reasons if r.startswith("cache()"))
-        return super().transform_module_impl(tree)
+        new = super().transform_module_impl(tree)
+        return self._add_split_functions(new) if self.split_uses else new
+
+    def _replayed(self, op: str, call: cst.Call, purity: _Purity) -> str | None:
+        """Why a stage an earlier assignment ran may not come before the cache ("" for "it is not per
+        element and deterministic"), or None when it may (a deterministic map/filter, shard, take, skip)."""
+        if op in ("shard", "take", "skip"):
+            return None
+        if op in DETERMINISTIC_OPS and call.args:
+            why = purity.fn_random(call.args[0].value)
+            if why == "":
+                return None
+            return f" (it draws random numbers: {why})" if why else " (a function tfdoctor cannot inspect)"
+        return ""
+
+    def _split(self, fname: str, purity: _Purity) -> tuple[_Split | None, str]:
+        """The split of the module-level map function ``fname`` (made once, shared by its maps)."""
+        if fname in self.splits:
+            return self.splits[fname][0], ""
+        plan, how = plan_split(self.ew, self.tf, purity.defs[fname], self.line)
+        if plan is None:
+            return None, how
+        pre, rest = self._fresh(f"{fname}_prefix"), self._fresh(f"{fname}_rest")
+        self.splits[fname] = (plan, pre, rest)
+        assert isinstance(plan.fn.body, cst.IndentedBlock)
+        body = list(plan.fn.body.body)
+        first = 1 if body and _is_docstring(body[0]) else 0
+        passed = ", ".join(plan.passed)
+        a, b = self.line(body[first]), self.line(body[plan.end - 1])
+        lines = f"line {a}" if a == b else f"lines {a}-{b}"
+        self.warn(
+            f"{fname}() (line {self.line(plan.fn)}) split in two, same results: {pre}() runs {lines} "
+            "(element-wise and deterministic: TensorFlow ops on its arguments, no random draw, no state) "
+            f"before the cache and returns {passed}; {rest}({passed}) runs the rest after it, every epoch: "
+            f"its first statement {plan.stop}"
+        )
+        return plan, ""
+
+    def _fresh(self, name: str) -> str:
+        out = name
+        i = 2
+        while out in self.taken:
+            out = f"{name}_{i}"
+            i += 1
+        self.taken.add(out)
+        return out
+
+    def _add_split_functions(self, tree: cst.Module) -> cst.Module:
+        """``<f>_prefix`` and ``<f>_rest`` after each split function ``f``; ``f`` itself is replaced by them
+        when the maps were its only use."""
+        body: list[cst.BaseStatement] = []
+        blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+        for stmt in tree.body:
+            fname = stmt.name.value if isinstance(stmt, cst.FunctionDef) else None
+            if fname is None or fname not in self.split_uses:
+                body.append(stmt)
+                continue
+            plan, pre, rest = self.splits[fname]
+            pre_fn, rest_fn = _split_functions(plan, pre, rest)
+            if _references(tree, fname) > 0:  # still used elsewhere: kept, the two go after it
+                body += [stmt, pre_fn.with_changes(leading_lines=blank)]
+            else:
+                body.append(pre_fn.with_changes(leading_lines=stmt.leading_lines))
+            body.append(rest_fn.with_changes(leading_lines=blank))
+        return tree.with_changes(body=body)
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         plan = self.plans.get(id(original_node.value))
         if plan is None:
             return updated_node
-        source, order = plan
+        source, order, dots = plan
         outer = original_node.value
         cur: cst.BaseExpression = source
         # each position of the chain keeps the layout (the dot's whitespace) the original had there
-        moved = {id(c) for _, c in order if c is not None}
-        _, chain = method_chain(original_node.value)
-        dots = [c.func.dot for _, c in chain if id(c) in moved and isinstance(c.func, cst.Attribute)]
         last_dot = dots[0] if dots else cst.Dot()
         for i, (op, call) in enumerate(order):
             dot = dots[i] if i < len(dots) else last_dot
@@ -184,19 +566,86 @@ class CacheCodemod(FixCodemod):
         return updated_node.with_changes(value=cur)
 
 
+def _with_fn(call: cst.Call, name: str) -> cst.Call:
+    """The map ``call`` with ``name`` as its function, its other arguments (num_parallel_calls ...) kept."""
+    first = call.args[0]
+    return call.with_changes(args=[first.with_changes(value=cst.Name(name)), *call.args[1:]])
+
+
+def _references(tree: cst.Module, name: str) -> int:
+    """Uses of the name ``name`` in the module besides its definitions (attribute names, keywords aside)."""
+    skip = {id(n.attr) for n in walk(tree) if isinstance(n, cst.Attribute)}
+    skip |= {id(n.keyword) for n in walk(tree) if isinstance(n, cst.Arg) and n.keyword is not None}
+    skip |= {id(n.name) for n in walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))}
+    return sum(1 for n in walk(tree) if isinstance(n, cst.Name) and n.value == name and id(n) not in skip)
+
+
+def _split_functions(plan: _Split, pre: str, rest: str) -> tuple[cst.FunctionDef, cst.FunctionDef]:
+    fn = plan.fn
+    block = fn.body
+    assert isinstance(block, cst.IndentedBlock)
+    stmts = list(block.body)
+    start = 1 if stmts and _is_docstring(stmts[0]) else 0
+    label = fn.name.value
+    passed = ", ".join(plan.passed)
+    pre_doc = cst.parse_statement(
+        f'"""Added by tfdoctor (tfdata-cache): the deterministic start of {label}(), before the cache."""\n'
+    )
+    rest_doc = cst.parse_statement(
+        f'"""Added by tfdoctor (tfdata-cache): the rest of {label}(), after the cache (every epoch)."""\n'
+    )
+    ret = cst.parse_statement(f"return {passed}\n")
+    pre_fn = fn.with_changes(
+        name=cst.Name(pre),
+        returns=None,
+        body=block.with_changes(body=[pre_doc, *stmts[start : plan.end], ret]),
+    )
+    first_rest = stmts[plan.end]
+    rest_body = [rest_doc, first_rest.with_changes(leading_lines=[]), *stmts[plan.end + 1 :]]
+    anns = {p.name.value: p.annotation for p in fn.params.params}
+    rest_fn = fn.with_changes(
+        name=cst.Name(rest),
+        params=cst.Parameters(params=[cst.Param(cst.Name(p), annotation=anns.get(p)) for p in plan.passed]),
+        body=block.with_changes(body=rest_body),
+    )
+    return pre_fn, rest_fn
+
+
 class Cache(Fix):
     """Do the deterministic preprocessing once: ``.cache()`` after it, before shuffle and augmentation.
 
     What it changes: in a tf.data pipeline built from an in-memory source (``from_tensor_slices``,
     ``from_tensors``, ``range``, ``from_generator``), ``.cache()`` goes after the leading run of
-    deterministic ``map``/``filter`` steps; a ``shuffle`` that came before them moves after the cache
-    (same elements: the maps are per element and deterministic). A map is deterministic when its
-    function (a lambda or a module-level function, followed through the functions it calls) draws no
-    random numbers (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``).
+    deterministic ``map``/``filter`` steps. A map is deterministic when its function (a lambda or a
+    module-level function, followed through the functions it calls) draws no random numbers
+    (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``).
+
+    Splitting a map: when the first map that draws random numbers is a module-level function whose
+    body starts with element-wise, deterministic assignments (``image = tf.cast(image, tf.float32) /
+    255.0``) and draws later (``image = tf.image.random_flip_left_right(image)``), it is split at the
+    first statement that is not such an assignment into ``<f>_prefix`` (the original parameters; returns
+    what the rest reads) and ``<f>_rest`` (takes those, runs the remaining statements): the same
+    function composed, so the same results. The pipeline becomes ``.map(<f>_prefix).cache()...
+    .map(<f>_rest)``, each map keeping the original's other arguments (``num_parallel_calls`` is
+    ``tfdata-parallel-map``'s concern: tried before this fix, it parallelises both maps whichever runs
+    first). ``<f>`` itself is replaced by the two when the map was its only use, else kept. Not split:
+    a lambda, a decorated function or one with ``*args``/keyword-only parameters, a function random from
+    its first statement, or one whose rest reads a Python value (not a tensor) of the start.
+
+    Moving a shuffle: a ``shuffle`` before the cached maps moves after the cache, so the cache sits
+    before it and the shuffle still reshuffles every epoch. This is done only when every map it moves
+    past is element-wise and deterministic, decided from the source: each output depends only on its
+    own element (calls only TensorFlow/Keras/numpy/math functions with no ``random``, ``Variable``,
+    ``dropout``, ``py_function``, ``print`` ... in their name, safe builtins, or module-level functions
+    passing the same test; reads only its arguments, its locals and module-level names bound once, not
+    from a ``tf.Variable`` or a random generator; calls no method of a value: a Keras layer, a
+    ``tf.random.Generator``). Then mapping before or after a permutation yields the same elements. A
+    ``filter`` after a shuffle is never moved before it (it would change what the shuffle buffer holds).
 
     A pipeline built over several assignments (``ds = ds.shuffle(...).map(...)``) is followed to the
-    name's in-memory source; a shuffle (or any stage but a map) that an earlier assignment already ran
-    is never cached after: the cache would replay one order every epoch.
+    name's in-memory source; the cache may follow what the earlier assignments ran only when each stage
+    is a deterministic map/filter, ``shard``, ``take`` or ``skip``: after a shuffle, a random map or any
+    other stage the cache would replay one order, one draw, every epoch.
 
     Fits in memory? Decided statically: only in-memory sources are cached (the raw data already fits;
     a warning says the decoded copy may be a few times larger). File sources (TFRecord, text, images
