@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from tfdoctor import __version__
 from tfdoctor.commands import load, names
 from tfdoctor.errors import TfdoctorError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 ORDER = ["profile", "analyze", "fix", "report", "serve", "compare", "capture", "scale", "runs"]
 
@@ -63,17 +64,30 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_command", None) is None:
         parser.print_help()
         return 2
-    err = Console(stderr=True, highlight=False)
     try:
         return int(args._command.run(args) or 0)
     except TfdoctorError as e:
+        err = _stderr()
         err.print(f"[bold red]tfdoctor:[/] {escape(str(e))}", markup=True, soft_wrap=True)
         if e.hint:
             err.print(f"  {e.hint}", markup=False, soft_wrap=True)
         return e.exit_code
     except KeyboardInterrupt:
-        err.print("[bold red]tfdoctor:[/] interrupted", markup=True)
+        _stderr().print("[bold red]tfdoctor:[/] interrupted", markup=True)
         return 130
+
+
+def _stderr() -> Console:
+    """rich, imported only when there is an error to show (``analyze --json`` never loads it)."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 if __name__ == "__main__":  # pragma: no cover

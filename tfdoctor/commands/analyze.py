@@ -5,16 +5,32 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tfdoctor.errors import UsageError
-from tfdoctor.model import Finding, Report
-from tfdoctor.report.terminal import render
 from tfdoctor.rundir import is_run_dir
 from tfdoctor.session.build import build_report, report_from_trace
 from tfdoctor.store import RunStore
+
+if TYPE_CHECKING:  # rich and the terminal renderer load only for text output: --json does not pay for them
+    from rich.console import Console
+
+    from tfdoctor.model import Finding, Report
+
+
+class Printer(Protocol):
+    """Where a one-line message goes: a rich Console, or :class:`Stderr` (no rich)."""
+
+    def print(self, *objects: Any, markup: bool | None = None, soft_wrap: bool | None = None) -> None: ...
+
+
+class Stderr:
+    """Plain lines on stderr, printed as a ``Console(stderr=True, highlight=False)`` prints them with
+    ``markup=False, soft_wrap=True`` (the only way this module prints), without importing rich."""
+
+    def print(self, *objects: Any, markup: bool | None = None, soft_wrap: bool | None = None) -> None:
+        print(*objects, file=sys.stderr, flush=True)
+
 
 #: exit status when a finding at or above ``--fail-on`` was found (docs/cli.md: exit codes)
 EXIT_FINDINGS = 8
@@ -51,8 +67,9 @@ def output_format(args: argparse.Namespace) -> str:
     return fmt or "text"
 
 
-def write_report(report: Report, fmt: str, console: Console, run_dir: str | None) -> None:
-    """The report on stdout in ``fmt`` (text: the terminal tables on ``console``)."""
+def write_report(report: Report, fmt: str, console: Console | None, run_dir: str | None) -> None:
+    """The report on stdout in ``fmt`` (text: the terminal tables on ``console``, a new stdout Console
+    when None)."""
     if fmt == "json":
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     elif fmt == "sarif":
@@ -60,7 +77,11 @@ def write_report(report: Report, fmt: str, console: Console, run_dir: str | None
 
         sys.stdout.write(json.dumps(to_sarif(report), indent=2) + "\n")
     else:
-        render(report, console, run_dir=run_dir)
+        from rich.console import Console
+
+        from tfdoctor.report.terminal import render
+
+        render(report, console if console is not None else Console(), run_dir=run_dir)
 
 
 def failing(report: Report, fail_on: str | None) -> list[Finding]:
@@ -71,7 +92,7 @@ def failing(report: Report, fail_on: str | None) -> list[Finding]:
     return [f for f in report.findings if f.decided and SEVERITIES.index(f.severity) >= floor]
 
 
-def gate(report: Report, fail_on: str | None, err: Console) -> int:
+def gate(report: Report, fail_on: str | None, err: Printer) -> int:
     """``--fail-on``: EXIT_FINDINGS (and one line on stderr) when a finding at or above it was found."""
     hits = failing(report, fail_on)
     if not hits:
@@ -132,8 +153,8 @@ class AnalyzeCommand:
             run_dir = None
         else:
             raise UsageError(f"{args.target}: no such run, directory or trace file")
-        write_report(report, fmt, Console(), run_dir)
-        err = Console(stderr=True, highlight=False)
+        write_report(report, fmt, None, run_dir)
+        err = Stderr()
         if report.breakdown is None or not report.breakdown.steps:
             why = "; ".join(report.breakdown.notes) if report.breakdown else "no trace"
             err.print(f"tfdoctor: could not diagnose {args.target}: {why}", markup=False, soft_wrap=True)
