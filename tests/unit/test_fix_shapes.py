@@ -311,6 +311,41 @@ def test_generator_prefetch_sets_workers_on_a_pydataset_fed_to_fit() -> None:
     )
 
 
+def test_generator_prefetch_sets_workers_on_a_pydataset_without_kwargs_or_without_init() -> None:
+    # __init__ without **kwargs: super().__init__() takes the keyword itself
+    no_kwargs = PYDATASET.replace("batch_size, **kwargs)", "batch_size)").replace(
+        "super().__init__(**kwargs)", "super().__init__()"
+    )
+    assert_codemod(
+        "generator-prefetch",
+        no_kwargs,
+        no_kwargs.replace("super().__init__()", "super().__init__(workers=4)"),
+    )
+    # no __init__ of its own: PyDataset.__init__ takes workers= where the instance is made
+    no_init = """
+    import keras
+
+
+    class Seq(keras.utils.PyDataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, idx):
+            return X[idx], Y[idx]
+
+
+    model.fit(Seq(), epochs=3)
+    """
+    reason = assert_codemod("generator-prefetch", no_init, no_init.replace("Seq()", "Seq(workers=4)"))
+    assert "workers=4 where Seq is made (line 12; it has no __init__ of its own)" in reason
+    # an __init__ that never calls super().__init__(): left alone, with the reason
+    assert_skipped(
+        "generator-prefetch",
+        PYDATASET.replace("        super().__init__(**kwargs)\n", ""),
+        "Seq.__init__ does not call super().__init__(): nowhere to set workers",
+    )
+
+
 def test_generator_prefetch_unchanged_without_a_generator() -> None:
     assert_skipped(
         "generator-prefetch", "import tensorflow as tf\nmodel.fit(x, y)\n", "no Python generator function"

@@ -289,11 +289,27 @@ class GeneratorPrefetchCodemod(FixCodemod):
             if passes or (sup is not None and kwarg(sup, "workers") is not None):
                 notes.append(f"{name} already sets workers: left as it is")
                 continue
-            if sup is None:
+            if init is None and all(
+                (dotted(b.value) or "").split(".")[-1] in LOADER_BASES for b in loader.bases
+            ):
+                # no __init__ of its own: PyDataset.__init__ takes workers= where the instance is made
+                made_at = [
+                    c
+                    for c in walk(tree)
+                    if isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value == name
+                ]
+                for c in made_at:
+                    self.workers[id(c)] = name
+                where = ", ".join(f"line {self.line(c)}" for c in made_at)
+                done.append(
+                    f"workers={WORKERS} where {name} is made ({where}; it has no __init__ of its own)"
+                )
+            elif sup is None:
                 notes.append(f"{name}.__init__ does not call super().__init__(): nowhere to set workers")
                 continue
-            self.workers[id(sup)] = name
-            done.append(f"workers={WORKERS} in {name}'s super().__init__() (line {self.line(sup)})")
+            else:
+                self.workers[id(sup)] = name
+                done.append(f"workers={WORKERS} in {name}'s super().__init__() (line {self.line(sup)})")
             self.warn(
                 f"{name}.__getitem__ now runs in {WORKERS} threads: batches keep their order; random draws "
                 "from a generator the batches share happen in a different order"
@@ -324,8 +340,13 @@ class GeneratorPrefetch(Fix):
     (TensorFlow ops do), so it pays most once the step is a tf.function.
 
     A ``keras.utils.PyDataset`` (or ``Sequence``) subclass fed to ``fit`` gets ``workers=4`` in its
-    ``super().__init__(...)``: Keras then prepares the next batches in 4 threads (same batches, same
-    order; random draws from a generator they share come in a different order).
+    ``super().__init__(...)`` (with or without ``**kwargs``), or, when the class has no ``__init__`` of
+    its own, where the instance is made (``Seq(workers=4)``): Keras then prepares the next batches in 4
+    threads (same batches, same order; random draws from a generator they share come in a different
+    order). Not changed: a class that already sets ``workers`` (or is made with it), an ``__init__``
+    that never calls ``super().__init__()``. ``use_multiprocessing`` is left off: each epoch's worker
+    processes would start from copies of one state of a random generator the batches share, and repeat
+    each other's draws.
 
     Advice (not applied): per-example Python work stays under the GIL; the lasting fix is to express it
     as tf.data ops with a parallel ``map`` (see the patch pattern in docs/fixes.md).
