@@ -395,6 +395,20 @@ def test_cache_never_follows_a_random_map_of_an_earlier_assignment() -> None:
     )
 
 
+def test_cache_does_not_trust_a_map_calling_an_object_it_cannot_see_into() -> None:
+    """augmenter is a Keras model (it may hold RandomFlip): its name says nothing about randomness."""
+    assert_skipped(
+        "tfdata-cache",
+        """
+        import keras
+        import tensorflow as tf
+        augmenter = keras.Sequential([keras.layers.RandomFlip()])
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (augmenter(a), b)).batch(4)
+        """,
+        "map() calls a function tfdoctor cannot inspect",
+    )
+
+
 def test_cache_unchanged_on_the_expert_example() -> None:
     out = get_fix("tfdata-cache").apply((EXAMPLES / "expert.py").read_text(), FixContext())
     assert out.status == "skipped" and "already caches" in out.reason

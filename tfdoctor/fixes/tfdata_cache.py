@@ -3,6 +3,7 @@ before shuffling and random augmentation."""
 
 from __future__ import annotations
 
+import builtins
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,13 +62,35 @@ class _Purity:
                     return self.memo[name]
         return None
 
+    def opaque(self, node: cst.CSTNode, seen: frozenset[str] = frozenset()) -> str | None:
+        """A call under ``node`` (or in the script's functions it calls) whose randomness cannot be told
+        from its name: a callable object (``augmenter(x)``, a Keras layer or model: it may hold
+        ``RandomFlip``), a function made on the fly (``make()(x)``); None when there is none."""
+        local = _bound_in(node)
+        for n in walk(node):
+            if not isinstance(n, cst.Call):
+                continue
+            if isinstance(n.func, cst.Name):
+                name = n.func.value
+                if name in self.defs and name not in seen:
+                    inner = self.opaque(self.defs[name].body, seen | {name})
+                    if inner:
+                        return inner
+                elif name not in self.defs and (name in local or not hasattr(builtins, name)):
+                    return f"{name}()"
+            elif not isinstance(n.func, cst.Attribute):
+                return "a function made on the fly"
+        return None
+
     def fn_random(self, arg: cst.BaseExpression) -> str | None:
         """Why the map function is random, "" when it is deterministic, None when it cannot be told."""
         if isinstance(arg, cst.Lambda):
-            return self.why_random(arg.body) or ""
+            return self.why_random(arg.body) or ("" if not self.opaque(arg.body) else None)
         if isinstance(arg, cst.Name) and arg.value in self.defs:
             why = self.why_random(self.defs[arg.value].body, frozenset({arg.value}))
-            return f"{arg.value} → {why}" if why else ""
+            if why:
+                return f"{arg.value} → {why}"
+            return "" if not self.opaque(self.defs[arg.value].body, frozenset({arg.value})) else None
         return None
 
 
@@ -618,7 +641,8 @@ class Cache(Fix):
     ``from_tensors``, ``range``, ``from_generator``), ``.cache()`` goes after the leading run of
     deterministic ``map``/``filter`` steps. A map is deterministic when its function (a lambda or a
     module-level function, followed through the functions it calls) draws no random numbers
-    (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``).
+    (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``) and calls no object whose randomness
+    its name cannot tell (``augmenter(x)``: a Keras layer or model may hold ``RandomFlip``).
 
     Splitting a map: when the first map that draws random numbers is a module-level function whose
     body starts with element-wise, deterministic assignments (``image = tf.cast(image, tf.float32) /
