@@ -307,7 +307,9 @@ def plan_split(
     body = list(fn.body.body)
     start = 1 if body and _is_docstring(body[0]) else 0
     local = _bound_in(fn.body) | set(params)
-    tensors = set(params)  # names holding tensors (the element's parts, and what tf ops made of them)
+    # names holding tensors: the element's parts (a parameter with a default is a Python value), and
+    # what tf ops made of them
+    tensors = {p.name.value for p in ps.params if p.default is None}
     order: list[str] = []  # the prefix's locals, first assignment first
     end, stop = start, "ends the function"
     for i in range(start, len(body)):
@@ -351,8 +353,8 @@ def plan_split(
     python = [n for n in passed if n not in tensors]
     if python:
         return None, (
-            f"{name}(): the rest reads {', '.join(python)}, a Python value of the deterministic start "
-            "(a map can only pass tensors on)"
+            f"{name}(): the rest reads {', '.join(python)}, a Python value, not a tensor (one map hands "
+            "the next only tensors)"
         )
     return _Split(fn, end, tuple(passed), stop), ""
 
