@@ -626,7 +626,8 @@ def _split_functions(plan: _Split, pre: str, rest: str) -> tuple[cst.FunctionDef
         body=block.with_changes(body=[pre_doc, *stmts[start : plan.end], ret]),
     )
     first_rest = stmts[plan.end]
-    rest_body = [rest_doc, first_rest.with_changes(leading_lines=[]), *stmts[plan.end + 1 :]]
+    comments = [ln for ln in getattr(first_rest, "leading_lines", ()) if ln.comment is not None]
+    rest_body = [rest_doc, first_rest.with_changes(leading_lines=comments), *stmts[plan.end + 1 :]]
     anns = {p.name.value: p.annotation for p in fn.params.params}
     rest_fn = fn.with_changes(
         name=cst.Name(rest),
