@@ -133,3 +133,18 @@ def test_a_malformed_event_length_is_refused():
     assert _event_records(u8, p, b) is None
     with pytest.raises(Unsupported):
         convert_columnar(bytes(data), "x")
+
+
+def test_a_file_that_ends_with_its_last_event():
+    # a plane of one line and no metadata: the file's last bytes are the last event's
+    xs = _xspace_class()()
+    line = xs.planes.add().lines.add(timestamp_ns=5)
+    for i in range(300):
+        line.events.add(metadata_id=0x22, offset_ps=i * 0x22, duration_ps=0x22)
+    data = xs.SerializeToString()
+    a, b = line_span(data)
+    assert b == len(data)
+    found = _event_records(np.frombuffer(data, np.uint8), a + data[a:b].index(b"\x22"), b)
+    assert found is not None and len(found[0]) == 300 and int(found[1][-1]) == len(data)
+    trace = convert_columnar(data, "x")
+    assert trace.planes[0].event_names == ["<event 34>"] and len(trace.planes[0].lines[0]) == 300

@@ -219,10 +219,13 @@ def _record_ends(u8: np.ndarray, tags: np.ndarray, b: int) -> tuple[np.ndarray, 
     """For a length-delimited record starting at each of ``tags`` (its one-byte tag there): the length
     varint's size (1-5 bytes; 0 where it is longer, unterminated or runs past ``b``) and the record's end
     (-1 where malformed or past ``b``)."""
-    size = np.zeros(tags.size, np.uint8)
-    length = np.zeros(tags.size, np.int64)
-    going = np.arange(tags.size)
-    for k in range(5):  # lengths below 2^35: every record of a file under 2 GiB
+    q = tags + 1
+    byte = u8[np.minimum(q, b - 1)]
+    inside = q < b
+    length = (byte & 0x7F).astype(np.int64)
+    size = (inside & (byte < 0x80)).astype(np.uint8)
+    going = np.flatnonzero(inside & (byte >= 0x80))  # lengths of 128 bytes and more: few
+    for k in range(1, 5):  # lengths below 2^35: every record of a file under 2 GiB
         q = tags[going] + (1 + k)
         inside = q < b
         going, q = going[inside], q[inside]
@@ -231,21 +234,23 @@ def _record_ends(u8: np.ndarray, tags: np.ndarray, b: int) -> tuple[np.ndarray, 
         last = byte < 0x80
         size[going[last]] = k + 1
         going = going[~last]
-    end = tags + 1 + size.astype(np.int64) + length
-    end[(size == 0) | (end > b)] = -1
-    return size, end
+    length += tags
+    length += 1
+    length += size
+    length[(size == 0) | (length > b)] = -1
+    return size, length
 
 
 def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The payload (starts, ends) of the events laid out back to back from ``p`` (which holds the events
     tag, 0x22) in the line's bytes ``[p, b)``, without a Python step per event; None where one of them is
-    malformed (the caller walks the line in Python then, and refuses it there).
+    malformed or the layout is unusual (the caller walks the line in Python then, and refuses it there).
 
-    Each record's end depends on the one before, so the walk is serial; here it is done for every byte
-    that could start a record at once: each 0x22 byte in the range (the events' tags, and a few inside
-    their payloads) gets the end of the record it would start, and the chain of records from ``p`` is
-    followed by pointer doubling (log2(events) vectorised rounds). The chain stops at the first record
-    whose end is not another 0x22 byte: the end of the events, or a line field after them."""
+    Each record's end depends on the one before, so the walk is serial. Here every byte that could start
+    a record (each 0x22 byte: the events' tags, and some inside their payloads) gets the record it would
+    start, and the chain of records from ``p`` is followed by pointer doubling: log2(events) vectorised
+    rounds. The chain stops at the first record whose end holds no 0x22 byte: the end of the events (or a
+    line field after them). The result is checked link by link."""
     idt = np.int32 if len(u8) < 1 << 31 else np.int64
     tags_l: list[np.ndarray] = []
     size_l: list[np.ndarray] = []
@@ -266,29 +271,48 @@ def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarr
     del size_l
     end = np.concatenate(end_l)
     del end_l
-    # jump[i]: the candidate where candidate i's record ends (nc: none, the chain stops there)
-    jump = np.empty(nc + 1, idt)
-    jump[nc] = nc
+    if tags[0] != p:
+        return None
+    # jump[i]: the candidate where candidate i's record ends; nc where none does (the chain stops there).
+    # An event's record usually ends at one of the next few candidates: compared in place first; the
+    # others whose end holds a 0x22 byte are searched for.
+    jump = np.full(nc + 1, nc, idt)  # jump[nc]: nowhere
     for a in range(0, nc, SCAN >> 2):
-        e = end[a : a + (SCAN >> 2)]
-        r = np.searchsorted(tags, e)
-        hit = (e >= 0) & (tags[np.minimum(r, nc - 1)] == e)
-        jump[a : a + e.size] = np.where(hit, r, nc)
-        del e, r, hit
-    r0 = int(np.searchsorted(tags, p))
+        z = min(a + (SCAN >> 2), nc)
+        e, j = end[a:z], jump[a:z]
+        for k in (1, 2, 3):
+            m = min(z + k, nc) - (a + k)
+            if m <= 0:
+                continue
+            hit = tags[a + k : a + k + m] == e[:m]
+            hit &= j[:m] == nc
+            at = np.flatnonzero(hit)
+            j[at] = at + (a + k)
+            del hit, at
+        rest = np.flatnonzero((j == nc) & (e >= 0) & (e < b))  # an end at b: the last event
+        rest = rest[u8[e[rest]] == 0x22]
+        if rest.size:
+            r = np.minimum(np.searchsorted(tags, e[rest]), nc - 1)
+            hit = tags[r] == e[rest]
+            j[rest[hit]] = r[hit]
+        del e, j, rest
     on = np.zeros(nc + 1, bool)
-    on[r0] = True
-    while jump[r0] != nc:  # after round k, ``on`` holds the chain's first 2^(k+1) records
+    on[0] = True  # p: the first event
+    while jump[0] != nc:  # after round k, ``on`` holds the chain's first 2^(k+1) records
         on[jump[on]] = True
         jump = jump[jump]
-    del jump
     on[nc] = False
+    del jump
     chain = np.flatnonzero(on)
     del on
+    starts = tags[chain]
     ends = end[chain]
-    if ends[-1] < 0:
+    del tags, end
+    # the chain, link by link: each record ends where the next begins, and the last one ends the events
+    if ends[-1] < 0 or not np.array_equal(ends[:-1], starts[1:]) or (ends[-1] < b and u8[ends[-1]] == 0x22):
         return None
-    starts = tags[chain] + 1 + size[chain].astype(idt)
+    starts += 1
+    starts += size[chain]
     return starts, ends
 
 
