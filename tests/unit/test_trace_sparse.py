@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tfdoctor.trace import StatColumn, parse_chrome
+from tfdoctor.trace import StatColumn, _xplane_columnar, parse_chrome, xplane
 from tfdoctor.trace._xplane_columnar import Unsupported, _event_records, _line_events_slow, convert_columnar
 from tfdoctor.trace.xplane import _convert, _xspace_class
 
@@ -148,3 +148,34 @@ def test_a_file_that_ends_with_its_last_event():
     assert found is not None and len(found[0]) == 300 and int(found[1][-1]) == len(data)
     trace = convert_columnar(data, "x")
     assert trace.planes[0].event_names == ["<event 34>"] and len(trace.planes[0].lines[0]) == 300
+
+
+def test_a_mapped_file_released_block_by_block_reads_the_same(tmp_path, monkeypatch):
+    # small scan blocks and chunks, every file mapped: the pages of each scanned block and each decoded
+    # chunk are given back and read again where needed (the marker events' stats)
+    monkeypatch.setattr(xplane, "MMAP_MIN_BYTES", 0)
+    monkeypatch.setattr(_xplane_columnar, "SCAN", 1 << 13)
+    monkeypatch.setattr(_xplane_columnar, "CHUNK", 1 << 10)
+    released: list[tuple[int, int]] = []
+    real = _xplane_columnar._releaser
+
+    def spy(data):
+        release = real(data)
+        assert release is not None  # a mapped file
+
+        def counted(a: int, b: int) -> None:
+            released.append((a, b))
+            release(a, b)
+
+        return counted
+
+    monkeypatch.setattr(_xplane_columnar, "_releaser", spy)
+    data = xspace_bytes()
+    f = tmp_path / "big.xplane.pb"
+    f.write_bytes(data)
+    mapped = xplane.read_xplane(f)
+    assert len(released) > 20
+    a, b = mapped.planes[0].lines[0], upb(data).planes[0].lines[0]
+    for col in ("start_ps", "dur_ps", "name_idx"):
+        assert np.array_equal(getattr(a, col), getattr(b, col))
+    assert a.stats.keys() == b.stats.keys() and all(a.stats[k] == b.stats[k] for k in a.stats)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import mmap
 from array import array
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -32,6 +33,9 @@ Buffer = bytes | mmap.mmap
 
 #: Events decoded per vectorised chunk (bounds the temporaries: ~80 bytes per event).
 CHUNK = 1 << 16
+
+#: gives back the memory pages of a byte range of a mapped file, once read (None: the bytes are not mapped)
+Release = Callable[[int, int], None] | None
 
 
 class Unsupported(Exception):
@@ -241,7 +245,9 @@ def _record_ends(u8: np.ndarray, tags: np.ndarray, b: int) -> tuple[np.ndarray, 
     return size, length
 
 
-def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _event_records(
+    u8: np.ndarray, p: int, b: int, release: Release = None
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The payload (starts, ends) of the events laid out back to back from ``p`` (which holds the events
     tag, 0x22) in the line's bytes ``[p, b)``, without a Python step per event; None where one of them is
     malformed or the layout is unusual (the caller walks the line in Python then, and refuses it there).
@@ -250,20 +256,29 @@ def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarr
     a record (each 0x22 byte: the events' tags, and some inside their payloads) gets the record it would
     start, and the chain of records from ``p`` is followed by pointer doubling: log2(events) vectorised
     rounds. The chain stops at the first record whose end holds no 0x22 byte: the end of the events (or a
-    line field after them). The result is checked link by link."""
+    line field after them). The result is checked link by link. The bytes are read once, front to back
+    (``release`` gives each scanned block's pages back)."""
     idt = np.int32 if len(u8) < 1 << 31 else np.int64
     tags_l: list[np.ndarray] = []
     size_l: list[np.ndarray] = []
     end_l: list[np.ndarray] = []
+    linked_l: list[np.ndarray] = []
     for a in range(p, b, SCAN):
         z = min(a + SCAN, b)
         t = np.flatnonzero(u8[a:z] == 0x22)
         t += a
         size, end = _record_ends(u8, t, b)
+        # whether the record ends at a 0x22 byte (another record could start there): read now, ahead of
+        # the scan, so that the block's pages can go
+        linked = (end >= 0) & (end < b)
+        linked[linked] = u8[end[linked]] == 0x22
         tags_l.append(t.astype(idt))
         size_l.append(size)
         end_l.append(end.astype(idt))
-        del t, end
+        linked_l.append(linked)
+        del t, end, linked
+        if release is not None:
+            release(a, z)
     tags = np.concatenate(tags_l)
     del tags_l
     nc = tags.size
@@ -271,6 +286,8 @@ def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarr
     del size_l
     end = np.concatenate(end_l)
     del end_l
+    linked = np.concatenate(linked_l)
+    del linked_l
     if tags[0] != p:
         return None
     # jump[i]: the candidate where candidate i's record ends; nc where none does (the chain stops there).
@@ -280,6 +297,7 @@ def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarr
     for a in range(0, nc, SCAN >> 2):
         z = min(a + (SCAN >> 2), nc)
         e, j = end[a:z], jump[a:z]
+        lk = linked[a:z]
         for k in (1, 2, 3):
             m = min(z + k, nc) - (a + k)
             if m <= 0:
@@ -289,13 +307,13 @@ def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarr
             at = np.flatnonzero(hit)
             j[at] = at + (a + k)
             del hit, at
-        rest = np.flatnonzero((j == nc) & (e >= 0) & (e < b))  # an end at b: the last event
-        rest = rest[u8[e[rest]] == 0x22]
+        rest = np.flatnonzero(lk & (j == nc))
         if rest.size:
             r = np.minimum(np.searchsorted(tags, e[rest]), nc - 1)
             hit = tags[r] == e[rest]
             j[rest[hit]] = r[hit]
-        del e, j, rest
+        del e, j, lk, rest
+    del linked
     on = np.zeros(nc + 1, bool)
     on[0] = True  # p: the first event
     while jump[0] != nc:  # after round k, ``on`` holds the chain's first 2^(k+1) records
@@ -317,7 +335,7 @@ def _event_records(u8: np.ndarray, p: int, b: int) -> tuple[np.ndarray, np.ndarr
 
 
 def _line_events(
-    buf: Buffer, u8: np.ndarray, a: int, b: int
+    buf: Buffer, u8: np.ndarray, a: int, b: int, release: Release = None
 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """The line's header fields and each event's payload (start, end).
 
@@ -329,7 +347,7 @@ def _line_events(
         p = _header_field(buf, p, b, header)
     if p >= b:
         return header, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    found = _event_records(u8, p, b)
+    found = _event_records(u8, p, b, release)
     if found is None:
         return _line_events_slow(buf, a, b)
     starts, ends = found
@@ -367,7 +385,7 @@ def _name_index(
 
 
 # -- XSpace → Trace ----------------------------------------------------------------------------------
-def _releaser(data: Any):
+def _releaser(data: Any) -> Release:
     """For a memory-mapped file: a function dropping the whole pages of a byte range (they fault back in
     from the file if read again); None for bytes."""
     if not isinstance(data, mmap.mmap) or not hasattr(data, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
@@ -450,18 +468,22 @@ def convert_columnar(data: Buffer, source: str) -> Trace:
         }
         lines: list[Line] = []
         for la, lb in line_spans:
-            header, starts, ends = _line_events(data, u8, la, lb)
+            header, starts, ends = _line_events(data, u8, la, lb, release)
             if end < 1 << 31:  # positions in 4 bytes, not 8: they live as long as the line is decoded
                 starts, ends = starts.astype(np.int32, copy=False), ends.astype(np.int32, copy=False)
             n = len(starts)
             idx = np.empty(n, np.int32)
             off = np.empty(n, np.int64)
             dur = np.empty(n, np.int64)
+            done = la
             for c in range(0, n, CHUNK):  # metadata ids only per chunk: names indexed as they come
                 sl = slice(c, c + CHUNK)
                 mids, off[sl], dur[sl] = _decode_events(u8, starts[sl], ends[sl])
                 idx[sl] = _name_index(mids, meta_index, names, display)
                 del mids
+                if release is not None:  # these events are decoded: their pages go (the few marker
+                    release(done, int(ends[sl][-1]))  # events read below fault theirs back in)
+                    done = int(ends[sl][-1]) // mmap.PAGESIZE * mmap.PAGESIZE
             stats: dict[str, StatColumn] = {}
             if wanted and n:
                 marker_ids = [i for i, nm in enumerate(names) if nm in MARKER_EVENTS]
