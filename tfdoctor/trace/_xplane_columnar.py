@@ -215,8 +215,8 @@ def _header_field(buf: Buffer, p: int, b: int, header: dict[str, Any]) -> int:
     return p
 
 
-#: bytes of a line scanned for event tags at once (bounds the scan's temporaries to a few MiB)
-SCAN = 1 << 22
+#: bytes of a line scanned for event tags at once (bounds the scan's temporaries: ~3 MiB)
+SCAN = 1 << 20
 
 
 def _record_ends(u8: np.ndarray, tags: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
