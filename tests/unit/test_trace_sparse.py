@@ -9,8 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from tfdoctor.trace import StatColumn, _xplane_columnar, parse_chrome, xplane
+from tfdoctor.errors import TraceError
+from tfdoctor.trace import Line, Plane, StatColumn, Trace, _xplane_columnar, parse_chrome, xplane
 from tfdoctor.trace._xplane_columnar import Unsupported, _event_records, _line_events_slow, convert_columnar
+from tfdoctor.trace.model import check_consistent
 from tfdoctor.trace.xplane import _convert, _xspace_class
 
 N_OPS = 20_000
@@ -179,3 +181,13 @@ def test_a_mapped_file_released_block_by_block_reads_the_same(tmp_path, monkeypa
     for col in ("start_ps", "dur_ps", "name_idx"):
         assert np.array_equal(getattr(a, col), getattr(b, col))
     assert a.stats.keys() == b.stats.keys() and all(a.stats[k] == b.stats[k] for k in a.stats)
+
+
+def test_the_consistency_check_reads_min_and_max_and_still_refuses_the_extremes():
+    # int64's most negative start: abs() would wrap it to a negative number and let it through
+    for start, dur in ((-(2**63), 1), (2**62 + 1, 1), (0, -5)):
+        line = Line(
+            1, "l", "", np.array([0, start], np.int64), np.array([1, dur], np.int64), np.zeros(2, np.int32)
+        )
+        with pytest.raises(TraceError, match="inconsistent trace"):
+            check_consistent(Trace([Plane(1, "/host:CPU", [line], ["op"])], 0, "x", "xplane"))

@@ -280,19 +280,22 @@ def check_consistent(trace: Trace) -> Trace:
         if not len(ln):
             continue
         n += len(ln)
-        bad = ln.dur_ps < 0
-        if bad.any():
+        # min / max first: no temporary the size of the line unless something is wrong
+        dmin, dmax = int(ln.dur_ps.min()), int(ln.dur_ps.max())
+        smin, smax = int(ln.start_ps.min()), int(ln.start_ps.max())
+        if dmin < 0:
+            bad = ln.dur_ps < 0
             neg += int(bad.sum())
             i = int(np.flatnonzero(bad)[0])
             example = example or (
                 f"{plane.event_names[ln.name_idx[i]][:60]!r} on {plane.name} lasts {int(ln.dur_ps[i]) / 1e9:.3f} ms"
             )
-        out = (np.abs(ln.start_ps) > MAX_PS) | (ln.dur_ps > MAX_PS)
-        if out.any():
+        if smin < -MAX_PS or smax > MAX_PS or dmax > MAX_PS:
+            out = (ln.start_ps < -MAX_PS) | (ln.start_ps > MAX_PS) | (ln.dur_ps > MAX_PS)  # abs() wraps
             far += int(out.sum())
             i = int(np.flatnonzero(out)[0])
             example = example or f"{plane.event_names[ln.name_idx[i]][:60]!r} on {plane.name}"
-        if not any_time and (ln.start_ps.any() or ln.dur_ps.any()):
+        if not any_time and (smin or smax or dmin or dmax):
             any_time = True
     if neg or far:
         what = ", ".join(
