@@ -38,6 +38,11 @@ def timed(cmd: list[str], home: Path, cwd: Path) -> tuple[float, subprocess.Comp
     return wall, proc
 
 
+def _stored_runs(home: Path) -> int:
+    runs = home / "runs"
+    return sum(1 for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else 0
+
+
 def measure(name: str, steps: int, rounds: int, extra: list[str]) -> dict:
     work = CACHE / "fix_cost" / Path(name).stem
     if work.exists():
@@ -54,13 +59,15 @@ def measure(name: str, steps: int, rounds: int, extra: list[str]) -> dict:
         wall, _ = timed(base, home, work)
         plain.append(wall)
         say(f"  {name} round {r + 1}/{rounds}: profile {wall:.1f} s")
+        before = _stored_runs(home)
         wall, proc = timed([*base, "--fix", *extra], home, work)
         fix.append(wall)
         report = json.loads(proc.stdout)
         summary = report.get("fix") or {}
-        tried = [t for t in summary.get("trials", []) if t.get("run_id")]
         info = {
-            "runs": 1 + len(tried) + (1 if summary.get("combined_run_id") else 0),
+            # every run the --fix command stored: its baseline, each trial, each paired round's two runs,
+            # the combined run and its rounds against the baseline
+            "runs": _stored_runs(home) - before,
             "kept": summary.get("kept", []),
             "speedup": summary.get("combined_speedup"),
             "loop_s": summary.get("wall_s"),
@@ -144,11 +151,16 @@ def main() -> None:
             f"Each script runs through the real CLI in a fresh store: `tfdoctor profile SCRIPT --steps"
             f" {args.steps}` (one baseline window), then `… --fix`, then the plain profile again; wall clock"
             " around each whole command (interpreter and TensorFlow start-up included). The ratio divides"
-            " the `--fix` time by the median of the plain runs on either side of it. Runs made = the baseline"
-            " + one run per fix tried (timing only, no profiler) + the final combined run.",
+            " the `--fix` time by the median of the plain runs on either side of it. Runs made = every run the"
+            " `--fix` command stored: its baseline, one run per fix tried, the paired rounds that confirm"
+            " or reject a trial (two runs each, up to `--fix-rounds`), and the final combined run with its"
+            " rounds against the baseline.",
             render(rows),
-            "The cost is roughly one baseline window per fix tried: fixes that do not apply (the codemod"
-            " finds nothing to change) cost no run.",
+            "Each run costs about one baseline window; what multiplies them is the judge: a trial that"
+            " is not decisive on its first run is measured again in paired rounds (the state it must beat"
+            " and the trial back to back) until its interval clears the bar or the round budget is spent."
+            " Fixes that do not apply (the codemod finds nothing to change) cost no run. `--fix-rounds 1`"
+            " or `--only` make a --fix run cheaper, at the price of more undecided trials.",
             "Regenerate: `python benchmarks/fix_cost.py` (about 10 minutes).",
         ]
     )
