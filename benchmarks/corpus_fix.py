@@ -33,6 +33,7 @@ from _common import ROOT, md_table, median, say, update_section, versions
 
 from tfdoctor.capture.runner import CaptureConfig, run_capture
 from tfdoctor.session.build import finish_run
+from tfdoctor.session.fix_loop import DEFAULT_ROUNDS
 from tfdoctor.store import RunStore
 
 CORPUS = ROOT / "examples" / "corpus"
@@ -94,7 +95,7 @@ def measure(store: RunStore, script: Path, steps: int, label: str) -> float | No
     return tp.examples_per_s or tp.steps_per_s
 
 
-def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int) -> dict:
+def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int, full_run: bool = True) -> dict:
     stem = Path(name).stem if "/" not in name else name.replace("/", "-").removesuffix(".py")
     home = work / "home"
     store = RunStore(home)
@@ -109,29 +110,35 @@ def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int) -> di
         say(structural["stderr"])
     for t in structural["trials"]:
         say(f"     {t[0]}: {t[1]} {f'{t[2]:.2f}x ' if t[2] else ''}({t[3][:160]})")
-    say(f"== {name}: --fix, every fix")
-    full = fix_run(base_dir / name, home, f"{stem}-full", steps, None, fix_rounds)
-    say(f"   kept: {', '.join(full['kept']) or 'none'} ({full['wall']:.0f} s, rc {full['rc']})")
-    if full["rc"] not in (0, 8):
-        say(full["stderr"])
-    for t in full["trials"]:
-        say(f"     {t[0]}: {t[1]} {f'{t[2]:.2f}x ' if t[2] else ''}({t[3][:160]})")
+    full = None
+    if full_run:
+        say(f"== {name}: --fix, every fix")
+        full = fix_run(base_dir / name, home, f"{stem}-full", steps, None, fix_rounds)
+        say(f"   kept: {', '.join(full['kept']) or 'none'} ({full['wall']:.0f} s, rc {full['rc']})")
+        if full["rc"] not in (0, 8):
+            say(full["stderr"])
+        for t in full["trials"]:
+            say(f"     {t[0]}: {t[1]} {f'{t[2]:.2f}x ' if t[2] else ''}({t[3][:160]})")
     scripts = {
         "baseline": base_dir / name,
         "structural": patched_copy(structural["patch"], work / f"{stem}-structural", folder) / name,
-        "full": patched_copy(full["patch"], work / f"{stem}-full", folder) / name,
         "expert": (base_dir / name).with_name(f"{Path(name).stem}_expert.py"),
     }
-    side: dict[str, list[float | None]] = {k: [] for k in VARIANTS}
+    if full is not None:
+        scripts["full"] = patched_copy(full["patch"], work / f"{stem}-full", folder) / name
+    variants = [v for v in VARIANTS if v in scripts]
+    side: dict[str, list[float | None]] = {k: [] for k in variants}
     for r in range(rounds):
-        order = VARIANTS[r % 4 :] + VARIANTS[: r % 4]  # rotate: load drifting over a round weighs on all
+        n = len(variants)
+        order = variants[r % n :] + variants[: r % n]  # rotate: load drifting over a round weighs on all
         for label in order:
             v = measure(store, scripts[label], steps, f"side by side {label} #{r + 1}")
             side[label].append(v)
             say(f"   round {r + 1} {label}: {v:.1f} examples/s" if v else f"   round {r + 1} {label}: -")
-    ratios = {k: [a / b for a, b in zip(side[k], side["expert"], strict=True) if a and b] for k in VARIANTS}
+    ratios = {k: [a / b for a, b in zip(side[k], side["expert"], strict=True) if a and b] for k in variants}
     return {
         "name": name,
+        "fix_rounds": fix_rounds,
         "structural": structural,
         "full": full,
         "side": {k: median([x for x in v if x]) for k, v in side.items()},
@@ -160,9 +167,10 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
                 f"{r['side']['expert']:.1f}",
                 f"{ratio['baseline']:.2f}",
                 f"**{ratio['structural']:.2f}**",
-                f"{ratio['full']:.2f}",
+                f"{ratio['full']:.2f}" if r.get("full") else "not run",
+                str(r.get("fix_rounds", "?")),
                 ", ".join(r["structural"]["kept"]) or "none",
-                ", ".join(r["full"]["kept"]) or "none",
+                ", ".join(r["full"]["kept"]) or "none" if r.get("full") else "not run",
             ]
         )
     parts.append(
@@ -174,6 +182,7 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
                 "baseline / expert",
                 "structural / expert",
                 "full / expert",
+                "--fix-rounds",
                 "kept (structural)",
                 "kept (full)",
             ],
@@ -183,7 +192,9 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
     for r in results:
         parts += ["", f"### {r['name']}", ""]
         for which in ("structural", "full"):
-            f = r[which]
+            f = r.get(which)
+            if not f:
+                continue
             parts.append(f"`--fix` ({which}, {f['wall']:.0f} s):")
             parts.append("")
             parts.append(
@@ -198,8 +209,9 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
             parts.append("")
         per = {k: ", ".join(f"{x:.2f}" for x in v) for k, v in r["ratios"].items()}
         parts.append(
-            f"Per-round ratios to the expert: structural {per['structural']}; full {per['full']}; "
-            f"baseline {per['baseline']}."
+            "Per-round ratios to the expert: "
+            + "; ".join(f"{k} {per[k]}" for k in ("structural", "full", "baseline") if k in per)
+            + "."
         )
     return "\n".join(parts)
 
@@ -210,18 +222,28 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="few steps, one round, no docs update")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--fix-rounds", type=int, default=1, help="--fix-rounds of the fix loops")
+    p.add_argument(
+        "--fix-rounds",
+        type=int,
+        default=None,
+        help=f"--fix-rounds of the fix loops (default {DEFAULT_ROUNDS}, what a user gets; 1 with --quick)",
+    )
+    p.add_argument(
+        "--structural-only", action="store_true", help="skip the full --fix run (no 'full' column)"
+    )
     p.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
     p.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = p.parse_args()
     steps, rounds = (16, 1) if args.quick else (args.steps, args.rounds)
+    if args.fix_rounds is None:
+        args.fix_rounds = 1 if args.quick else DEFAULT_ROUNDS
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     names = args.scripts or corpus_scripts()
     results = []
     for name in names:
         work = Path(tempfile.mkdtemp(prefix="tfdoctor-bench-corpus-"))
         try:
-            results.append(study(name, work, steps, rounds, args.fix_rounds))
+            results.append(study(name, work, steps, rounds, args.fix_rounds, not args.structural_only))
         except (subprocess.CalledProcessError, OSError) as e:
             say(f"== {name}: benchmark failed: {type(e).__name__}: {e}")
         finally:
