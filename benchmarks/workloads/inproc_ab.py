@@ -34,6 +34,12 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--loop", choices=["function", "fit", "eager"], default="function")
 parser.add_argument("--steps", type=int, default=120, help="timed steps per window")
 parser.add_argument("--rounds", type=int, default=8)
+parser.add_argument(
+    "--attribute",
+    action="store_true",
+    help="no A/B: run --rounds hooked windows under cProfile and print the exclusive time of tfdoctor's "
+    "own functions against the window's total (one JSON line per round)",
+)
 args = parser.parse_args()
 
 WARM = 3  # the capture's own warm-up steps inside A (not timed, like B's first steps)
@@ -124,7 +130,31 @@ def hooked(tmp: Path, r: int) -> tuple[float, float, list[float]]:
     return window(WARM, args.steps - 1)
 
 
+def attribute(tmp: Path, r: int) -> dict:
+    """One hooked window under cProfile: the exclusive (own) time of the functions in tfdoctor's files,
+    against everything the profiler saw in the window. cProfile's per-call cost inflates both sides (the
+    hooks are small functions called per step, so their share is if anything overstated)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    hooked(tmp, r)
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    own = sum(v[2] for k, v in stats.items() if f"{os.sep}tfdoctor{os.sep}" in k[0])
+    total = sum(v[2] for v in stats.values())
+    calls = sum(v[1] for k, v in stats.items() if f"{os.sep}tfdoctor{os.sep}" in k[0])
+    return {"round": r, "tfdoctor_s": own, "total_s": total, "tfdoctor_calls": calls, "steps": args.steps}
+
+
 train(30)  # warm-up: tracing, autotuning
+if args.attribute:
+    with tempfile.TemporaryDirectory() as d:
+        hooked(Path(d), -1)  # the hooks' first window: tracing under the hooks, not timed
+        for r in range(args.rounds):
+            print(json.dumps(attribute(Path(d), r)), flush=True)
+    raise SystemExit(0)
 with tempfile.TemporaryDirectory() as d:
     for r in range(args.rounds):
         order = "AB" if r % 2 == 0 else "BA"
