@@ -71,6 +71,7 @@ def fix_run(script: Path, home: Path, run_id: str, steps: int, skip: str | None,
         "kept": list(fix.kept) if fix else [],
         "trials": [(t.name, t.status, t.speedup, t.reason) for t in fix.trials] if fix else [],
         "speedup": fix.combined_speedup if fix else None,
+        "ci": list(fix.combined_ci) if fix and fix.combined_ci else None,
         "wall": wall,
     }
 
@@ -146,6 +147,23 @@ def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int, full_
     }
 
 
+def reproduced(r: dict) -> str:
+    """The structural --fix run's headline (its combined speed-up and interval) against the same ratio
+    measured here side by side (structural / baseline, median of the rounds)."""
+    f = r["structural"]
+    pairs = zip(r["ratios"].get("structural", []), r["ratios"].get("baseline", []), strict=False)
+    side = [a / b for a, b in pairs if a and b]
+    if not f.get("speedup") or not side:
+        return "–"
+    m = median(side)
+    claim = f"{f['speedup']:.2f}x"
+    if not f.get("ci"):
+        return f"{claim} → {m:.2f}x"
+    lo, hi = f["ci"]
+    inside = "within" if lo <= m <= hi else "outside"
+    return f"{claim} [{lo:.2f}, {hi:.2f}] → {m:.2f}x ({inside})"
+
+
 def render(results: list[dict], steps: int, rounds: int) -> str:
     parts = [
         "## Auto-fix on the corpus (examples/corpus/)",
@@ -169,6 +187,7 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
                 f"**{ratio['structural']:.2f}**",
                 f"{ratio['full']:.2f}" if r.get("full") else "not run",
                 str(r.get("fix_rounds", "?")),
+                reproduced(r),
                 ", ".join(r["structural"]["kept"]) or "none",
                 ", ".join(r["full"]["kept"]) or "none" if r.get("full") else "not run",
             ]
@@ -183,6 +202,7 @@ def render(results: list[dict], steps: int, rounds: int) -> str:
                 "structural / expert",
                 "full / expert",
                 "--fix-rounds",
+                "structural headline → side by side",
                 "kept (structural)",
                 "kept (full)",
             ],
