@@ -205,10 +205,19 @@ _ANALYZE_IMPORTS = (
 )
 
 
-def _timed(cmd: list[str], env: dict) -> float:
+def _timed(cmd: list[str], env: dict, cwd: str | None = None, cpu: list[float] | None = None) -> float:
+    """Wall seconds of a command (and its CPU seconds, user + system, appended to ``cpu``). ``cwd``: a
+    directory without a ``tfdoctor`` package (``-c`` and ``-m`` put the working directory first on the
+    path, before PYTHONPATH)."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cpu is not None:
+        cpu.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
     if proc.returncode not in (0, 1):  # analyze exits 1 when it cannot diagnose: still a full run
         raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return wall
@@ -239,6 +248,16 @@ def measure_process(rounds: int, against: str | None = None) -> list[dict]:
             old_env = dict(
                 env, PYTHONPATH=os.pathsep.join(x for x in (str(old), env.get("PYTHONPATH", "")) if x)
             )
+            where = subprocess.run(
+                [sys.executable, "-c", "import tfdoctor; print(tfdoctor.__file__)"],
+                env=old_env,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            if not where.startswith(str(old)):
+                raise RuntimeError(f"the tree of {against} is not the one imported: {where}")
         tfd = shutil.which("tfdoctor") or "tfdoctor"
         for n, rel in enumerate(PROCESS_TRACES):
             src = ROOT / rel
@@ -251,22 +270,32 @@ def measure_process(rounds: int, against: str | None = None) -> list[dict]:
                 k: [] for k in ("tfdoctor", "xprof", "python", "numpy", "model", "imports", "before")
             }
             imports: dict[str, list[float]] = {"now": [], "before": []}
+            cpus: dict[str, list[float]] = {
+                k: [] for k in ("now", "before", "numpy", "xprof", "imports", "imports_before")
+            }
             analyze = [tfd, "analyze", "--no-save", "--json", str(f)]
             for _ in range(rounds):
-                walls["tfdoctor"].append(_timed(analyze, env))
-                walls["xprof"].append(_timed([sys.executable, "-c", _XPROF_PROCESS, str(f)], env))
+                walls["tfdoctor"].append(_timed(analyze, env, tmp, cpus["now"]))
+                walls["xprof"].append(
+                    _timed([sys.executable, "-c", _XPROF_PROCESS, str(f)], env, tmp, cpus["xprof"])
+                )
                 # the floors: an empty interpreter, and one that only imports what `analyze` imports
-                walls["python"].append(_timed([sys.executable, "-c", "pass"], env))
-                walls["numpy"].append(_timed([sys.executable, "-c", "import numpy"], env))
-                walls["model"].append(_timed([sys.executable, "-c", "import numpy, tfdoctor.model"], env))
-                walls["imports"].append(_timed([sys.executable, "-c", _ANALYZE_IMPORTS], env))
+                walls["python"].append(_timed([sys.executable, "-c", "pass"], env, tmp))
+                walls["numpy"].append(_timed([sys.executable, "-c", "import numpy"], env, tmp, cpus["numpy"]))
+                walls["model"].append(
+                    _timed([sys.executable, "-c", "import numpy, tfdoctor.model"], env, tmp)
+                )
+                walls["imports"].append(
+                    _timed([sys.executable, "-c", _ANALYZE_IMPORTS], env, tmp, cpus["imports"])
+                )
                 if old_env is not None:
-                    walls["before"].append(_timed(analyze, old_env))
+                    walls["before"].append(_timed(analyze, old_env, tmp, cpus["before"]))
+                    _timed([sys.executable, "-c", _ANALYZE_IMPORTS], old_env, tmp, cpus["imports_before"])
                 if n == 0:  # import times, `python -X importtime`: the first trace only
                     for side, e in (("now", env), ("before", old_env)):
                         if e is not None:
                             cmd = [sys.executable, "-X", "importtime", "-m", "tfdoctor", *analyze[1:]]
-                            proc = subprocess.run(cmd, capture_output=True, text=True, env=e)
+                            proc = subprocess.run(cmd, capture_output=True, text=True, env=e, cwd=tmp)
                             imports[side].append(import_total_s(proc.stderr))
             ratios = [x / t for x, t in zip(walls["xprof"], walls["tfdoctor"], strict=True)]
             row = {
@@ -284,12 +313,19 @@ def measure_process(rounds: int, against: str | None = None) -> list[dict]:
                 "ratios": ratios,
                 "rounds": rounds,
             }
+            row["cpu_s"] = median(cpus["now"])
+            row["numpy_cpu_s"] = median(cpus["numpy"])
+            row["xprof_cpu_s"] = median(cpus["xprof"])
             if walls["before"]:
                 row["against"] = against
                 row["before_s"] = median(walls["before"])
                 row["before_ratios"] = [
                     b / t for b, t in zip(walls["before"], walls["tfdoctor"], strict=True)
                 ]
+                row["before_cpu_s"] = median(cpus["before"])
+                row["before_cpu_diffs"] = [b - t for b, t in zip(cpus["before"], cpus["now"], strict=True)]
+                row["imports_cpu_s"] = cpus["imports"]
+                row["imports_before_cpu_s"] = cpus["imports_before"]
             if imports["now"]:
                 row["importtime_s"] = imports["now"]
                 row["importtime_before_s"] = imports["before"]
@@ -381,6 +417,7 @@ def write_memory_doc(res: dict, measured: str) -> None:
             " The machine is shared with other work (2 cores).",
             md_table(["", "read (file → Trace)", "read + analyse + rules", "read s"], rows),
             MEMORY_NOTES.format(verdict="**met**" if met else "**not met**"),
+            MEMORY_HISTORY,
             "Regenerate: `python benchmarks/trace_speed.py --memory --against REV` (records the file into"
             " `benchmarks/cache/traces/e6` when missing: a few minutes).",
         ]
@@ -389,21 +426,36 @@ def write_memory_doc(res: dict, measured: str) -> None:
     say(f"updated {ROOT / 'docs' / 'benchmarks.md'}")
 
 
-#: what changed and what is left (§2c prose; the figures above it are measured)
+#: the change before, measured then (§2c prose)
+MEMORY_HISTORY = (
+    "Before that (2026-11-23, measured then on the 10^6-event file of the day, 22.2 MiB): files of 1 MiB and"
+    " more memory-mapped, not read, each line's pages given back once the line was decoded, each line's"
+    " temporaries freed before the next, int32 positions, metadata ids resolved per chunk, and"
+    " `intervals.union` no longer sorting a line already in time order: the read's peak went from 3.00× to"
+    " 2.52× the file, read + analysis + rules from 3.46× to 3.12-3.18×."
+)
+
+#: what changed and what is left (§2c prose; the figures above it are measured; the counts here are of the
+#: file recorded 2026-11-25 20:55 UTC)
 MEMORY_NOTES = (
-    "What the read holds: files of 1 MiB and more are memory-mapped, and each line's pages are given back"
-    " (`madvise(MADV_DONTNEED)`) once it is decoded, one line's temporaries at a time. Per-event stats"
-    " are sparse (`tfdoctor.trace.StatColumn`: the events that carry a stat and their values): before,"
-    " two dense float64 columns (`step_num`, `_r`) spanned every event of the 627,552-event training-thread"
-    " line (0.45× the file) for ~2,000 step markers. A line's event records are found in the wire bytes"
-    " (each 0x22 byte gets the end of the record it would start, and the chain from the first event is"
-    " followed by pointer doubling), not by upb parsing the line into a `repeated bytes` message, which"
-    " copied the largest line twice (the bytes handed to upb, then each event's bytes). The ≤ 2× target"
-    " for the read is {verdict}. What remains at the read's peak: the Trace itself (int64 start and"
-    " duration, int32 name per event: 20 bytes an event, ~0.86× this file), the largest line's pages while"
-    " it is decoded, and that line's decode temporaries. Durations stay int64: on this file's training"
-    " line the step markers last ~10^10 ps, past int32 (and past uint32 in ps), so a narrower column"
-    " would hold only for lines of sub-2 ms events."
+    "What changed: per-event stats are sparse (`tfdoctor.trace.StatColumn`: the events that carry a stat"
+    " and their values). Before, two dense float64 columns (`step_num`, `_r`) spanned all 627,552 events"
+    " of the training-thread line for its 2,179 step markers: 9.6 MiB, 0.44× this file. A line's event"
+    " records are found in the wire bytes (each 0x22 byte gets the end of the record it would start; the"
+    " chain from the first event is followed by pointer doubling), no longer by upb parsing the line into"
+    " a `repeated bytes` message, which held ~3.3× the line while it lasted (35.8 MiB for the 10.9 MiB"
+    " training line: the bytes handed to upb, each event's bytes again, a string view per event); the"
+    " new walk peaks at 7.4 MiB on that line. The mapped file's pages go back block by block as a line is scanned and chunk by"
+    " chunk as its events are decoded (before: once the whole line was decoded), and events are decoded"
+    " 16k at a time (~2 MiB of temporaries instead of ~8). The read's ≤ 2× target is {verdict}. What"
+    " remains at its peak: the Trace itself (int64 start and duration and an int32 name per event, 20"
+    " bytes an event: 19.1 MiB, 0.87× this file) and one line's decode state (its event positions, int32,"
+    " and the chunk's temporaries). Durations stay int64: every line of more than 10^4 events here has"
+    " events longer than 2^31 ps (2.1 ms; the training line's longest is 4.7×10^10 ps), so an int32"
+    " column would hold only for lines of short events, and a dtype that varies by line would reach every"
+    " consumer of `dur_ps`. The price in read time: the read's CPU time (user + system, best of 3"
+    " in-process reads, 3 interleaved runs each, loaded machine) went from 0.20-0.21 s to 0.27-0.29 s on"
+    " this file, mostly the pointer doubling (~0.03 s on the training line) and the smaller decode chunks."
 )
 
 
@@ -418,7 +470,7 @@ def write_process_doc(rows: list[dict], measured: str) -> None:
         "XProf ÷ tfdoctor (range)",
     ]
     if against:
-        header.append(f"before (`{against}`) s, ÷ now")
+        header.append(f"before (`{against}`): wall s, ÷ now; CPU s before / now, before − now per round")
     table_rows = []
     for r in rows:
         cells = [
@@ -430,7 +482,11 @@ def write_process_doc(rows: list[dict], measured: str) -> None:
             f"**{r['ratio']:.2f}×** ({min(r['ratios']):.2f}-{max(r['ratios']):.2f})",
         ]
         if against:
-            cells.append(f"{r['before_s']:.2f}, {median(r['before_ratios']):.2f}×")
+            d = r["before_cpu_diffs"]
+            cells.append(
+                f"{r['before_s']:.2f}, {median(r['before_ratios']):.2f}×; {r['before_cpu_s']:.3f} /"
+                f" {r['cpu_s']:.3f}, {median(d) * 1000:+.0f} ms ({min(d) * 1000:+.0f} to {max(d) * 1000:+.0f})"
+            )
         table_rows.append(cells)
     first = rows[0]
     parts = [
@@ -446,6 +502,9 @@ def write_process_doc(rows: list[dict], measured: str) -> None:
         " (> 1: tfdoctor is faster).",
         md_table(header, table_rows),
     ]
+    cpu_now = [x for r in rows for x in r.get("imports_cpu_s", [])]
+    cpu_old = [x for r in rows for x in r.get("imports_before_cpu_s", [])]
+    cpu_diff = [b - n for b, n in zip(cpu_old, cpu_now, strict=True)] if cpu_old else []
     if first.get("importtime_s"):
         now_i, old_i = first["importtime_s"], first.get("importtime_before_s") or []
         parts.append(
@@ -458,16 +517,27 @@ def write_process_doc(rows: list[dict], measured: str) -> None:
                 else ""
             )
             + ". "
+            + (
+                f"CPU time of a process that only imports what `analyze` imports (user + system, all"
+                f" {len(rows)} traces' rounds): now {median(cpu_now):.3f} s, before {median(cpu_old):.3f} s,"
+                f" before − now per round {median(cpu_diff) * 1000:+.0f} ms"
+                f" ({min(cpu_diff) * 1000:+.0f} to {max(cpu_diff) * 1000:+.0f}). "
+                if cpu_diff
+                else ""
+            )
             + PROCESS_NOTES
         )
+    parts.append(PROCESS_HISTORY)
     parts += [
         "Target (faster than XProf as a whole process): "
         + ("**met**." if min(r["ratio"] for r in rows) >= 1 else "**not met**.")
         + " XProf's conversion is a C++ extension that imports in ~0.05 s and converts these files in"
         " well under 0.1 s. tfdoctor's floor is above that before it reads a byte: the interpreter plus"
-        f" numpy alone take {first['numpy_s']:.2f} s here (median, `python -c 'import numpy'`), numpy"
+        f" numpy alone take {first['numpy_s']:.2f} s here (median wall, `python -c 'import numpy'`;"
+        f" {first.get('numpy_cpu_s', float('nan')):.2f} s CPU), numpy"
         f" plus the pydantic models of `tfdoctor.model` {first['model_s']:.2f} s, against XProf's"
-        f" {first['xprof_s']:.2f} s for its whole run on this trace. numpy is needed by the reader and every"
+        f" {first['xprof_s']:.2f} s for its whole run on this trace ({first.get('xprof_cpu_s', float('nan')):.2f} s"
+        f" CPU; tfdoctor's whole run {first['cpu_s']:.2f} s CPU). numpy is needed by the reader and every"
         " analysis; the read + analysis + rules themselves take 0.03-0.15 s on these files (table 2: 0.06 s"
         " for 10^4 events), and tfdoctor is faster than XProf from ~10^5 events on.",
         "Regenerate: `python benchmarks/trace_speed.py --process [--against REV]` (a few minutes).",
@@ -475,6 +545,14 @@ def write_process_doc(rows: list[dict], measured: str) -> None:
     update_section("analyze_process", "\n\n".join(parts), after="trace_speed")
     say(f"updated {ROOT / 'docs' / 'benchmarks.md'}")
 
+
+#: an earlier change, measured then (§2b prose)
+PROCESS_HISTORY = (
+    "Earlier (2026-11-23, 85c3531): the CLI imports a command's module only when that command runs"
+    " (`tfdoctor/cli.py`, `tfdoctor/commands/__init__.py`); before, building the parser imported every"
+    " command module. Measured then on the same machine, 5 interleaved rounds, whole process: importing"
+    " every command module 1.09-2.68 s (median 1.21 s), `analyze`'s module alone 0.45-0.68 s (median 0.61 s)."
+)
 
 #: what `analyze --json` no longer imports (§2b prose; the figures beside it are measured)
 PROCESS_NOTES = (
@@ -552,25 +630,37 @@ def main() -> None:
         " before a change)",
     )
     ap.add_argument(
-        "--render-only", action="store_true", help="rewrite the docs section from the last results, no runs"
+        "--render-only",
+        action="store_true",
+        help="rewrite the docs section from the last results, no runs (with --memory or --process: theirs)",
     )
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker[0], args.worker[1], args.tracemalloc)))
         return
     if args.process:
-        prows = measure_process(args.rounds or 7, args.against)
-        (CACHE / "results").mkdir(parents=True, exist_ok=True)
-        (CACHE / "results" / "analyze_process.json").write_text(json.dumps(prows, indent=2))
+        saved = CACHE / "results" / "analyze_process.json"
+        if args.render_only:
+            prows = json.loads(saved.read_text())
+        else:
+            prows = measure_process(args.rounds or 7, args.against)
+            prows[0]["measured"] = now_utc()
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            saved.write_text(json.dumps(prows, indent=2))
         if not args.no_doc:
-            write_process_doc(prows, now_utc())
+            write_process_doc(prows, prows[0].get("measured") or now_utc())
         return
     if args.memory:
-        mres = measure_memory(trace_file(6, PER_STEP_GUESS), args.rounds or 5, args.against)
-        (CACHE / "results").mkdir(parents=True, exist_ok=True)
-        (CACHE / "results" / "trace_memory.json").write_text(json.dumps(mres, indent=2))
+        saved = CACHE / "results" / "trace_memory.json"
+        if args.render_only:
+            mres = json.loads(saved.read_text())
+        else:
+            mres = measure_memory(trace_file(6, PER_STEP_GUESS), args.rounds or 5, args.against)
+            mres["measured"] = now_utc()
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            saved.write_text(json.dumps(mres, indent=2))
         if not args.no_doc:
-            write_memory_doc(mres, now_utc())
+            write_memory_doc(mres, mres.get("measured") or now_utc())
         return
     if args.render_only:
         write_doc(json.loads((CACHE / "results" / "trace_speed.json").read_text()))
