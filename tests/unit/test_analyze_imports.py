@@ -23,6 +23,7 @@ NOT_LOADED = (
     "tfdoctor.report",
     "tfdoctor.fixes",
     "tfdoctor.web",
+    "tfdoctor.capture.runner",  # the capture stack: session.build names CaptureResult as a type only
 )
 
 PROBE = """

@@ -10,14 +10,16 @@ from __future__ import annotations
 import errno
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfdoctor.analysis import Analysis, analyze
-from tfdoctor.capture.runner import CaptureResult
 from tfdoctor.errors import NO_SPACE, RunError, TraceError
 from tfdoctor.model import Breakdown, Facts, Report, StepTiming, Throughput
 from tfdoctor.rundir import FACTS, LOGDIR, HarnessRecord, RunDir, load_steps, now_iso, worker_steps_by_host
 from tfdoctor.trace import load, read_xplane
+
+if TYPE_CHECKING:  # the capture stack is not imported by `analyze` (a type only)
+    from tfdoctor.capture.runner import CaptureResult
 
 
 def timing_throughput(steps: list[StepTiming], batch_size: int | None) -> Throughput | None:
