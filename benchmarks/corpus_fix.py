@@ -143,6 +143,7 @@ def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int, full_
         "structural": structural,
         "full": full,
         "side": {k: median([x for x in v if x]) for k, v in side.items()},
+        "per_round": side,  # every run's examples/s by round (None: no measurement)
         "ratios": ratios,
     }
 
@@ -151,7 +152,9 @@ def reproduced(r: dict) -> str:
     """The structural --fix run's headline (its combined speed-up and interval) against the same ratio
     measured here side by side (structural / baseline, median of the rounds)."""
     f = r["structural"]
-    pairs = zip(r["ratios"].get("structural", []), r["ratios"].get("baseline", []), strict=False)
+    # round by round (the per-variant ratio lists drop failed runs, so they need not line up)
+    runs = r.get("per_round", {})
+    pairs = zip(runs.get("structural", []), runs.get("baseline", []), strict=False)
     side = [a / b for a, b in pairs if a and b]
     if not f.get("speedup") or not side:
         return "–"
