@@ -309,6 +309,12 @@ def test_generator_prefetch_sets_workers_on_a_pydataset_fed_to_fit() -> None:
         PYDATASET.replace("train = Seq(x, y, 64)", "train = Seq(x, y, 64, workers=2)"),
         "Seq already sets workers",
     )
+    # made with **opts: workers may be in there, and a second workers= would be a TypeError
+    assert_skipped(
+        "generator-prefetch",
+        PYDATASET.replace("train = Seq(x, y, 64)", "train = Seq(x, y, 64, **loader_opts)"),
+        "Seq is made with ** keyword arguments (line 13), which may set workers already",
+    )
 
 
 def test_generator_prefetch_sets_workers_on_a_pydataset_without_kwargs_or_without_init() -> None:

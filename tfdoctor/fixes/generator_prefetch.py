@@ -289,6 +289,17 @@ class GeneratorPrefetchCodemod(FixCodemod):
             if passes or (sup is not None and kwarg(sup, "workers") is not None):
                 notes.append(f"{name} already sets workers: left as it is")
                 continue
+            starred = [  # Seq(x, **opts): workers may come in there (a second one is a TypeError)
+                c
+                for c in walk(tree)
+                if isinstance(c, cst.Call) and call_name(c) == name and any(a.star == "**" for a in c.args)
+            ]
+            if starred:
+                notes.append(
+                    f"{name} is made with ** keyword arguments (line {self.line(starred[0])}), which may set "
+                    "workers already: left as it is"
+                )
+                continue
             if init is None and all(
                 (dotted(b.value) or "").split(".")[-1] in LOADER_BASES for b in loader.bases
             ):
