@@ -329,6 +329,10 @@ class FixTrial(_Frozen):
     # ids in the order they ran (reference and trial alternate first). Empty: decided on one run.
     paired_ratios: list[float] = Field(default_factory=list)
     paired_run_ids: list[str] = Field(default_factory=list)
+    # a pooled trial (fix_id "pooled"): the undecided fixes it tried together, by name, in the order
+    # they were applied; empty for a trial of one fix. Its members, when it is kept, are kept too (their
+    # reason cites the pooled ratio; their own speedup, interval and verdict stay as measured alone)
+    members: list[str] = Field(default_factory=list)
 
     @property
     def name(self) -> str:
