@@ -66,6 +66,18 @@ class DatasetStage(_Frozen):
     detail: str = ""  # for people: "batch_size=32, drop_remainder", "buffer_size=AUTOTUNE", ...
 
 
+class CacheFill(_Frozen):
+    """The in-memory tf.data caches the harness filled before the first step (the ``tfdata-cache``
+    trial's run-time switch ``tfdata_cache_fill``), so the timed steps read a full cache as from the
+    second epoch on."""
+
+    caches: int = 0  # in-memory cache stages found in the pipelines iterated before the first step
+    filled: int = 0  # of those, read to their end (full)
+    elements: int = 0  # elements read into the filled caches
+    seconds: float = 0.0  # time the filling took
+    note: str = ""  # why a cache was not filled (none found, over the time or memory limit, ...)
+
+
 #: the step marker tfdoctor's harness writes (``tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1)``,
 #: the name TensorBoard's own tools understand) and the marker around each step's input fetch
 STEP_MARKER = "train"
@@ -115,6 +127,7 @@ class Facts(_Frozen):
     memo_misses: int | None = None
     memo_full: bool | None = None
     memo_warm: bool | None = None  # the caches served the warm-up's last step (hit rate >= 90 %) or were full
+    tfdata_cache_fill: CacheFill | None = None  # None unless the run had the switch on
     dataset: list[DatasetStage] = Field(default_factory=list)
     source: dict[str, str] = Field(default_factory=dict)  # role -> "file.py:LINE" (e.g. "step_fn")
     # a remote capture (`tfdoctor capture grpc://...`): from where, which hosts gave a trace, which did not
