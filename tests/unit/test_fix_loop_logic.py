@@ -426,6 +426,166 @@ def test_a_combined_state_below_an_intermediate_one_drops_the_later_fix(tmp_path
     assert loop.final_source is not None and "tfdoctor_prefetch" not in loop.final_source
 
 
+# -- the undecided fixes pooled: tried together once, kept together ----------------------------------------
+POOL = "pooled: generator-prefetch + generator-cache"
+
+
+def _undecided(label: str, first: float = 11.5, second: float = 9.5, ref: float = 10.0) -> dict[str, float]:
+    """Two paired rounds (BA, AB) of ``label`` against its reference (``ref`` steps/s) that straddle the
+    bar: ``first``/``ref`` then ``second``/``ref``, a point estimate above 1 when their product is above
+    ``ref``²."""
+    return {
+        label: first,
+        f"{label}: reference, paired round 1": ref,
+        f"{label}: reference, paired round 2": ref,
+        f"{label}: paired round 2": second,
+    }
+
+
+def _rounds_of(label: str, trial: float, ref: float = 10.0) -> dict[str, float]:
+    """``label``'s first run at ``trial`` and its BA and AB rounds against ``ref``."""
+    return {
+        label: trial,
+        f"{label}: reference, paired round 1": ref,
+        f"{label}: reference, paired round 2": ref,
+        f"{label}: paired round 2": trial,
+    }
+
+
+def test_two_undecided_fixes_are_pooled_and_kept_together(tmp_path: Path) -> None:
+    rates = {
+        **_undecided("generator-prefetch"),
+        **_undecided("generator-cache", 11.0, 9.8),
+        **_rounds_of(POOL, 13.0),  # together 1.3x, clear on both rounds
+        "combined": 13.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+        "combined vs the baseline: reference, paired round 2": 10.0,
+        "combined vs the baseline: trial, paired round 2": 13.0,
+    }
+    events = []
+    loop = _scripted(
+        tmp_path, rates, ["generator-prefetch", "generator-cache"], rounds=2, on_event=events.append
+    )
+    summary = loop.run()
+    assert loop.measured[8:12] == [
+        POOL,  # the pooled change applied on the baseline, against the baseline re-measured (BA) …
+        f"{POOL}: reference, paired round 1",
+        f"{POOL}: reference, paired round 2",  # … then AB
+        f"{POOL}: paired round 2",
+    ]
+    prefetch, cache, pooled = summary.trials
+    assert (pooled.fix_id, pooled.name, pooled.status, pooled.verdict) == ("pooled", POOL, "kept", "faster")
+    assert pooled.members == ["generator-prefetch", "generator-cache"]
+    assert pooled.speedup == pytest.approx(1.3) and pooled.speedup_ci[0] > 1.02
+    assert "tfdoctor_prefetch" in pooled.patch and "_preprocess_prefix" in pooled.patch
+    for t, other in ((prefetch, "generator-cache"), (cache, "generator-prefetch")):
+        # kept, with the pooled figure cited; its own ratio, interval and verdict as measured alone
+        assert t.status == "kept" and t.verdict == "undecided" and 1.0 < t.speedup < 1.3
+        assert t.reason.startswith(f"kept together with {other}: together 1.30x [")
+        assert "over 2 paired rounds; alone " in t.reason and t.reason.endswith(", not decided")
+    assert summary.kept == ["generator-prefetch", "generator-cache"]
+    assert summary.patch.startswith("# tfdoctor: generator-prefetch, generator-cache on naive_loop.py\n")
+    assert "tfdoctor_prefetch" in loop.final_source and "_preprocess_prefix" in loop.final_source
+    assert loop.measured[12] == "combined: generator-prefetch, generator-cache"
+    assert summary.combined_speedup == pytest.approx(1.3)
+    assert any(e.kind == "trial" and e.fix_id == "pooled" and "paired round 1/2" in e.message for e in events)
+    assert any(e.kind == "result" and e.message.startswith(f"{POOL}: kept (faster: ") for e in events)
+    saved = loop.baseline.report().fix  # report.json
+    assert [(t.fix_id, t.status, t.members) for t in saved.trials] == [
+        ("generator-prefetch", "kept", []),
+        ("generator-cache", "kept", []),
+        ("pooled", "kept", ["generator-prefetch", "generator-cache"]),
+    ]
+    console = Console(record=True, width=240)
+    console.print(fix_table(loop.baseline.report()))
+    text = console.export_text()
+    assert (
+        text.count("kept (together)") == 2
+        and POOL in text
+        and "not decided" not in text.replace(", not decided", "")
+    )  # the result column; the members' reasons cite their own "alone …, not decided"
+
+
+def test_a_pooled_trial_not_faster_leaves_its_members_not_decided(tmp_path: Path) -> None:
+    rates = {
+        **_undecided("generator-prefetch"),
+        **_undecided("generator-cache", 11.0, 9.8),
+        **_rounds_of(POOL, 9.0),  # together slower
+    }
+    loop = _scripted(tmp_path, rates, ["generator-prefetch", "generator-cache"], rounds=2)
+    summary = loop.run()
+    prefetch, cache, pooled = summary.trials
+    assert (pooled.status, pooled.verdict, pooled.members) == (
+        "rejected",
+        "not faster",
+        ["generator-prefetch", "generator-cache"],
+    )
+    assert pooled.speedup == pytest.approx(0.9) and pooled.reason.startswith("slower: 0.90x [")
+    for t in (prefetch, cache):
+        assert (t.status, t.verdict) == ("rejected", "undecided")
+        assert t.reason.startswith("not decided (noisy machine): ")
+    assert summary.kept == [] and summary.patch == "" and summary.combined_run_id is None
+    assert not any(m.startswith("combined") for m in loop.measured)
+
+
+def test_members_kept_together_are_dropped_together_when_the_combined_state_is_slower(
+    tmp_path: Path,
+) -> None:
+    rates = {
+        **_rounds_of("tf-function", 40.0),  # kept: 4x
+        **_undecided("generator-prefetch", 46.0, 38.0, ref=40.0),
+        **_undecided("generator-cache", 44.0, 39.2, ref=40.0),
+        **_rounds_of(POOL, 52.0, ref=40.0),  # together 1.3x over tf-function
+        "combined": 38.0,  # … but the final state measures below tf-function alone
+        "combined vs tf-function: reference, paired round 1": 40.0,
+        "combined vs tf-function: reference, paired round 2": 40.0,
+        "combined vs tf-function: trial, paired round 2": 38.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+        "combined vs the baseline: reference, paired round 2": 10.0,
+        "combined vs the baseline: trial, paired round 2": 40.0,
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function", "generator-prefetch", "generator-cache"], rounds=2)
+    summary = loop.run()
+    assert summary.kept == ["tf-function"] and summary.dropped == ["generator-prefetch", "generator-cache"]
+    _, prefetch, cache, pooled = summary.trials
+    for t in (prefetch, cache, pooled):
+        assert t.status == "rejected" and t.reason.startswith("dropped: it lowered the combined result")
+    assert "kept together with" in prefetch.reason and pooled.members == [
+        "generator-prefetch",
+        "generator-cache",
+    ]
+    assert "tfdoctor_prefetch" not in loop.final_source and summary.combined_speedup == pytest.approx(4.0)
+
+
+def test_an_undecided_batch_change_is_never_pooled(tmp_path: Path) -> None:
+    big = Facts(step_kind="tf.function", batch_size=64, learning_rate=0.02)
+    batch = _undecided("batch-scale ×2", 7.5, 4.75)  # 1.5x then 0.95x in examples/s at batch 64
+    rates = {**_undecided("generator-prefetch"), **batch}
+    loop = _scripted(
+        tmp_path,
+        rates,
+        ["generator-prefetch", "batch-scale"],
+        rounds=2,
+        facts={"batch-scale ×2": big, "batch-scale ×2: paired round 2": big},
+        allow_unchecked=True,
+    )
+    summary = loop.run()
+    prefetch, two = summary.trials
+    assert (prefetch.verdict, two.name, two.verdict) == ("undecided", "batch-scale ×2", "undecided")
+    assert two.speedup > 1.0 and prefetch.speedup > 1.0
+    assert not any("pooled" in m for m in loop.measured) and summary.kept == []
+
+
+def test_one_undecided_fix_is_not_pooled(tmp_path: Path) -> None:
+    # generator-cache decided (slower): generator-prefetch is the only undecided one
+    rates = {**_undecided("generator-prefetch"), **_rounds_of("generator-cache", 9.0)}
+    loop = _scripted(tmp_path, rates, ["generator-prefetch", "generator-cache"], rounds=2)
+    summary = loop.run()
+    prefetch, cache = summary.trials
+    assert (prefetch.verdict, cache.verdict) == ("undecided", "not faster")
+    assert not any("pooled" in m for m in loop.measured) and summary.kept == []
+
+
 def test_a_trial_whose_cache_did_not_warm_is_not_judged_on_speed() -> None:
     assert memo_problem(Facts(memo_warm=False)) == MEMO_COLD
     assert MEMO_COLD.startswith("its cache did not warm within the warm-up limit")

@@ -94,7 +94,8 @@ def add_fix_options(parser: argparse.ArgumentParser, defaults: bool = True) -> N
         help="paired rounds at most per fix: the fix and the state it must beat measured back to back "
         "(order alternating) until the 95 %% interval of their ratio lies above 1.02x (kept) or below "
         f"1.05x (rejected), a keep on 2 rounds at least; still straddling after N rounds: 'not decided "
-        f"(noisy machine)', not kept (default {DEFAULT_ROUNDS}; 0: judge each fix on its one run)",
+        f"(noisy machine)', not kept unless the undecided fixes tried together (one pooled trial) are "
+        f"kept (default {DEFAULT_ROUNDS}; 0: judge each fix on its one run)",
     )
     parser.add_argument(
         "--allow-unchecked",
@@ -182,7 +183,9 @@ class FixCommand:
     noise (a fix that changes the training, precision or batch, is not kept when no loss can be read,
     unless --allow-unchecked). Then it and the state it must beat are measured back to back in
     paired rounds (order alternating, --fix-rounds at most) until the 95 % interval of their ratio
-    decides: kept above 1.02x, rejected below 1.05x, else "not decided (noisy machine)". The final
+    decides: kept above 1.02x, rejected below 1.05x, else "not decided (noisy machine)". Two or more
+    undecided fixes that measured above 1.0x alone (none that changes the training) are then applied
+    together and judged as one trial: kept together, each is kept. The final
     state is measured side by side against the best intermediate state (later fixes that lower it are
     dropped) and against the baseline: that ratio and its interval are the headline, with what the
     fixes change of the training. The combined patch is written to RUN/fix.patch; your files are not

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, FixSummary, Report, Throughput
+from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, FixSummary, FixTrial, Report, Throughput
 from tfdoctor.report import format as fmt
 from tfdoctor.report.measured import corrected_ms, precision_view, tracer_cost_view
 
@@ -182,7 +182,7 @@ def fix_table(report: Report) -> Table | None:
         speedup = Text(fmt.ratio_ci(t.speedup, t.speedup_ci) if t.speedup else "")
         if t.paired_ratios:
             speedup.append("\npaired " + ", ".join(fmt.ratio(r) for r in t.paired_ratios), style="dim")
-        result = t.status if t.verdict != "undecided" else "not decided"
+        result = trial_result(t)
         table.add_row(
             t.name,
             fmt_throughput(t.throughput) if t.throughput else "",
@@ -200,6 +200,14 @@ def fix_table(report: Report) -> Table | None:
             style="bold",
         )
     return table
+
+
+def trial_result(t: FixTrial) -> str:
+    """A trial's result word: its status, "not decided" where the judge's round budget ran out, and
+    "kept (together)" for an undecided fix kept by the pooled trial of the undecided fixes."""
+    if t.verdict == "undecided":
+        return "kept (together)" if t.status == "kept" else "not decided"
+    return t.status
 
 
 def _why(t) -> Text:  # type: ignore[no-untyped-def]
@@ -225,7 +233,7 @@ def fix_blocks(report: Report) -> list[RenderableType]:
     out.append(Padding(Text(fmt_throughput(fx.baseline)), (0, 0, 0, 4), expand=False))
     for t in fx.trials:
         head = Text(t.name, style="bold")
-        result = t.status if t.verdict != "undecided" else "not decided"
+        result = trial_result(t)
         head.append("  ")
         head.append(result, style=_STATUS_STYLE.get(t.status, ""))
         if t.speedup:

@@ -11,6 +11,11 @@ beyond its own noise) → paired rounds, the state it must beat and the trial ba
 machine)" when the round budget is spent first) → the final state measured in paired rounds against
 the best intermediate state (later fixes that lower it are dropped) and against the baseline (the
 headline) → a :class:`~tfdoctor.model.FixSummary` in the baseline's report and ``<baseline>/fix.patch``.
+
+Before the combined result, the fixes the judge left *undecided* with a point estimate above 1 (none
+that changes the training) are applied together on the current state and judged as one trial
+(:meth:`FixLoop.pool`): small gains summed clear the noise that each alone straddles. Kept, each member
+is kept with a reason citing the pooled ratio; not kept, they stay as they were.
 The user's files are never written here.
 
 :func:`judge_rounds` is the one place paired rounds are run and judged; the notebook's kernel loop
@@ -92,6 +97,17 @@ class Event:
     fix_id: str | None = None
     index: int = 0
     total: int = 0
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """The fix of a pooled trial (:meth:`FixLoop.pool`): the undecided fixes applied together, judged as
+    one change by :meth:`FixLoop.trial` (its sanity checks per member, its paired rounds once)."""
+
+    members: tuple[str, ...]  # the members' names ("generator-prefetch"), in the order they were applied
+    fix_ids: tuple[str, ...]  # their fix ids, the same order
+    ID: str = "pooled"
+    DESCRIPTION: str = "the fixes not decided alone, tried together"
 
 
 #: what identifies a state: the script's source, the run-time switches, the modules beside the script
@@ -439,6 +455,7 @@ class FixLoop:
         kept: list[str] = []  # the kept fixes' labels ("batch-scale ×4"), in the order they were kept
         kept_label: dict[str, str] = {}  # fix id -> its kept label (a bigger batch replaces a smaller one)
         history: list[tuple[list[str], _State]] = []  # the state after each kept fix
+        tried: list[tuple[Fix, dict[str, str], int]] = []  # each measured trial: fix, variant, index
         for i, (fix, est) in enumerate(cands, 1):
             self._at = (i, len(cands))
             before = state  # the state this fix is applied to (variants all start from it)
@@ -482,6 +499,7 @@ class FixLoop:
                     )
                     history.pop()
                 trials.append(trial)
+                tried.append((fix, dict(variant), len(trials) - 1))
                 files = patch_files(trial.patch)
                 where = f" ({', '.join(files)})" if set(files) - {self.relpath} else ""  # a module too
                 self.event("result", f"{label}{where}: {trial.status} ({trial.reason})", fix_id=fix.ID)
@@ -491,6 +509,8 @@ class FixLoop:
                 kept_label[fix.ID] = label
                 kept[:] = list(kept_label.values())
                 history.append((list(kept), state))
+        state = self.pool(state, tried, trials, kept_label, history, hardware)
+        kept[:] = list(kept_label.values())
         summary = self.combine(base_state, state, kept, history, trials, t0)
         self.baseline.file(PATCH).write_bytes(
             patch_bytes(summary.patch, self.user_source, self.module_sources)
@@ -551,7 +571,9 @@ class FixLoop:
                             f"{'it' if len(dropped) == 1 else 'them'}; "
                         )
                         for j, t in enumerate(trials):
-                            if t.status == "kept" and t.name in dropped:
+                            if t.status == "kept" and (
+                                t.name in dropped or (t.members and set(t.members) <= set(dropped))
+                            ):
                                 trials[j] = t.model_copy(
                                     update={
                                         "status": "rejected",
@@ -606,6 +628,110 @@ class FixLoop:
             wall_s=time.monotonic() - t0,
             confirm_rounds=self.rounds,
         )
+
+    # -- the undecided fixes together ----------------------------------------------------------------
+    def pool(
+        self,
+        state: _State,
+        tried: list[tuple[Fix, dict[str, str], int]],
+        trials: list[FixTrial],
+        kept_label: dict[str, str],
+        history: list[tuple[list[str], _State]],
+        hardware: Hardware,
+    ) -> _State:
+        """The trials the judge left undecided with a point estimate above 1 (none that changes the
+        training: CHANGES_TRAINING never pools), when there are at least two, applied together on
+        ``state`` (in the order they were tried; a member whose apply changes nothing there is left out)
+        and judged as ONE trial by :meth:`trial`. Kept: every member's trial becomes kept (its reason
+        cites the pooled ratio, its own figures stay), ``kept_label`` and ``history`` get them, and the
+        pooled state is returned; else ``state`` (its latest measurement). The pooled trial is appended
+        to ``trials`` either way."""
+        cands = [
+            (fix, variant, j)
+            for fix, variant, j in tried
+            if trials[j].verdict == "undecided"
+            and trials[j].status == "rejected"
+            and trials[j].reason.startswith("not decided")  # not rejected on its loss
+            and (trials[j].speedup or 0.0) > 1.0
+            and fix.ID not in CHANGES_TRAINING
+        ]
+        if len(cands) < 2:
+            return state
+        source, modules, switches = state.source, dict(state.modules), dict(state.switches)
+        members: list[tuple[Fix, int]] = []
+        reasons: list[str] = []
+        warnings: list[str] = []
+        advice: list[str] = []
+        effects: list[str] = []
+        factor = 1.0
+        for fix, variant, j in cands:
+            name = trials[j].name
+            ctx = FixContext(
+                facts=state.facts,
+                findings=tuple(self.report.findings),
+                script_args=tuple(self.cfg.args),
+                hardware=hardware,
+                params=variant,
+                filename=self.relpath,
+                project=dict(modules),
+            )
+            out = fix.apply(source, ctx)
+            if not out.changed:
+                self.event("result", f"{name}: left out of the pooled trial ({out.reason})", fix_id=fix.ID)
+                continue
+            members.append((fix, j))
+            source = out.code
+            modules.update({r: t for r, t in out.files.items() if r in modules})
+            switches.update(out.switches)
+            factor *= out.examples_factor
+            reasons.append(f"{name}: {out.reason}")
+            warnings += out.warnings
+            advice += out.advice
+            effects += out.side_effects
+        if len(members) < 2:
+            return state
+        names = tuple(trials[j].name for _, j in members)
+        pooled = Pooled(members=names, fix_ids=tuple(f.ID for f, _ in members))
+        outcome = FixOutcome(
+            fix_id=pooled.ID,
+            status="changed",
+            code=source,
+            reason="; ".join(reasons),
+            warnings=tuple(warnings),
+            switches={k: v for k, v in switches.items() if state.switches.get(k) != v},
+            examples_factor=factor,
+            side_effects=tuple(effects),
+            advice=tuple(advice),
+            files=changed_modules(state.modules, modules),
+        )
+        label = "pooled: " + " + ".join(names)
+        self.event(
+            "trial",
+            f"{label}: not decided alone, tried together",
+            fix_id=pooled.ID,
+            index=self._at[0],
+            total=self._at[1],
+        )
+        expected = state.examples * factor if state.examples else None
+        trial, after = self.trial(pooled, outcome, state, state, expected, label)
+        trials.append(trial)
+        self.event("result", f"{label}: {trial.status} ({trial.reason})", fix_id=pooled.ID)
+        if trial.status != "kept":
+            return after
+        n = len(trial.paired_ratios)
+        over = f"{n} paired round{'s' if n != 1 else ''}" if n else "one run against an earlier reference"
+        together = f"together {ratio_ci(trial.speedup, trial.speedup_ci)} over {over}"
+        for fix, j in members:
+            t = trials[j]
+            others = ", ".join(x for x in names if x != t.name)
+            alone = f"alone {ratio_ci(t.speedup, t.speedup_ci)}, not decided"
+            trials[j] = t.model_copy(
+                update={"status": "kept", "reason": f"kept together with {others}: {together}; {alone}"}
+            )
+            kept_label.pop(fix.ID, None)
+            kept_label[fix.ID] = t.name
+        history.append((list(kept_label.values()), after))
+        return after
 
     def _best_intermediate(
         self, base: _State, history: list[tuple[list[str], _State]]
@@ -733,7 +859,7 @@ class FixLoop:
     # -- one trial -----------------------------------------------------------------------------------
     def trial(
         self,
-        fix: Fix,
+        fix: Fix | Pooled,
         outcome: FixOutcome,
         ref: _State,
         before: _State,
@@ -742,7 +868,10 @@ class FixLoop:
     ) -> tuple[FixTrial, _State]:
         """Measure ``outcome`` (applied to ``before``) and judge it against ``ref`` (the state to beat).
         Returns the trial and the state to go on from: the fix's when kept, else ``ref``; either with its
-        latest measurement after the paired rounds."""
+        latest measurement after the paired rounds. A :class:`Pooled` fix (several fixes' outcome applied
+        together) passes each member's sanity checks (in effect, training changes, loss) and is judged
+        once."""
+        ids = fix.fix_ids if isinstance(fix, Pooled) else (fix.ID,)
         switches = {**before.switches, **outcome.switches}
         # the modules the fix edited (only those beside the script that it imports), over the state's
         modules = {**before.modules, **{r: t for r, t in outcome.files.items() if r in before.modules}}
@@ -767,6 +896,7 @@ class FixLoop:
                 runtime_switch=dict(outcome.switches),
                 run_id=run.id,
                 paired_run_ids=paired_ids,
+                members=list(fix.members) if isinstance(fix, Pooled) else [],
                 **extra,  # type: ignore[arg-type]
             )
 
@@ -796,7 +926,14 @@ class FixLoop:
         if expected is not None and examples is not None and abs(examples - expected) > 0.01 * expected:
             why = f"examples per step changed ({before.examples} → {examples}, expected {expected:g})"
             return decided("rejected", why), ref
-        absent = not_in_effect(fix.ID, before.facts, res.facts)
+        absent = next(
+            (
+                f"{fid}: {gone}" if isinstance(fix, Pooled) else gone
+                for fid in ids
+                if (gone := not_in_effect(fid, before.facts, res.facts))
+            ),
+            None,
+        )
         if absent:
             return decided("skipped", f"not applied: {absent}; not measured"), ref
         if outcome.side_effects:
@@ -812,12 +949,14 @@ class FixLoop:
         cold = memo_problem(res.facts)
         if cold:  # it timed the cache filling, not serving: no verdict on speed
             return decided("rejected", cold), ref
-        loss = loss_check(ref.loss_runs, res.steps, per_update=fix.ID == "batch-scale")
+        loss = loss_check(ref.loss_runs, res.steps, per_update="batch-scale" in ids)
         if loss.status == "not finite":
             return decided("rejected", loss.text), ref
         unchecked = loss.text if loss.status == "unreadable" else None
         extra["unchecked"] = unchecked
-        blocked = unchecked_block(fix.ID, unchecked, self.cfg.allow_unchecked)
+        blocked = next(
+            (b for fid in ids if (b := unchecked_block(fid, unchecked, self.cfg.allow_unchecked))), None
+        )
         if blocked:
             return decided("rejected", blocked), ref
         # the speed: paired rounds against the state to beat
@@ -868,7 +1007,7 @@ class FixLoop:
         )
         note = f"; {r.note}" if r.note else ""
         # the loss again, now with every run of the reference (its run-to-run spread learned)
-        loss = loss_check(ref.loss_runs, res.steps, per_update=fix.ID == "batch-scale")
+        loss = loss_check(ref.loss_runs, res.steps, per_update="batch-scale" in ids)
         if loss.bad:
             return decided("rejected", f"{loss.text}; measured {estimate_text(d.estimate)}"), ref
         if not d.keep:
@@ -881,7 +1020,7 @@ class FixLoop:
             + (f"; {training(changes)}" if changes else "")  # type: ignore[arg-type]
             + (
                 f"; loss not checked ({unchecked}), kept as --allow-unchecked asked"
-                if unchecked and fix.ID in CHANGES_TRAINING
+                if unchecked and any(fid in CHANGES_TRAINING for fid in ids)
                 else ""
             )
             + (f"; note: {'; '.join(notes)}" if notes else "")
@@ -933,6 +1072,7 @@ __all__ = [
     "FixLoop",
     "LoopConfig",
     "Measured",
+    "Pooled",
     "Rounds",
     "judge_rounds",
     "memo_problem",
