@@ -8,7 +8,8 @@
   learned from the reference itself (the spread between its runs when it was run more than once, and
   the step-to-step noise of its trajectory), one-sided: a lower loss is fine.
 * :func:`not_in_effect`: the run's facts must show that the fix's change took effect (jit_compile,
-  steps_per_execution, the dtype policy, a tf.function step, the batch size) before it is measured.
+  steps_per_execution, the dtype policy, a tf.function step, the batch size, the tf.data caches filled
+  before the timed steps) before it is measured.
 * :func:`training_changes`: what a fix changed of the training itself (batch size, learning rate,
   precision), with values, so the headline can say "same training, faster" or not.
 
@@ -359,6 +360,16 @@ def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str
         if (after.dtype_policy or "").startswith("mixed") and after.dtype_policy != b.dtype_policy:
             return None
         return f"its facts show the dtype policy {after.dtype_policy} (was {b.dtype_policy})"
+    if fix_id == "tfdata-cache" and after.extra.get("switch_tfdata_cache_fill") == "1":
+        # the trial is measured with its caches filled first (steady state): unfilled, it would time
+        # the epoch that fills them, which says nothing of the cache
+        fill = after.tfdata_cache_fill
+        if fill is not None and 0 < fill.filled == fill.caches:
+            return None
+        if fill is None:
+            return "its facts show no tf.data cache filled before the first step"
+        why = fill.note or f"{fill.caches} in-memory cache stage(s) found, none filled"
+        return f"the tf.data cache was not filled before the timed steps ({why})"
     if fix_id == "batch-scale":
         if after.batch_size is None or b.batch_size is None or after.batch_size > b.batch_size:
             return None

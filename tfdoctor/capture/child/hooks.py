@@ -21,6 +21,10 @@ The compute start of a step is ``GradientTape.__enter__`` (eager), the step func
 Tracing: every new concrete function TensorFlow builds (a ``tf.function`` traced or retraced, Keras's
 train function included: ``tracing_compilation._create_concrete_function``) is reported to the clock
 (``note_trace``), whose adaptive warm-up goes on while steps still trace.
+
+The tfdata-cache trial's switch (``tfdata_cache_fill``): before the first step, a tf.data dataset's
+``__iter__`` (a tf.distribute dataset's too) first reads each in-memory ``cache()`` stage under it once to
+its end (:func:`fill_caches`, bounded), so the timed steps see the cache full, as from the second epoch.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any
 
 from tfdoctor.capture.child.clock import StepClock, StopCapture
 from tfdoctor.capture.child.procs import WATCHDOG_THREAD
-from tfdoctor.model import DatasetStage
+from tfdoctor.model import CacheFill, DatasetStage
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIB_MARKERS = (
@@ -276,6 +280,10 @@ class Tracker:
         #: ``model.stop_training`` and returns normally (its History bound) instead of StopCapture
         #: raised through it; the harness keeps the hard stop (the rest of the script must not run)
         self.soft_stop_fit = False
+        #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
+        self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
+        self.filling = False  # our own pass over a cache runs: no hook counts it
+        self.cache_fill: CacheFill | None = None
 
     # -- helpers -------------------------------------------------------------------------------
     def on_main(self) -> bool:
@@ -630,6 +638,44 @@ class Tracker:
         if self.step_batch is None:
             self.step_batch = first_dim(element)
 
+    def fill_wanted(self) -> bool:
+        """The switch is on and no step ran yet, on the main thread, eagerly (not while tracing)."""
+        if not self.fill_switch or self.filling or self.clock.index > 0 or self.clock.stopped:
+            return False
+        if not self.on_main():  # Model.fit makes its iterator inside fit: in_fit is no obstacle
+            return False
+        tf = self.modules.get("tf")
+        return tf is not None and bool(tf.executing_eagerly())
+
+    def fill_caches(self, datasets: list[Any]) -> None:
+        """Fill the in-memory caches of ``datasets`` before their iterator is made (the switch's work)."""
+        deadline = getattr(self.clock.warmup, "deadline_ns", None)
+        seconds = CACHE_FILL_SECONDS
+        if deadline is not None:
+            seconds = max(0.0, CACHE_FILL_SHARE * (deadline - time.time_ns()) / 1e9)
+        self.filling = True
+        try:
+            got = fill_caches(datasets, seconds=seconds)
+        except Exception as e:  # said in the facts: the trial is then not measured as filled
+            got = CacheFill(note=f"filling failed: {type(e).__name__}: {e}"[:300])
+        finally:
+            self.filling = False
+        if got is None:  # every cache stage there was filled or tried already
+            return
+        prev = self.cache_fill
+        if prev is not None:  # several pipelines (or the ones tf.distribute builds over the user's)
+            caches = prev.caches + got.caches
+            notes = (*prev.note.split("; "), got.note)
+            got = CacheFill(
+                caches=caches,
+                filled=prev.filled + got.filled,
+                elements=prev.elements + got.elements,
+                seconds=round(prev.seconds + got.seconds, 3),
+                # "none found" only while none was found in any of them
+                note="; ".join(dict.fromkeys(n for n in notes if n and not (caches and n == NO_CACHE))),
+            )
+        self.cache_fill = got
+
     # -- Keras layers (the batch of an eager step) ---------------------------------------------
     def layer_call(self, args: tuple[Any, ...]) -> None:
         if self.step_batch is not None or not self._active() or self.fn_stack or not args:
@@ -688,6 +734,9 @@ class Tracker:
                 out["retraces"] = max(0, int(fn.experimental_get_tracing_count()) - 1)
             except Exception:
                 pass
+        if self.fill_switch:
+            fill = self.cache_fill or CacheFill(note="no tf.data dataset was iterated before the first step")
+            out["tfdata_cache_fill"] = fill.model_dump()
         out["source"] = {k: v for k, v in self.source.items() if v}
         out["counts"] = dict(self.counts)
         return out
@@ -808,6 +857,171 @@ def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
     return stages
 
 
+# -- filling in-memory caches (the tfdata-cache trial) ---------------------------------------------
+#: the run-time switch the tfdata-cache fix sets: fill each in-memory cache before the first step, so
+#: the timed steps see the cache's steady state (as from the second epoch), not the epoch filling it
+CACHE_FILL_SWITCH = "tfdata_cache_fill"
+#: the filling may take this share of the time left to the warm-up's deadline (half the run's timeout)
+CACHE_FILL_SHARE = 0.5
+CACHE_FILL_SECONDS = 120.0  # without a deadline
+CACHE_FILL_ELEMENTS = 10_000_000
+#: the cache may hold this share of the memory available when the filling starts
+CACHE_FILL_MEMORY_SHARE = 0.5
+CACHE_FILL_BATCH = 1024  # elements read per Python-level step of the filling
+NO_CACHE = "no in-memory cache() in the pipelines iterated before the first step"
+
+
+def _is_memory_cache(ds: Any) -> bool:
+    if not type(ds).__name__.lstrip("_").startswith("CacheDataset"):
+        return False
+    return not _static(getattr(ds, "_filename", None))
+
+
+def cache_nodes(datasets: list[Any], limit: int = 256) -> list[Any]:
+    """The in-memory cache stages (``cache()`` without a file name) under ``datasets``, each once, the
+    outermost first (through every input: a ``zip``'s too)."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    todo = [d for d in datasets if d is not None]
+    while todo and len(seen) < limit:
+        cur = todo.pop(0)
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if _is_memory_cache(cur):
+            found.append(cur)
+        try:
+            todo.extend(cur._inputs())
+        except Exception:
+            continue
+    return found
+
+
+def _element_bytes(spec: Any) -> int | None:
+    """Bytes of one element from its static spec, None when a shape is not fully known."""
+    import tensorflow as tf
+
+    total = 0
+    for leaf in tf.nest.flatten(spec):
+        shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
+        if shape is None or dtype is None or not shape.is_fully_defined() or dtype == tf.string:
+            return None
+        n = 1
+        for d in shape:
+            n *= int(d)
+        total += n * dtype.size
+    return total
+
+
+def _available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def fill_caches(
+    datasets: list[Any],
+    *,
+    seconds: float = CACHE_FILL_SECONDS,
+    max_elements: int = CACHE_FILL_ELEMENTS,
+    max_bytes: int | None = None,
+) -> CacheFill | None:
+    """Read each in-memory cache stage under ``datasets`` once to its end, so the pipelines over it
+    read a full cache from their first element on; None when every one was tried before.
+
+    The pass goes through the cache stage's own dataset object: TensorFlow keeps the in-memory cache
+    in that object (its variant), shared by every iterator of every pipeline built on it, the
+    distributed ones included. Only the stages' ``(elements, seconds)`` are read: a map that drops each
+    element and a batch on top, run in TensorFlow. A cache is left unfilled (and a partly read one is
+    discarded by TensorFlow, as a partial epoch's) when it is infinite (a ``repeat`` before it), would
+    hold more than ``max_bytes`` (half the available memory) or ``max_elements``, or when ``seconds``
+    run out; the :class:`CacheFill` says which."""
+    import tensorflow as tf
+
+    found = cache_nodes(datasets)
+    if not found:
+        return CacheFill(note=NO_CACHE)
+    nodes = [n for n in found if not getattr(n, "_tfdoctor_fill_tried", False)]
+    if not nodes:
+        return None
+    if max_bytes is None:
+        avail = _available_bytes()
+        max_bytes = int(CACHE_FILL_MEMORY_SHARE * avail) if avail else None
+    t0 = time.monotonic()
+    filled = elements = 0
+    notes: list[str] = []
+    for node in nodes:
+        try:
+            node._tfdoctor_fill_tried = True
+        except Exception:
+            pass
+        card = int(node.cardinality())
+        if card == tf.data.INFINITE_CARDINALITY:
+            notes.append("a cache is infinite (a repeat before it): not filled")
+            continue
+        per = _element_bytes(node.element_spec)
+        if card >= 0 and card > max_elements:
+            notes.append(f"a cache of {card} elements is over the limit ({max_elements}): not filled")
+            continue
+        if card >= 0 and per is not None and max_bytes is not None and card * per > max_bytes:
+            notes.append(
+                f"a cache of {card} elements would hold {_gib(card * per)}, over the limit "
+                f"({_gib(max_bytes)}, half the available memory): not filled"
+            )
+            continue
+        read, why = 0, ""
+        probe = node.map(lambda *_: tf.constant(0, tf.int8)).batch(CACHE_FILL_BATCH)
+        for part in probe:
+            read += int(part.shape[0])
+            spent = time.monotonic() - t0
+            if read > max_elements:
+                why = f"over {max_elements} elements"
+            elif per is not None and max_bytes is not None and read * per > max_bytes:
+                why = f"over {_gib(max_bytes)} (half the available memory)"
+            elif spent > seconds:
+                why = f"over the time limit ({seconds:.0f} s)"
+            if why:
+                break
+        del probe
+        if why:
+            notes.append(f"a cache was not filled: stopped after {read} elements, {why}")
+            continue
+        filled += 1
+        elements += read
+        try:
+            node._tfdoctor_filled = True
+        except Exception:
+            pass
+    return CacheFill(
+        caches=len(nodes),
+        filled=filled,
+        elements=elements,
+        seconds=round(time.monotonic() - t0, 3),
+        note="; ".join(notes),
+    )
+
+
+def datasets_behind(dist_dataset: Any) -> list[Any]:
+    """The tf.data datasets a tf.distribute dataset iterates (``experimental_distribute_dataset``'s
+    original, ``distribute_datasets_from_function``'s per-worker ones)."""
+    out: list[Any] = []
+    for attr in ("_original_dataset", "_datasets", "_cloned_datasets"):
+        v = getattr(dist_dataset, attr, None)
+        if v is None:
+            continue
+        out.extend(v if isinstance(v, (list, tuple)) else [v])
+    return out
+
+
 # -- installing the patches ------------------------------------------------------------------------
 #: every patch in place, oldest first: (owner: a class or module, attribute, original);
 #: :func:`uninstall` undoes them
@@ -918,11 +1132,18 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     _wrap(backprop.GradientTape, "__enter__", make_enter)
     _wrap(backprop.GradientTape, "gradient", make_gradient)
 
-    def iter_hook(what: str, note: Callable[[Any, Any], None]) -> Callable[..., Any]:
-        """A wrapper factory for a dataset's ``__iter__``: the iterator made, then ``note(dataset, it)``."""
+    def iter_hook(
+        what: str, note: Callable[[Any, Any], None], behind: Callable[[Any], list[Any]]
+    ) -> Callable[..., Any]:
+        """A wrapper factory for a dataset's ``__iter__``: the caches of ``behind(dataset)`` filled
+        first (the tfdata-cache switch), the iterator made, then ``note(dataset, it)``."""
 
         def make(orig: Callable[..., Any]) -> Callable[..., Any]:
             def __iter__(self: Any) -> Any:
+                if tracker.filling:
+                    return orig(self)
+                if tracker.fill_wanted():
+                    tracker._guard("tfdata cache fill", lambda: tracker.fill_caches(behind(self)))
                 it = orig(self)
                 tracker._guard(what, lambda: note(self, it))
                 return it
@@ -934,7 +1155,9 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     def make_next(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __next__(self: Any) -> Any:
             main = tracker.on_main()
-            if main and tracker.next_depth:  # read by another iterator's __next__: the outer one counts
+            if tracker.filling or (
+                main and tracker.next_depth
+            ):  # read by another iterator's __next__: the outer one counts
                 return orig(self)
             t0 = tracker.clock.clock()  # the fetch itself is the input wait, not the time since the step
             tracker.next_depth += main
@@ -948,7 +1171,7 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
 
         return __next__
 
-    _wrap(dataset_ops.DatasetV2, "__iter__", iter_hook("dataset iter", tracker.dataset_iter))
+    _wrap(dataset_ops.DatasetV2, "__iter__", iter_hook("dataset iter", tracker.dataset_iter, lambda d: [d]))
     _wrap(iterator_ops.OwnedIterator, "__next__", make_next)
 
     # tf.distribute: `for x in strategy.experimental_distribute_dataset(ds)` /
@@ -961,7 +1184,7 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     if input_lib is not None:
         tracker.modules["dist_iterator_cls"] = input_lib.DistributedIteratorBase
 
-        make_dist_iter = iter_hook("distributed dataset iter", tracker.distributed_iter)
+        make_dist_iter = iter_hook("distributed dataset iter", tracker.distributed_iter, datasets_behind)
         for cls_name in ("DistributedDataset", "DistributedDatasetsFromFunction"):
             cls = getattr(input_lib, cls_name, None)
             if cls is not None:
