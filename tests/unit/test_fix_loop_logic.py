@@ -687,6 +687,17 @@ def test_the_patch_with_its_header_applies_with_git_apply_and_patch(tmp_path: Pa
         "# measured: 1.47x [1.30x, 1.60x] vs the baseline (2 paired rounds)\n"
         "# changed batch size 32 → 64\n"
     )
+    # the same training, and a combined figure the judge did not decide: no claim of "faster"
+    assert patch_header(
+        "train.py", ["tfdata-cache"], 0.896, [0.779, 1.033], "2 paired rounds", {}, "undecided"
+    ) == (
+        "# tfdoctor: tfdata-cache on train.py\n"
+        "# measured: 0.896x [0.779x, 1.033x] vs the baseline (2 paired rounds): not decided (noisy machine)\n"
+        "# same training\n"
+    )
+    assert patch_header("train.py", ["tf-function"], 4.2, [3.9, 4.5], "2 paired rounds", {}).endswith(
+        "# same training, faster\n"
+    )
     patch = header + patch
     for tool in (["git", "apply"], ["patch", "-p1", "-i"]):
         work = tmp_path / tool[0]

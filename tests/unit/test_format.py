@@ -45,4 +45,12 @@ def test_the_fix_headline_says_whether_the_training_changed() -> None:
     assert "(not decided: noisy machine); changed batch size 32 → 64 (batch-scale ×2)" in fmt.fix_headline(
         changed
     )
+    # the same training, not decided side by side: no claim of "faster"
+    undecided = same.model_copy(
+        update={"combined_speedup": 0.9, "combined_ci": [0.78, 1.03], "combined_verdict": "undecided"}
+    )
+    assert fmt.fix_headline(undecided) == (
+        "Combined: 0.900x [0.780x, 1.030x] vs the baseline, side by side (not decided: noisy machine); "
+        "same training (tf-function)."
+    )
     assert fmt.fix_headline(FixSummary(baseline=None)) == "No fix kept."

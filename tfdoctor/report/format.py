@@ -112,10 +112,12 @@ def ms(x: float | None) -> str:
     return f"{x:,.1f} ms"
 
 
-def training(changes: dict[str, str]) -> str:
-    """``same training, faster`` or ``changed batch size 32 → 64, learning rate 0.001 → 0.002``."""
+def training(changes: dict[str, str], verdict: str | None = None) -> str:
+    """``same training, faster`` (``verdict`` "faster": the side-by-side measurement decided it), ``same
+    training`` (not decided, not faster, or not measured: no claim of speed), or ``changed batch size
+    32 → 64, learning rate 0.001 → 0.002``."""
     if not changes:
-        return "same training, faster"
+        return "same training, faster" if verdict == "faster" else "same training"
     return "changed " + ", ".join(f"{k} {v}" for k, v in changes.items())
 
 
@@ -146,9 +148,7 @@ def fix_headline(fx: FixSummary) -> str:
         "undecided": " (not decided: noisy machine)",
         "not faster": " (not faster side by side)",
     }.get(fx.combined_verdict or "", "")
-    return (
-        f"Combined: {fig} vs the baseline, side by side{verdict}; {training(fx.training_changes)} ({what})."
-    )
+    return f"Combined: {fig} vs the baseline, side by side{verdict}; {training(fx.training_changes, fx.combined_verdict)} ({what})."
 
 
 __all__ = [

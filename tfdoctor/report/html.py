@@ -482,7 +482,7 @@ def run_page(
                 "After fixes",
                 main,
                 (f"{fmt.ratio_ci(sp, report.fix.combined_ci)} side by side · " if sp else "")
-                + fmt.training(report.fix.training_changes),
+                + fmt.training(report.fix.training_changes, report.fix.combined_verdict),
                 tone="good" if sp and sp > 1 else ("bad" if sp and sp < 1 else ""),
             )
         )

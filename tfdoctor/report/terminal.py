@@ -196,7 +196,7 @@ def fix_table(report: Report) -> Table | None:
             fmt_throughput(fx.combined),
             fmt.ratio_ci(fx.combined_speedup, fx.combined_ci) if fx.combined_speedup else "",
             Text("final", style="bold green"),
-            f"{', '.join(fx.kept)}: {fmt.training(fx.training_changes)}",
+            f"{', '.join(fx.kept)}: {fmt.training(fx.training_changes, fx.combined_verdict)}",
             style="bold",
         )
     return table
@@ -252,7 +252,7 @@ def fix_blocks(report: Report) -> list[RenderableType]:
             head.append("  " + fmt.ratio_ci(fx.combined_speedup, fx.combined_ci))
         out.append(head)
         body = Text(fmt_throughput(fx.combined) + "\n")
-        body.append(f"{', '.join(fx.kept)}: {fmt.training(fx.training_changes)}")
+        body.append(f"{', '.join(fx.kept)}: {fmt.training(fx.training_changes, fx.combined_verdict)}")
         out.append(Padding(body, (0, 0, 0, 4), expand=False))
     return out
 

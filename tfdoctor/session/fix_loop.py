@@ -356,17 +356,22 @@ def patch_header(
     ci: list[float] | None,
     note: str,
     changes: dict[str, str],
+    verdict: str | None = "faster",
 ) -> str:
-    """The comment block on top of fix.patch: what is in it, what it measured, and whether it changes
-    the training. ``git apply`` and ``patch`` skip text before the first ``---`` line."""
+    """The comment block on top of fix.patch: what is in it, what it measured (and the judge's word when
+    that was not "faster"), and whether it changes the training. ``git apply`` and ``patch`` skip text
+    before the first ``---`` line."""
     lines = [f"# tfdoctor: {', '.join(kept)} on {script}"]
     if speedup is not None:
-        lines.append(
-            f"# measured: {ratio_ci(speedup, ci)} vs the baseline ({note})"
-            if note
-            else f"# measured: {ratio_ci(speedup, ci)} vs the baseline"
+        word = {"undecided": ": not decided (noisy machine)", "not faster": ": not faster"}.get(
+            verdict or "", ""
         )
-    lines.append(f"# {training(changes)}")
+        lines.append(
+            f"# measured: {ratio_ci(speedup, ci)} vs the baseline ({note}){word}"
+            if note
+            else f"# measured: {ratio_ci(speedup, ci)} vs the baseline{word}"
+        )
+    lines.append(f"# {training(changes, verdict if speedup is not None else None)}")
     return "\n".join(lines) + "\n"
 
 
@@ -610,7 +615,7 @@ class FixLoop:
         patch = self.diff(base.source, base.modules, self.final_source, self.final_modules)
         if patch:
             files = ", ".join(patch_files(patch))
-            patch = patch_header(files, kept, speedup, ci, rounds_note, changes) + patch
+            patch = patch_header(files, kept, speedup, ci, rounds_note, changes, verdict) + patch
         return FixSummary(
             baseline=self.report.throughput,
             trials=trials,

@@ -512,7 +512,7 @@ def kernel_fix_loop(
     changes_all = training_changes(baseline.facts, state.facts) if state.fixes else {}
     if speedup is not None:
         notes.append(
-            f"combined {ratio_ci(speedup, ci)} vs the baseline side by side; {training(changes_all)}"
+            f"combined {ratio_ci(speedup, ci)} vs the baseline side by side; {training(changes_all, verdict)}"
         )
     summary = FixSummary(
         baseline=base.throughput,
