@@ -135,7 +135,7 @@ def _scripted(
 ) -> ScriptedLoop:
     script = tmp_path / "user" / "naive_loop.py"
     script.parent.mkdir(parents=True)
-    script.write_text((EXAMPLES / "naive_loop.py").read_text())
+    script.write_text(kw.pop("source", None) or (EXAMPLES / "naive_loop.py").read_text())
     store = RunStore(tmp_path / "home")
     base: RunDir = store.new_run(str(script), run_id="base")
     report = Report(
@@ -853,3 +853,64 @@ def test_a_fix_editing_a_module_beside_the_script_is_measured_patched_and_applie
     with pytest.raises(TfdoctorError, match=r"model\.py changed while the fixes were measured"):
         apply_project(script, original, loop.final_source, loop.module_changes())
     assert _files(script.parent) == {**before, "model.py": before["model.py"] + b"# edited meanwhile\r\n"}
+
+
+TFDATA_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+
+x = np.zeros((512, 8), np.float32)
+y = np.zeros((512,), np.int64)
+
+
+def scale(a, b):
+    return tf.cast(a, tf.float32) / 255.0, b
+
+
+ds = tf.data.Dataset.from_tensor_slices((x, y)).map(scale).shuffle(512).batch(32)
+for a, b in ds:
+    pass
+"""
+
+
+def test_a_tfdata_cache_trial_is_measured_with_its_cache_filled_and_says_so(tmp_path: Path) -> None:
+    from tfdoctor.model import CacheFill
+
+    filled = Facts(
+        step_kind="tf.function",
+        batch_size=32,
+        tfdata_cache_fill=CacheFill(caches=1, filled=1, elements=512, seconds=0.4),
+        extra={"switch_tfdata_cache_fill": "1"},  # the harness records the switches it ran under
+    )
+    rates = {
+        "tfdata-cache": 13.0,
+        "tfdata-cache: reference, paired round 1": 10.0,
+        "tfdata-cache: reference, paired round 2": 10.0,
+        "combined": 13.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+        "combined vs the baseline: reference, paired round 2": 10.0,
+        "combined vs the baseline: trial, paired round 2": 13.0,
+    }
+    facts = dict.fromkeys(["tfdata-cache", "combined"], filled)
+    loop = _scripted(tmp_path, rates, ["tfdata-cache"], facts=facts, source=TFDATA_SCRIPT)
+    (trial,) = loop.run().trials
+    assert trial.status == "kept", trial.reason
+    assert trial.runtime_switch == {"tfdata_cache_fill": "1"}
+    assert "512 elements read into the cache in 0.4 s before the first step" in trial.reason
+    # the switch on, but the run's facts show no cache filled: not applied, not measured
+    empty = Facts(
+        extra={"switch_tfdata_cache_fill": "1"},
+        step_kind="tf.function",
+        batch_size=32,
+        tfdata_cache_fill=CacheFill(caches=1, note="over the time limit"),
+    )
+    loop = _scripted(
+        tmp_path / "b",
+        {"tfdata-cache": 13.0},
+        ["tfdata-cache"],
+        facts={"tfdata-cache": empty},
+        source=TFDATA_SCRIPT,
+    )
+    (trial,) = loop.run().trials
+    assert loop.measured == ["tfdata-cache"] and trial.status == "skipped"
+    assert trial.reason.startswith("not applied: ") and "not measured" in trial.reason

@@ -1018,6 +1018,13 @@ class FixLoop:
         if not d.keep:
             return decided("rejected", d.reason + note), ref
         notes, advice = list(outcome.warnings), list(outcome.advice)
+        fill = res.facts.tfdata_cache_fill if res.facts is not None else None
+        if (
+            "tfdata-cache" in ids and fill is not None and fill.filled
+        ):  # what its switch read before the steps
+            notes.append(
+                f"{fill.elements:,} elements read into the cache in {fill.seconds:.1f} s before the first step"
+            )
         changes = extra["training_changes"]
         reason = (
             d.reason
