@@ -914,3 +914,83 @@ def test_a_tfdata_cache_trial_is_measured_with_its_cache_filled_and_says_so(tmp_
     (trial,) = loop.run().trials
     assert loop.measured == ["tfdata-cache"] and trial.status == "skipped"
     assert trial.reason.startswith("not applied: ") and "not measured" in trial.reason
+
+
+def _kernel_runner(rates: dict[tuple[tuple[str, ...], str], float], measured: list[str]):
+    """The kernel loop's measurements, scripted: ``rates[(fix ids, label)]`` steps/s; the facts show
+    each fix in effect (XLA on, steps_per_execution 8). A state without a rate fails the test."""
+    from tfdoctor.session.fix_loop import Measured
+
+    def run(fix_ids: tuple[str, ...], what: str) -> tuple[Measured, list[str], str | None]:
+        measured.append(f"{'+'.join(fix_ids) or 'base'}: {what}")
+        facts = Facts(
+            step_kind="tf.function",
+            loop_kind="keras_fit",
+            batch_size=32,
+            jit_compile="xla-jit" in fix_ids,
+            steps_per_execution=8 if "steps-per-execution" in fix_ids else 1,
+        )
+        rate = rates[(fix_ids, what)]
+        return (
+            Measured(run_id=f"r{len(measured)}", status="complete", throughput=_banded(rate), facts=facts),
+            [],
+            None,
+        )
+
+    return run
+
+
+def test_the_kernel_loop_pools_its_undecided_fixes_like_the_script_loop(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "home")
+    base_run = store.new_run("cell", [], kind="notebook")
+    base = Report(
+        run_id=base_run.id,
+        script="cell",
+        created="c",
+        status="complete",
+        throughput=_banded(10.0),
+        facts=Facts(step_kind="tf.function", loop_kind="keras_fit", batch_size=32, steps_per_execution=1),
+    )
+    x, both = ("xla-jit",), ("xla-jit", "steps-per-execution")
+    pool = "pooled: xla-jit + steps-per-execution"
+    rates = {
+        ((), "reference, paired round 1"): 10.0,
+        ((), "reference, paired round 2"): 10.0,
+        (x, "xla-jit"): 11.5,  # BA 1.15, AB 0.95: undecided, above 1
+        (x, "xla-jit, paired round 2"): 9.5,
+        (("steps-per-execution",), "steps-per-execution"): 11.0,
+        (("steps-per-execution",), "steps-per-execution, paired round 2"): 9.8,
+        (both, pool): 13.0,  # together 1.3x on both rounds
+        (both, f"{pool}, paired round 2"): 13.0,
+        ((), "baseline, paired round 1"): 10.0,
+        ((), "baseline, paired round 2"): 10.0,
+        (both, "combined, paired round 2"): 13.0,
+    }
+    measured: list[str] = []
+    report = kernel_fix_loop(
+        store, base_run, base, None, ["xla-jit", "steps-per-execution"], rounds=2,
+        runner=_kernel_runner(rates, measured),
+    )  # fmt: skip
+    fx = report.fix
+    xla, spe_t, pooled = fx.trials
+    assert (xla.verdict, spe_t.verdict) == ("undecided", "undecided")
+    assert (pooled.fix_id, pooled.status, pooled.members) == ("pooled", "kept", list(both))
+    assert pooled.speedup == pytest.approx(1.3)
+    assert xla.status == "kept" and xla.reason.startswith(
+        "kept together with steps-per-execution: together 1.30x ["
+    )
+    assert spe_t.status == "kept" and xla.reason.endswith(", not decided")
+    assert fx.kept == list(both) and fx.combined_speedup == pytest.approx(1.3)
+    assert "xla-jit+steps-per-execution: " + pool in measured
+    # one undecided fix alone is not pooled
+    measured2: list[str] = []
+    rates2 = {k: v for k, v in rates.items() if k[0] != both}
+    rates2[(("steps-per-execution",), "steps-per-execution")] = 9.0  # decided: not faster
+    rates2[(("steps-per-execution",), "steps-per-execution, paired round 2")] = 9.0
+    base_run2 = store.new_run("cell", [], kind="notebook")
+    report2 = kernel_fix_loop(
+        store, base_run2, base.model_copy(update={"run_id": base_run2.id}), None,
+        ["xla-jit", "steps-per-execution"], rounds=2, runner=_kernel_runner(rates2, measured2),
+    )  # fmt: skip
+    assert [t.fix_id for t in report2.fix.trials] == ["xla-jit", "steps-per-execution"]
+    assert report2.fix.kept == [] and not any("pooled" in m for m in measured2)

@@ -12,11 +12,14 @@ import sys
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfdoctor.capture.inproc import namespace_objects
 from tfdoctor.fixes.steps_per_execution import DEFAULT_N as SPE_DEFAULT_N
 from tfdoctor.model import TENSOR_CORE_CC
+
+if TYPE_CHECKING:
+    from tfdoctor.session.fix_loop import Measured
 
 #: fixes that can run inside the kernel as reversible switches (everything else needs the script)
 KERNEL_FIXES = ("xla-jit", "tf-function", "mixed-precision", "steps-per-execution")
@@ -288,19 +291,29 @@ def kernel_fix_loop(
     allow_unchecked: bool = False,
     notes: list[str] | None = None,
     describe: Callable[[str], str] = str,
+    runner: Callable[[tuple[str, ...], str], tuple[Measured, list[str], str | None]] | None = None,
 ) -> Any:
     """``%%tfdoctor --fix``: each candidate fix applied in the kernel on top of the fixes kept so far,
     checked (it ran, its facts show it in effect, the loss is finite and not above the reference's
     beyond its own noise; a fix changing the training needs a loss unless ``allow_unchecked``) and
     judged in paired rounds against the state it must beat by :func:`tfdoctor.session.fix_loop.judge_rounds`
-    (the judge of the script loop); then the final state measured side by side against the baseline.
+    (the judge of the script loop); two or more fixes left undecided alone (above 1.0x, none that changes
+    the training) are then tried together as one trial, as the script loop's ``FixLoop.pool`` does; then
+    the final state measured side by side against the baseline. ``runner`` (tests of the loop's
+    decisions): measures a state (its fix ids, a label) instead of the kernel.
     Fixes that need the script's source are listed as skipped. Returns the baseline's report with its
     :class:`~tfdoctor.model.FixSummary` (also written to the run)."""
     import time
 
     from tfdoctor.capture.inproc import capture_in_process
     from tfdoctor.errors import TfdoctorError
-    from tfdoctor.fixes.sanity import loss_check, not_in_effect, output_change, training_changes
+    from tfdoctor.fixes.sanity import (
+        CHANGES_TRAINING,
+        loss_check,
+        not_in_effect,
+        output_change,
+        training_changes,
+    )
     from tfdoctor.model import FixSummary, FixTrial
     from tfdoctor.report.format import estimate_text, ratio_ci, training
     from tfdoctor.rundir import STDOUT
@@ -321,7 +334,7 @@ def kernel_fix_loop(
     budget = DEFAULT_ROUNDS if rounds is None else max(0, rounds)
     last: list[tuple[str, ...] | None] = [None]
 
-    def measure(fix_ids: tuple[str, ...], what: str) -> tuple[Measured, list[str], str | None]:
+    def in_kernel(fix_ids: tuple[str, ...], what: str) -> tuple[Measured, list[str], str | None]:
         cell.snapshot.restore()
         last[0] = fix_ids
         with contextlib.ExitStack() as stack:
@@ -357,6 +370,8 @@ def kernel_fix_loop(
         )
         return m, [c for kf in applied for c in kf.changes], why_not
 
+    measure: Callable[[tuple[str, ...], str], tuple[Measured, list[str], str | None]] = runner or in_kernel
+
     def printed(run_id: str | None) -> str | None:
         """What a run printed (stdout.log), None when it was not recorded."""
         try:
@@ -373,6 +388,83 @@ def kernel_fix_loop(
     trials: list[Any] = []
     history: list[_KState] = []
     subprocess_only: list[str] = []
+
+    def attempt(
+        ref: _KState, add: tuple[str, ...], label: str, info0: dict[str, Any]
+    ) -> tuple[Any, _KState | None]:
+        """``add`` applied in the kernel on top of ``ref``, checked and judged against it: its trial, and
+        the state to go on from when kept (else None). Raises NotInKernel."""
+        ref_fresh = last[0] == ref.fixes
+        fixes = (*ref.fixes, *add)
+        m, changes, why_not = measure(fixes, label)
+        how = "; ".join(changes)
+        info: dict[str, Any] = {
+            **info0,
+            "run_id": m.run_id,
+            "runtime_switch": {"kernel": how} if how else {},
+            "throughput": m.throughput,
+            "training_changes": training_changes(ref.facts, m.facts),
+        }
+        if m.status != "complete" or m.throughput is None:
+            reason = m.message or m.status or "no throughput"
+            return FixTrial(**info, status="failed", reason=reason, error=m.error), None
+        absent = why_not or next((a for a in (not_in_effect(f, ref.facts, m.facts) for f in add) if a), None)
+        if absent:
+            return FixTrial(**info, status="skipped", reason=f"not applied: {absent}; not measured"), None
+        out = printed(m.run_id)
+        if ref.stdout is not None and out is not None:  # the script loop's output check, on the cell's output
+            ref_steps = ref.loss_runs[0]
+            further = examples_seen(m.steps, None) > examples_seen(ref_steps, None)
+            length = run_length(m.steps, ref_steps, examples_per_step(ref_steps, ref.facts))
+            changed = output_change(ref.stdout, out, further=further, length=length)
+            if changed:
+                return FixTrial(**info, status="rejected", reason=changed), None
+        loss = loss_check(ref.loss_runs, m.steps)
+        if loss.status == "not finite":
+            return FixTrial(**info, status="rejected", reason=loss.text), None
+        unchecked = loss.text if loss.status == "unreadable" else None
+        info["unchecked"] = unchecked
+        blocked = next((b for b in (unchecked_block(f, unchecked, allow_unchecked) for f in add) if b), None)
+        if blocked:
+            return FixTrial(**info, status="rejected", reason=blocked), None
+
+        def side(which: Side, i: int) -> Measured:
+            if which == "reference":
+                got, _, _ = measure(ref.fixes, f"reference, paired round {i}")
+            else:
+                got, _, _ = measure(fixes, f"{label}, paired round {i}")
+            return got
+
+        r = judge_rounds(
+            side, first_trial=m.throughput, ref_prev=ref.throughput, ref_fresh=ref_fresh, max_rounds=budget
+        )
+        ref.throughput = r.ref or ref.throughput
+        ref.loss_runs += r.ref_steps
+        info["paired_run_ids"] = r.run_ids
+        info["paired_ratios"] = r.ratios
+        if r.failed:
+            return FixTrial(**info, status="failed", reason=r.failed[0], error=r.failed[1]), None
+        assert r.decision is not None
+        d = r.decision
+        info.update(
+            speedup=d.estimate.ratio,
+            speedup_ci=[round(d.estimate.low, 4), round(d.estimate.high, 4)],
+            verdict=d.verdict,
+        )
+        loss = loss_check(ref.loss_runs, m.steps)
+        if loss.bad:
+            reason = f"{loss.text}; measured {estimate_text(d.estimate)}"
+            return FixTrial(**info, status="rejected", reason=reason), None
+        if not d.keep:
+            return FixTrial(
+                **info, status="rejected", reason=d.reason + (f"; {r.note}" if r.note else "")
+            ), None
+        extra = f"; {training(info['training_changes'])}" if info["training_changes"] else ""
+        kept = _KState(
+            fixes, r.trial or m.throughput, m.facts, [list(m.steps), *r.trial_steps], m.run_id, out
+        )
+        return FixTrial(**info, status="kept", reason=d.reason + extra), kept
+
     for fid in candidates:
         desc = describe(fid)
         if fid not in KERNEL_FIXES:
@@ -386,97 +478,60 @@ def kernel_fix_loop(
                 )
             )
             continue
-        ref = state
-        ref_fresh = last[0] == ref.fixes
-        fixes = (*ref.fixes, fid)
         try:
-            m, changes, why_not = measure(fixes, fid)
+            trial, after = attempt(state, (fid,), fid, {"fix_id": fid, "description": desc})
         except NotInKernel as e:
             trials.append(
                 FixTrial(fix_id=fid, description=desc, status="skipped", reason=f"not in the kernel: {e}")
             )
             subprocess_only.append(fid)
             continue
-        how = "; ".join(changes)
-        info: dict[str, Any] = {
-            "fix_id": fid,
-            "description": desc,
-            "run_id": m.run_id,
-            "runtime_switch": {"kernel": how} if how else {},
-            "throughput": m.throughput,
-            "training_changes": training_changes(ref.facts, m.facts),
-        }
-        if m.status != "complete" or m.throughput is None:
-            trials.append(
-                FixTrial(
-                    **info, status="failed", reason=m.message or m.status or "no throughput", error=m.error
+        trials.append(trial)
+        if after is not None:
+            state = after
+            history.append(state)
+
+    # the fixes not decided alone (above 1.0x, none that changes the training), tried together: the
+    # script loop's FixLoop.pool, in the kernel
+    undecided = [
+        j
+        for j, t in enumerate(trials)
+        if t.verdict == "undecided"
+        and t.status == "rejected"
+        and t.reason.startswith("not decided")
+        and (t.speedup or 0.0) > 1.0
+        and t.fix_id not in CHANGES_TRAINING
+    ]
+    if len(undecided) >= 2:
+        names = [trials[j].fix_id for j in undecided]
+        label = "pooled: " + " + ".join(names)
+        try:
+            pooled, after = attempt(
+                state,
+                tuple(names),
+                label,
+                {
+                    "fix_id": "pooled",
+                    "description": "the fixes not decided alone, tried together",
+                    "members": names,
+                },
+            )
+        except NotInKernel:
+            pooled, after = None, None
+        if pooled is not None:
+            trials.append(pooled)
+        if pooled is not None and after is not None:
+            n = len(pooled.paired_ratios)
+            together = f"together {ratio_ci(pooled.speedup, pooled.speedup_ci)} over {n} paired round{'s' if n != 1 else ''}"
+            for j in undecided:
+                t = trials[j]
+                others = ", ".join(x for x in names if x != t.fix_id)
+                alone = f"alone {ratio_ci(t.speedup, t.speedup_ci)}, not decided"
+                trials[j] = t.model_copy(
+                    update={"status": "kept", "reason": f"kept together with {others}: {together}; {alone}"}
                 )
-            )
-            continue
-        absent = why_not or not_in_effect(fid, ref.facts, m.facts)
-        if absent:
-            trials.append(FixTrial(**info, status="skipped", reason=f"not applied: {absent}; not measured"))
-            continue
-        out = printed(m.run_id)
-        if ref.stdout is not None and out is not None:  # the script loop's output check, on the cell's output
-            ref_steps = ref.loss_runs[0]
-            further = examples_seen(m.steps, None) > examples_seen(ref_steps, None)
-            length = run_length(m.steps, ref_steps, examples_per_step(ref_steps, ref.facts))
-            changed = output_change(ref.stdout, out, further=further, length=length)
-            if changed:
-                trials.append(FixTrial(**info, status="rejected", reason=changed))
-                continue
-        loss = loss_check(ref.loss_runs, m.steps)
-        if loss.status == "not finite":
-            trials.append(FixTrial(**info, status="rejected", reason=loss.text))
-            continue
-        unchecked = loss.text if loss.status == "unreadable" else None
-        info["unchecked"] = unchecked
-        blocked = unchecked_block(fid, unchecked, allow_unchecked)
-        if blocked:
-            trials.append(FixTrial(**info, status="rejected", reason=blocked))
-            continue
-
-        def side(which: Side, i: int, _fixes: tuple[str, ...] = fixes, _ref: _KState = ref) -> Measured:
-            if which == "reference":
-                got, _, _ = measure(_ref.fixes, f"reference, paired round {i}")
-            else:
-                got, _, _ = measure(_fixes, f"{_fixes[-1]}, paired round {i}")
-            return got
-
-        r = judge_rounds(
-            side, first_trial=m.throughput, ref_prev=ref.throughput, ref_fresh=ref_fresh, max_rounds=budget
-        )
-        ref.throughput = r.ref or ref.throughput
-        ref.loss_runs += r.ref_steps
-        info["paired_run_ids"] = r.run_ids
-        info["paired_ratios"] = r.ratios
-        if r.failed:
-            trials.append(FixTrial(**info, status="failed", reason=r.failed[0], error=r.failed[1]))
-            continue
-        assert r.decision is not None
-        d = r.decision
-        info.update(
-            speedup=d.estimate.ratio,
-            speedup_ci=[round(d.estimate.low, 4), round(d.estimate.high, 4)],
-            verdict=d.verdict,
-        )
-        loss = loss_check(ref.loss_runs, m.steps)
-        if loss.bad:
-            reason = f"{loss.text}; measured {estimate_text(d.estimate)}"
-            trials.append(FixTrial(**info, status="rejected", reason=reason))
-            continue
-        if not d.keep:
-            trials.append(
-                FixTrial(**info, status="rejected", reason=d.reason + (f"; {r.note}" if r.note else ""))
-            )
-            continue
-        extra = f"; {training(info['training_changes'])}" if info["training_changes"] else ""
-        trials.append(FixTrial(**info, status="kept", reason=d.reason + extra))
-        state = _KState(
-            fixes, r.trial or m.throughput, m.facts, [list(m.steps), *r.trial_steps], m.run_id, out
-        )
-        history.append(state)
+            state = after
+            history.append(state)
 
     combined = speedup = ci = verdict = None
     run_id = None
