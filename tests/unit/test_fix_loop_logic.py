@@ -107,10 +107,12 @@ class ScriptedLoop(FixLoop):
         self.steps = steps or {}
         self.measured: list[str] = []
         self.modules_measured: list[dict[str, str] | None] = []  # each run's modules beside the script
+        self.switches_measured: list[dict[str, str]] = []  # each run's run-time switches
 
     def measure(self, label, code, switches, *, profile=False, modules=None):
         self.measured.append(label)
         self.modules_measured.append(modules)
+        self.switches_measured.append(dict(switches))
         self._last = self.state_key(code, switches, modules)
         run = self.store.new_run(str(self.script), kind="fix", parent=self.baseline.id)
         windows = Windows(warmup=3, timing=20, profile=0)
@@ -897,6 +899,10 @@ def test_a_tfdata_cache_trial_is_measured_with_its_cache_filled_and_says_so(tmp_
     assert trial.status == "kept", trial.reason
     assert trial.runtime_switch == {"tfdata_cache_fill": "1"}
     assert "512 elements read into the cache in 0.4 s before the first step" in trial.reason
+    # the reference's paired runs are measured with the caches filled too (a cache the script already
+    # had is full on both sides); the baseline's source, no other switch
+    refs = [sw for label, sw in zip(loop.measured, loop.switches_measured) if "reference" in label]
+    assert refs and all(sw == {"tfdata_cache_fill": "1"} for sw in refs)
     # the switch on, but the run's facts show no cache filled: not applied, not measured
     empty = Facts(
         extra={"switch_tfdata_cache_fill": "1"},

@@ -114,6 +114,11 @@ class Pooled:
 StateKey = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
 
 
+#: run-time switches that set how a run is measured rather than what it runs: a trial's apply to its
+#: reference's paired runs too (tfdata_cache_fill: the harness fills the in-memory tf.data caches first)
+MEASUREMENT_SWITCHES = frozenset({"tfdata_cache_fill"})
+
+
 def state_key(source: str, switches: dict[str, str], modules: dict[str, str]) -> StateKey:
     return source, tuple(sorted(switches.items())), tuple(sorted(modules.items()))
 
@@ -754,19 +759,26 @@ class FixLoop:
     def compare(self, trial: _State, ref: _State, label: str) -> Rounds:
         """Paired rounds of two measured states (the trial's latest measurement is its first run)."""
         index, total = self._at
+        # the trial's measurement conditions hold for the reference's runs too (see trial())
+        ref_switches = {
+            **ref.switches,
+            **{k: v for k, v in trial.switches.items() if k in MEASUREMENT_SWITCHES},
+        }
+        ref_key = state_key(ref.source, ref_switches, ref.modules)
 
         def measure(side: Side, i: int) -> Measured:
             st = ref if side == "reference" else trial
+            sw = ref_switches if side == "reference" else trial.switches
             self.event("trial", f"{label}, paired round {i}, {side}", index=index, total=total)
             return self._measured(
-                self.measure(f"{label}: {side}, paired round {i}", st.source, st.switches, modules=st.modules)
+                self.measure(f"{label}: {side}, paired round {i}", st.source, sw, modules=st.modules)
             )
 
         return judge_rounds(
             measure,
             first_trial=trial.throughput,
             ref_prev=ref.throughput,
-            ref_fresh=self._last == ref.key() and self._last != trial.key(),
+            ref_fresh=self._last == ref_key and self._last != trial.key(),
             scale=_factor(trial.examples, ref.examples),
             max_rounds=self.rounds,
         )
@@ -880,7 +892,11 @@ class FixLoop:
         switches = {**before.switches, **outcome.switches}
         # the modules the fix edited (only those beside the script that it imports), over the state's
         modules = {**before.modules, **{r: t for r, t in outcome.files.items() if r in before.modules}}
-        ref_was_last = self._last == ref.key()
+        # the measurement conditions the trial sets (the in-memory caches filled before the timed steps)
+        # hold for the reference's paired runs too: caches the script already had are then full on both
+        # sides, and only the fix's own cache makes a difference
+        ref_switches = {**ref.switches, **{k: v for k, v in switches.items() if k in MEASUREMENT_SWITCHES}}
+        ref_was_last = self._last == state_key(ref.source, ref_switches, ref.modules)
         run, res, rep = self.measure(label, outcome.code, switches, modules=modules)
         tp = rep.throughput if res.ok else None
         extra: dict[str, object] = {}
@@ -977,7 +993,7 @@ class FixLoop:
             )
             if side == "reference":
                 got = self.measure(
-                    f"{label}: reference, paired round {i}", ref.source, ref.switches, modules=ref.modules
+                    f"{label}: reference, paired round {i}", ref.source, ref_switches, modules=ref.modules
                 )
             else:
                 got = self.measure(f"{label}: paired round {i}", outcome.code, switches, modules=modules)
