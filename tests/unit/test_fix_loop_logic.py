@@ -1000,3 +1000,25 @@ def test_the_kernel_loop_pools_its_undecided_fixes_like_the_script_loop(tmp_path
     )  # fmt: skip
     assert [t.fix_id for t in report2.fix.trials] == ["xla-jit", "steps-per-execution"]
     assert report2.fix.kept == [] and not any("pooled" in m for m in measured2)
+
+
+def test_a_combined_state_not_decided_below_an_intermediate_one_drops_nothing(tmp_path: Path) -> None:
+    rates = {
+        **_rounds_of("tf-function", 40.0),
+        "generator-prefetch": 100.0,  # 2.5x over tf-function's 40, clear
+        "generator-prefetch: reference, paired round 1": 40.0,
+        "generator-prefetch: reference, paired round 2": 40.0,
+        "combined": 45.0,  # against tf-function alone: 1.125 then 0.85, a point estimate under 1 …
+        "combined vs tf-function: reference, paired round 1": 40.0,
+        "combined vs tf-function: reference, paired round 2": 40.0,
+        "combined vs tf-function: trial, paired round 2": 34.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+        "combined vs the baseline: reference, paired round 2": 10.0,
+        "combined vs the baseline: trial, paired round 2": 42.0,
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function", "generator-prefetch"], rounds=2)
+    summary = loop.run()
+    # … within the noise: nothing dropped, and the note says what was measured
+    assert summary.kept == ["tf-function", "generator-prefetch"] and summary.dropped == []
+    assert "of the state without generator-prefetch: not decided lower, kept" in summary.combined_note
+    assert [t.status for t in summary.trials] == ["kept", "kept"]

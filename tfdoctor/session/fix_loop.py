@@ -573,7 +573,17 @@ class FixLoop:
                 if best is not None:
                     best_kept, best_state = best
                     r = self.compare(state, best_state, f"combined vs {', '.join(best_kept)}")
-                    if r.decision is not None and r.decision.estimate.ratio < 1:
+                    # dropped only when the judge puts the final state below the intermediate one (its
+                    # interval under 1): a point estimate under 1 within the noise drops nothing, else
+                    # noise alone would undo fixes each measured faster (and repeat runs would disagree)
+                    lower = r.decision is not None and r.decision.estimate.high < 1
+                    if r.decision is not None and not lower and r.decision.estimate.ratio < 1:
+                        later = [x for x in kept if x not in best_kept]
+                        note = (
+                            f"the final state measured {estimate_text(r.decision.estimate)} of the state "
+                            f"without {', '.join(later)}: not decided lower, kept; "
+                        )
+                    if r.decision is not None and lower:
                         dropped = [x for x in kept if x not in best_kept]
                         note = (
                             f"{', '.join(dropped)} dropped: the final state measured "
