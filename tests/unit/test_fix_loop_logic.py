@@ -901,7 +901,9 @@ def test_a_tfdata_cache_trial_is_measured_with_its_cache_filled_and_says_so(tmp_
     assert "512 elements read into the cache in 0.4 s before the first step" in trial.reason
     # the reference's paired runs are measured with the caches filled too (a cache the script already
     # had is full on both sides); the baseline's source, no other switch
-    refs = [sw for label, sw in zip(loop.measured, loop.switches_measured) if "reference" in label]
+    refs = [
+        sw for label, sw in zip(loop.measured, loop.switches_measured, strict=True) if "reference" in label
+    ]
     assert refs and all(sw == {"tfdata_cache_fill": "1"} for sw in refs)
     # the switch on, but the run's facts show no cache filled: not applied, not measured
     empty = Facts(
