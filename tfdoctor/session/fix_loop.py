@@ -123,6 +123,37 @@ def state_key(source: str, switches: dict[str, str], modules: dict[str, str]) ->
     return source, tuple(sorted(switches.items())), tuple(sorted(modules.items()))
 
 
+def reference_switches(ref: dict[str, str], trial: dict[str, str]) -> dict[str, str]:
+    """The reference's switches for its paired runs against a trial: the trial's measurement conditions
+    (:data:`MEASUREMENT_SWITCHES`) hold for both sides."""
+    return {**ref, **{k: v for k, v in trial.items() if k in MEASUREMENT_SWITCHES}}
+
+
+# -- the undecided fixes together (both loops) ------------------------------------------------------
+def poolable(t: FixTrial) -> bool:
+    """A trial the pooled trial takes: left undecided by the judge (not rejected on its loss) with a
+    point estimate above 1, and not a fix that changes the training."""
+    return (
+        t.verdict == "undecided"
+        and t.status == "rejected"
+        and t.reason.startswith("not decided")
+        and (t.speedup or 0.0) > 1.0
+        and t.fix_id not in CHANGES_TRAINING
+    )
+
+
+def kept_together(t: FixTrial, names: tuple[str, ...] | list[str], pooled: FixTrial) -> FixTrial:
+    """Member ``t`` of a kept pooled trial, kept: its reason cites the pooled ratio, its own figures stay."""
+    n = len(pooled.paired_ratios)
+    over = f"{n} paired round{'s' if n != 1 else ''}" if n else "one run against an earlier reference"
+    together = f"together {ratio_ci(pooled.speedup, pooled.speedup_ci)} over {over}"
+    others = ", ".join(x for x in names if x != t.name)
+    alone = f"alone {ratio_ci(t.speedup, t.speedup_ci)}, not decided"
+    return t.model_copy(
+        update={"status": "kept", "reason": f"kept together with {others}: {together}; {alone}"}
+    )
+
+
 @dataclass
 class _State:
     source: str
@@ -470,16 +501,9 @@ class FixLoop:
             self._at = (i, len(cands))
             before = state  # the state this fix is applied to (variants all start from it)
             for k, variant in enumerate(fix.variants(FixContext())):
-                ctx = FixContext(
-                    facts=before.facts,
-                    findings=tuple(self.report.findings),
-                    script_args=tuple(self.cfg.args),
-                    hardware=hardware,
-                    params=variant,
-                    filename=self.relpath,
-                    project=dict(before.modules),
+                outcome = fix.apply(
+                    before.source, self.context(before.facts, before.modules, variant, hardware)
                 )
-                outcome = fix.apply(before.source, ctx)
                 label = fix.ID + (f" ×{variant['factor']}" if "factor" in variant else "")
                 if not outcome.changed:
                     if k == 0:
@@ -649,6 +673,20 @@ class FixLoop:
             confirm_rounds=self.rounds,
         )
 
+    def context(
+        self, facts: Facts, modules: dict[str, str], variant: dict[str, str], hardware: Hardware
+    ) -> FixContext:
+        """What a fix's transform sees of the state it is applied to."""
+        return FixContext(
+            facts=facts,
+            findings=tuple(self.report.findings),
+            script_args=tuple(self.cfg.args),
+            hardware=hardware,
+            params=variant,
+            filename=self.relpath,
+            project=dict(modules),
+        )
+
     # -- the undecided fixes together ----------------------------------------------------------------
     def pool(
         self,
@@ -666,15 +704,7 @@ class FixLoop:
         cites the pooled ratio, its own figures stay), ``kept_label`` and ``history`` get them, and the
         pooled state is returned; else ``state`` (its latest measurement). The pooled trial is appended
         to ``trials`` either way."""
-        cands = [
-            (fix, variant, j)
-            for fix, variant, j in tried
-            if trials[j].verdict == "undecided"
-            and trials[j].status == "rejected"
-            and trials[j].reason.startswith("not decided")  # not rejected on its loss
-            and (trials[j].speedup or 0.0) > 1.0
-            and fix.ID not in CHANGES_TRAINING
-        ]
+        cands = [(fix, variant, j) for fix, variant, j in tried if poolable(trials[j])]
         if len(cands) < 2:
             return state
         source, modules, switches = state.source, dict(state.modules), dict(state.switches)
@@ -686,16 +716,7 @@ class FixLoop:
         factor = 1.0
         for fix, variant, j in cands:
             name = trials[j].name
-            ctx = FixContext(
-                facts=state.facts,
-                findings=tuple(self.report.findings),
-                script_args=tuple(self.cfg.args),
-                hardware=hardware,
-                params=variant,
-                filename=self.relpath,
-                project=dict(modules),
-            )
-            out = fix.apply(source, ctx)
+            out = fix.apply(source, self.context(state.facts, modules, variant, hardware))
             if not out.changed:
                 self.event("result", f"{name}: left out of the pooled trial ({out.reason})", fix_id=fix.ID)
                 continue
@@ -738,18 +759,10 @@ class FixLoop:
         self.event("result", f"{label}: {trial.status} ({trial.reason})", fix_id=pooled.ID)
         if trial.status != "kept":
             return after
-        n = len(trial.paired_ratios)
-        over = f"{n} paired round{'s' if n != 1 else ''}" if n else "one run against an earlier reference"
-        together = f"together {ratio_ci(trial.speedup, trial.speedup_ci)} over {over}"
         for fix, j in members:
-            t = trials[j]
-            others = ", ".join(x for x in names if x != t.name)
-            alone = f"alone {ratio_ci(t.speedup, t.speedup_ci)}, not decided"
-            trials[j] = t.model_copy(
-                update={"status": "kept", "reason": f"kept together with {others}: {together}; {alone}"}
-            )
+            trials[j] = kept_together(trials[j], names, trial)
             kept_label.pop(fix.ID, None)
-            kept_label[fix.ID] = t.name
+            kept_label[fix.ID] = trials[j].name
         history.append((list(kept_label.values()), after))
         return after
 
@@ -770,10 +783,7 @@ class FixLoop:
         """Paired rounds of two measured states (the trial's latest measurement is its first run)."""
         index, total = self._at
         # the trial's measurement conditions hold for the reference's runs too (see trial())
-        ref_switches = {
-            **ref.switches,
-            **{k: v for k, v in trial.switches.items() if k in MEASUREMENT_SWITCHES},
-        }
+        ref_switches = reference_switches(ref.switches, trial.switches)
         ref_key = state_key(ref.source, ref_switches, ref.modules)
 
         def measure(side: Side, i: int) -> Measured:
@@ -905,7 +915,7 @@ class FixLoop:
         # the measurement conditions the trial sets (the in-memory caches filled before the timed steps)
         # hold for the reference's paired runs too: caches the script already had are then full on both
         # sides, and only the fix's own cache makes a difference
-        ref_switches = {**ref.switches, **{k: v for k, v in switches.items() if k in MEASUREMENT_SWITCHES}}
+        ref_switches = reference_switches(ref.switches, switches)
         ref_was_last = self._last == state_key(ref.source, ref_switches, ref.modules)
         run, res, rep = self.measure(label, outcome.code, switches, modules=modules)
         tp = rep.throughput if res.ok else None
@@ -1045,9 +1055,7 @@ class FixLoop:
             return decided("rejected", d.reason + note), ref
         notes, advice = list(outcome.warnings), list(outcome.advice)
         fill = res.facts.tfdata_cache_fill if res.facts is not None else None
-        if (
-            "tfdata-cache" in ids and fill is not None and fill.filled
-        ):  # what its switch read before the steps
+        if "tfdata-cache" in ids and fill is not None and fill.filled:  # what its switch read first
             notes.append(
                 f"{fill.elements:,} elements read into the cache in {fill.seconds:.1f} s before the first step"
             )
@@ -1113,9 +1121,12 @@ __all__ = [
     "Pooled",
     "Rounds",
     "judge_rounds",
+    "kept_together",
     "memo_problem",
     "order_candidates",
     "patch_header",
+    "poolable",
+    "reference_switches",
     "run_fix_loop",
     "run_length",
     "state_key",

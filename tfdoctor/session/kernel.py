@@ -308,7 +308,6 @@ def kernel_fix_loop(
     from tfdoctor.capture.inproc import capture_in_process
     from tfdoctor.errors import TfdoctorError
     from tfdoctor.fixes.sanity import (
-        CHANGES_TRAINING,
         loss_check,
         not_in_effect,
         output_change,
@@ -325,6 +324,8 @@ def kernel_fix_loop(
         examples_per_step,
         examples_seen,
         judge_rounds,
+        kept_together,
+        poolable,
         run_length,
         unchecked_block,
     )
@@ -493,15 +494,7 @@ def kernel_fix_loop(
 
     # the fixes not decided alone (above 1.0x, none that changes the training), tried together: the
     # script loop's FixLoop.pool, in the kernel
-    undecided = [
-        j
-        for j, t in enumerate(trials)
-        if t.verdict == "undecided"
-        and t.status == "rejected"
-        and t.reason.startswith("not decided")
-        and (t.speedup or 0.0) > 1.0
-        and t.fix_id not in CHANGES_TRAINING
-    ]
+    undecided = [j for j, t in enumerate(trials) if poolable(t)]
     if len(undecided) >= 2:
         names = [trials[j].fix_id for j in undecided]
         label = "pooled: " + " + ".join(names)
@@ -521,15 +514,8 @@ def kernel_fix_loop(
         if pooled is not None:
             trials.append(pooled)
         if pooled is not None and after is not None:
-            n = len(pooled.paired_ratios)
-            together = f"together {ratio_ci(pooled.speedup, pooled.speedup_ci)} over {n} paired round{'s' if n != 1 else ''}"
             for j in undecided:
-                t = trials[j]
-                others = ", ".join(x for x in names if x != t.fix_id)
-                alone = f"alone {ratio_ci(t.speedup, t.speedup_ci)}, not decided"
-                trials[j] = t.model_copy(
-                    update={"status": "kept", "reason": f"kept together with {others}: {together}; {alone}"}
-                )
+                trials[j] = kept_together(trials[j], names, pooled)
             state = after
             history.append(state)
 
