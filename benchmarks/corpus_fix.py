@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, md_table, median, say, update_section, versions
 
 from tfdoctor.capture.runner import CaptureConfig, run_capture
+from tfdoctor.model import CACHE_FILL_SWITCH
 from tfdoctor.session.build import finish_run
 from tfdoctor.session.fix_loop import DEFAULT_ROUNDS
 from tfdoctor.store import RunStore
@@ -86,7 +87,7 @@ def patched_copy(patch: str, dest: Path, folder: str = ".") -> Path:
 
 #: the harness switch of the tfdata-cache trial (tfdoctor/capture/child/hooks.py): fill every in-memory
 #: tf.data cache before the first step
-STEADY = {"tfdata_cache_fill": "1"}
+STEADY = {CACHE_FILL_SWITCH: "1"}
 
 
 def measure(store: RunStore, script: Path, steps: int, label: str) -> float | None:

@@ -66,6 +66,11 @@ class DatasetStage(_Frozen):
     detail: str = ""  # for people: "batch_size=32, drop_remainder", "buffer_size=AUTOTUNE", ...
 
 
+#: the run-time switch of the tfdata-cache trial: the harness fills each in-memory tf.data cache before
+#: the first step, so the timed steps see the cache's steady state (as from the second epoch on)
+CACHE_FILL_SWITCH = "tfdata_cache_fill"
+
+
 class CacheFill(_Frozen):
     """The in-memory tf.data caches the harness filled before the first step (the ``tfdata-cache``
     trial's run-time switch ``tfdata_cache_fill``), so the timed steps read a full cache as from the

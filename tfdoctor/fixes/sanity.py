@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tfdoctor.model import Facts, StepTiming
+from tfdoctor.model import CACHE_FILL_SWITCH, Facts, StepTiming
 
 # -- output ------------------------------------------------------------------------------------------
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
@@ -360,7 +360,7 @@ def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str
         if (after.dtype_policy or "").startswith("mixed") and after.dtype_policy != b.dtype_policy:
             return None
         return f"its facts show the dtype policy {after.dtype_policy} (was {b.dtype_policy})"
-    if fix_id == "tfdata-cache" and after.extra.get("switch_tfdata_cache_fill") == "1":
+    if fix_id == "tfdata-cache" and after.extra.get(f"switch_{CACHE_FILL_SWITCH}") == "1":
         # the trial is measured with its caches filled first (steady state): unfilled, it would time
         # the epoch that fills them, which says nothing of the cache
         fill = after.tfdata_cache_fill

@@ -26,6 +26,7 @@ from tfdoctor.fixes._cst import (
     walk,
 )
 from tfdoctor.fixes._purity import Module, _bound_in, _is_docstring, _live, _target_names
+from tfdoctor.model import CACHE_FILL_SWITCH
 
 DETERMINISTIC_OPS = ("map", "filter")
 
@@ -506,7 +507,7 @@ class CacheCodemod(FixCodemod):
         self.summary = "; ".join(r for r in reasons if r.startswith("cache()"))
         # harness-only (not in the patch): the trial's run fills the cache before its first step, so
         # the timed steps read it as every epoch after the first does (see capture/child/hooks.py)
-        self.switches = {"tfdata_cache_fill": "1"}
+        self.switches = {CACHE_FILL_SWITCH: "1"}
         self.warn(
             "measured with the cache filled before the timed steps (the speed from the second epoch on; "
             "a run's first epoch fills it at about the old speed)"
@@ -696,8 +697,9 @@ class Cache(Fix):
     left to the warm-up's deadline, half the available memory, 10 million elements. The facts say what
     was filled (``tfdata_cache_fill``: caches, elements, seconds) or why not; a trial whose caches were
     not all filled (over a bound, a ``repeat`` before the cache, none found) is "not applied ... not
-    measured", never a measured rejection. Once kept, the switch stays on for the states measured after
-    it (its caches are then full on both sides of a later trial). Not measured: the first epoch, which
+    measured", never a measured rejection. The switch is a measurement condition: the reference's paired
+    runs are measured under it too (a cache the script already had is full on both sides), and once
+    kept it stays on for the states measured after it. Not measured: the first epoch, which
     fills the cache at about the old speed; and a loop that never finishes an epoch (it breaks early, a
     ``take`` after the cache) never gets the cache's speed, though the trial times it.
 

@@ -54,7 +54,7 @@ from tfdoctor.fixes.workspace import (
     write_copy,
     write_modules,
 )
-from tfdoctor.model import Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
+from tfdoctor.model import CACHE_FILL_SWITCH, Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
 from tfdoctor.report.format import estimate_text, ratio_ci, training
 from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
@@ -116,7 +116,7 @@ StateKey = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
 
 #: run-time switches that set how a run is measured rather than what it runs: a trial's apply to its
 #: reference's paired runs too (tfdata_cache_fill: the harness fills the in-memory tf.data caches first)
-MEASUREMENT_SWITCHES = frozenset({"tfdata_cache_fill"})
+MEASUREMENT_SWITCHES = frozenset({CACHE_FILL_SWITCH})
 
 
 def state_key(source: str, switches: dict[str, str], modules: dict[str, str]) -> StateKey:

@@ -44,7 +44,7 @@ from typing import Any
 
 from tfdoctor.capture.child.clock import StepClock, StopCapture
 from tfdoctor.capture.child.procs import WATCHDOG_THREAD
-from tfdoctor.model import CacheFill, DatasetStage
+from tfdoctor.model import CACHE_FILL_SWITCH, CacheFill, DatasetStage
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIB_MARKERS = (
@@ -858,9 +858,6 @@ def walk_dataset(ds: Any, limit: int = 64) -> list[DatasetStage]:
 
 
 # -- filling in-memory caches (the tfdata-cache trial) ---------------------------------------------
-#: the run-time switch the tfdata-cache fix sets: fill each in-memory cache before the first step, so
-#: the timed steps see the cache's steady state (as from the second epoch), not the epoch filling it
-CACHE_FILL_SWITCH = "tfdata_cache_fill"
 #: the filling may take this share of the time left to the warm-up's deadline (half the run's timeout)
 CACHE_FILL_SHARE = 0.5
 CACHE_FILL_SECONDS = 120.0  # without a deadline
