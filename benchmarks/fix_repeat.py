@@ -7,10 +7,16 @@ back, each in its own store; the two summaries are compared:
 * the kept fixes (the same set, or not);
 * the combined speed-up each run measured side by side against its baseline, with its 95 % interval
   (tfdoctor.fixes.judge), and whether the two intervals overlap;
-* per fix tried in both: the same decision (kept / rejected / not decided), and overlapping intervals.
+* per fix tried in both: the same decision (kept / rejected / not decided), and overlapping intervals;
+  for every trial decided differently, both runs' figures and reasons.
+
+The results (benchmarks/cache/results/fix_repeat.json) keep, per run, every trial of the report's
+``fix.trials`` (name, status, speed-up and interval, verdict, reason) and the combined figure and note.
 
     python benchmarks/fix_repeat.py                       # examples + corpus, updates docs/benchmarks.md
     python benchmarks/fix_repeat.py --scripts examples/naive_loop.py --quick   # one script, docs untouched
+    python benchmarks/fix_repeat.py --scripts examples/corpus/gan_fit.py --quick  # a corpus script (its
+                                                          # manifest arguments, as in the default run)
 """
 
 from __future__ import annotations
@@ -32,12 +38,28 @@ from tfdoctor.report.format import ratio_ci
 EXAMPLES = ["naive_loop.py", "tfdata_loop.py", "keras_fit.py", "function_loop.py", "mlp_loop.py"]
 
 
+CORPUS = ROOT / "examples" / "corpus"
+
+
 def corpus() -> list[tuple[Path, list[str]]]:
-    manifest = json.loads((ROOT / "examples" / "corpus" / "manifest.json").read_text())
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
     return [
-        (ROOT / "examples" / "corpus" / s["script"], list(s.get("quick_args") or s.get("args") or []))
-        for s in manifest["scripts"]
+        (CORPUS / s["script"], list(s.get("quick_args") or s.get("args") or [])) for s in manifest["scripts"]
     ]
+
+
+def targets(scripts: list[str] | None) -> list[tuple[Path, list[str]]]:
+    """(script, its arguments): the named scripts (a corpus script gets its manifest arguments, as in
+    the default run), else the examples and the corpus."""
+    if not scripts:
+        return [(ROOT / "examples" / n, []) for n in EXAMPLES] + corpus()
+    known = {path.resolve(): args for path, args in corpus()}
+    return [(Path(s).resolve(), known.get(Path(s).resolve(), [])) for s in scripts]
+
+
+def display(script: Path) -> str:
+    """The script's name in the table: its path in the corpus (multifile/train.py), else its file name."""
+    return script.relative_to(CORPUS).as_posix() if script.is_relative_to(CORPUS) else script.name
 
 
 def fix_once(script: Path, args: list[str], home: Path, steps: int, rounds: int) -> dict:
@@ -55,21 +77,38 @@ def fix_once(script: Path, args: list[str], home: Path, steps: int, rounds: int)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout)[-2000:], "wall_s": wall}
-    fix = json.loads(proc.stdout).get("fix") or {}
-    trials = {
-        (t.get("label") or t["fix_id"]): {
+    return summarize(json.loads(proc.stdout), wall)
+
+
+def summarize(report: dict, wall: float) -> dict:
+    """The fix summary of a ``tfdoctor profile --fix --json`` report: the kept set, the combined figure
+    and its note, and every trial (``trials``: by name, the name a second try of the same fix gets a
+    "#2"), each with its status, speed-up and interval, verdict and reason."""
+    fix = report.get("fix") or {}
+    trials: dict[str, dict] = {}
+    for t in fix.get("trials", []):
+        name = base = t.get("label") or t["fix_id"]
+        k = 1
+        while name in trials:
+            k += 1
+            name = f"{base} #{k}"
+        trials[name] = {
+            "name": name,
+            "fix_id": t["fix_id"],
+            "label": t.get("label") or "",
             "status": t["status"],
             "verdict": t.get("verdict"),
             "speedup": t.get("speedup"),
-            "ci": t.get("speedup_ci"),
+            "speedup_ci": t.get("speedup_ci"),
+            "reason": t.get("reason") or "",
         }
-        for t in fix.get("trials", [])
-    }
     return {
         "kept": fix.get("kept", []),
         "speedup": fix.get("combined_speedup"),
         "ci": fix.get("combined_ci"),
         "verdict": fix.get("combined_verdict"),
+        "note": fix.get("combined_note") or "",
+        "dropped": fix.get("dropped") or [],
         "trials": trials,
         "wall_s": wall,
     }
@@ -86,11 +125,21 @@ def decision(t: dict) -> str:
 
 
 def compare(name: str, one: dict, two: dict) -> dict:
+    """The row of one script: do the two runs agree (kept set, combined intervals, each trial's decision
+    and interval)? ``runs`` holds both runs' summaries; ``differ_detail`` both runs' trial for each trial
+    decided differently (tried in one run only: None on the other side)."""
     if "error" in one or "error" in two:
-        return {"script": name, "error": (one.get("error") or two.get("error") or "")[-300:]}
+        return {
+            "script": name,
+            "error": (one.get("error") or two.get("error") or "")[-300:],
+            "runs": [one, two],
+        }
     both = sorted(set(one["trials"]) & set(two["trials"]))
     differ = [k for k in both if decision(one["trials"][k]) != decision(two["trials"][k])]
-    disjoint = [k for k in both if overlap(one["trials"][k]["ci"], two["trials"][k]["ci"]) is False]
+    disjoint = [
+        k for k in both if overlap(one["trials"][k]["speedup_ci"], two["trials"][k]["speedup_ci"]) is False
+    ]
+    only = sorted(set(one["trials"]) ^ set(two["trials"]))
     return {
         "script": name,
         "kept": [one["kept"], two["kept"]],
@@ -100,7 +149,36 @@ def compare(name: str, one: dict, two: dict) -> dict:
         "decisions_differ": differ,
         "trial_intervals_disjoint": disjoint,
         "wall_s": [one["wall_s"], two["wall_s"]],
+        "notes": [one.get("note", ""), two.get("note", "")],
+        "tried_in_one_run": only,
+        "differ_detail": [
+            {"trial": k, "runs": [one["trials"].get(k), two["trials"].get(k)]} for k in differ + only
+        ],
+        "runs": [one, two],
     }
+
+
+def trial_text(t: dict | None, width: int = 110) -> str:
+    """One run's trial, short: ``kept 1.23x [1.10x, 1.35x]: faster: …`` (``not tried``: None)."""
+    if t is None:
+        return "not tried"
+    fig = ratio_ci(t.get("speedup"), t.get("speedup_ci")) if t.get("speedup") else ""
+    reason = " ".join((t.get("reason") or "").split()).replace("|", "/")
+    if len(reason) > width:
+        reason = reason[: width - 1].rstrip() + "…"
+    return f"{decision(t)}" + (f" {fig}" if fig else "") + (f": {reason}" if reason else "")
+
+
+def render_differences(rows: list[dict]) -> str:
+    """For every trial decided differently (or tried in one run only), both runs' figures and reasons."""
+    lines = []
+    for r in rows:
+        for d in r.get("differ_detail", []):
+            one, two = d["runs"]
+            lines.append(
+                f"- `{r['script']}` **{d['trial']}**: run 1 {trial_text(one)}; run 2 {trial_text(two)}"
+            )
+    return "\n".join(lines)
 
 
 def render(rows: list[dict]) -> str:
@@ -128,31 +206,36 @@ def render(rows: list[dict]) -> str:
         "trials decided differently",
         "trial intervals disjoint",
     ]
-    return md_table(header, table)
+    text = md_table(header, table)
+    diff = render_differences(rows)
+    if diff:
+        text += "\n\nTrials decided differently (or tried in one run only), run 1 / run 2:\n\n" + diff
+    return text
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="two --fix runs of the same script agree?")
-    ap.add_argument("--scripts", nargs="*", help="scripts to run (default: the examples and the corpus)")
+    ap.add_argument(
+        "--scripts",
+        nargs="*",
+        help="script paths (a corpus script, examples/corpus/gan_fit.py, runs with its manifest "
+        "arguments); default: the examples and the corpus",
+    )
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--fix-rounds", type=int, default=4)
     ap.add_argument("--quick", action="store_true", help="docs untouched")
     args = ap.parse_args()
-    if args.scripts:
-        targets = [(Path(s).resolve(), []) for s in args.scripts]
-    else:
-        targets = [(ROOT / "examples" / n, []) for n in EXAMPLES] + corpus()
     rows = []
-    for script, sargs in targets:
+    for script, sargs in targets(args.scripts):
         got = []
         for i in (1, 2):
-            home = CACHE / "fix_repeat" / f"{script.stem}-{i}"
+            home = CACHE / "fix_repeat" / f"{display(script).replace('/', '-').removesuffix('.py')}-{i}"
             shutil.rmtree(home, ignore_errors=True)
             home.mkdir(parents=True)
             say(f"{script.name}: --fix run {i}/2 …")
             got.append(fix_once(script, sargs, home, args.steps, args.fix_rounds))
-        row = compare(script.name, *got)
-        say(json.dumps(row))
+        row = compare(display(script), *got)
+        say(json.dumps({k: v for k, v in row.items() if k != "runs"}))
         rows.append(row)
     (CACHE / "results").mkdir(parents=True, exist_ok=True)
     (CACHE / "results" / "fix_repeat.json").write_text(
