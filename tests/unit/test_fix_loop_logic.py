@@ -108,6 +108,7 @@ class ScriptedLoop(FixLoop):
         self.measured: list[str] = []
         self.modules_measured: list[dict[str, str] | None] = []  # each run's modules beside the script
         self.switches_measured: list[dict[str, str]] = []  # each run's run-time switches
+        self.run_ids: list[str] = []  # each run's id, in the order of ``measured``
 
     def measure(self, label, code, switches, *, profile=False, modules=None):
         self.measured.append(label)
@@ -115,6 +116,7 @@ class ScriptedLoop(FixLoop):
         self.switches_measured.append(dict(switches))
         self._last = self.state_key(code, switches, modules)
         run = self.store.new_run(str(self.script), kind="fix", parent=self.baseline.id)
+        self.run_ids.append(run.id)
         windows = Windows(warmup=3, timing=20, profile=0)
         if label in self.fail:
             res = CaptureResult(
@@ -157,7 +159,11 @@ def _scripted(
     )
     allow = kw.pop("allow_unchecked", False)
     cfg = LoopConfig(
-        script=script, only=only, final_profile=False, confirm_rounds=rounds, allow_unchecked=allow
+        script=script,
+        only=only,
+        final_profile=kw.pop("final_profile", False),
+        confirm_rounds=rounds,
+        allow_unchecked=allow,
     )
     return ScriptedLoop(store, base, report, cfg, rates=rates, **kw)
 
@@ -179,8 +185,7 @@ def test_a_clear_win_takes_a_second_round_and_the_headline_is_verified(tmp_path:
         "tf-function",
         "tf-function: reference, paired round 1",  # BA: the trial's first run, then the reference
         "tf-function: reference, paired round 2",  # AB
-        "tf-function: paired round 2",
-        "combined: tf-function",
+        "tf-function: paired round 2",  # the final state's latest run: it opens the headline's rounds (BA)
         "combined vs the baseline: reference, paired round 1",  # the headline on two rounds too
         "combined vs the baseline: reference, paired round 2",
         "combined vs the baseline: trial, paired round 2",
@@ -199,6 +204,36 @@ def test_a_clear_win_takes_a_second_round_and_the_headline_is_verified(tmp_path:
     # report.json carries the intervals
     saved = loop.baseline.report().fix
     assert saved.trials[0].speedup_ci == trial.speedup_ci and saved.combined_ci == summary.combined_ci
+
+
+def test_the_headline_pairs_timing_only_runs_and_the_profiled_run_comes_last(tmp_path: Path) -> None:
+    """The profiled final run (the "after" view's breakdown) has a shorter timing window than the
+    timing-only runs the trials were judged on: it measures 20 here against 40, and must not enter the
+    headline. A fix rejected after the kept one makes the last run another state's, so the final state is
+    measured again, timing-only, before its rounds."""
+    rates = {
+        **_rounds_of("tf-function", 40.0),
+        # clearly slower than tf-function alone (measured right after it): rejected on its one run
+        "generator-prefetch": 15.0,
+        "combined": 40.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+        "combined vs the baseline: reference, paired round 2": 10.0,
+        "combined vs the baseline: trial, paired round 2": 40.0,
+        "combined (profiled)": 20.0,
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function", "generator-prefetch"], final_profile=True)
+    summary = loop.run()
+    assert summary.kept == ["tf-function"] and summary.trials[1].status == "rejected"
+    assert loop.measured[-6:] == [
+        "generator-prefetch",
+        "combined: tf-function",  # the last run was generator-prefetch's: the final state again, timing-only
+        "combined vs the baseline: reference, paired round 1",
+        "combined vs the baseline: reference, paired round 2",
+        "combined vs the baseline: trial, paired round 2",
+        "combined (profiled): tf-function",  # last, outside the comparison
+    ]
+    assert summary.combined_speedup == pytest.approx(4.0) and summary.combined_ci[0] > 3.5
+    assert summary.combined_run_id == loop.run_ids[-1]  # the "after" view shows the profiled run
 
 
 def test_a_kept_figure_carries_the_reference_moving_between_its_runs(tmp_path: Path) -> None:
@@ -299,7 +334,7 @@ def test_a_trial_still_straddling_the_bar_after_the_budget_is_not_decided(tmp_pa
 def test_rounds_zero_judges_every_trial_on_its_one_run(tmp_path: Path) -> None:
     loop = _scripted(tmp_path, {"tf-function": 13.0, "combined": 13.0}, ["tf-function"], rounds=0)
     summary = loop.run()
-    assert loop.measured == ["tf-function", "combined: tf-function"]
+    assert loop.measured == ["tf-function"]  # the final state's one run is the headline's too
     (trial,) = summary.trials
     assert trial.status == "kept" and trial.paired_ratios == [] and trial.paired_run_ids == []
     assert "one run against an earlier reference" in trial.reason
@@ -488,7 +523,7 @@ def test_two_undecided_fixes_are_pooled_and_kept_together(tmp_path: Path) -> Non
     assert summary.kept == ["generator-prefetch", "generator-cache"]
     assert summary.patch.startswith("# tfdoctor: generator-prefetch, generator-cache on naive_loop.py\n")
     assert "tfdoctor_prefetch" in loop.final_source and "_preprocess_prefix" in loop.final_source
-    assert loop.measured[12] == "combined: generator-prefetch, generator-cache"
+    assert loop.measured[12] == "combined vs the baseline: reference, paired round 1"  # after the pool's AB
     assert summary.combined_speedup == pytest.approx(1.3)
     assert any(e.kind == "trial" and e.fix_id == "pooled" and "paired round 1/2" in e.message for e in events)
     assert any(e.kind == "result" and e.message.startswith(f"{POOL}: kept (faster: ") for e in events)

@@ -53,7 +53,7 @@ class FixProgress:
             self.progress.update(self.task, description=f"[{e.index}/{e.total}] {self.label}", completed=0)
         elif e.kind == "final":
             self.label = "combined"
-            self.progress.update(self.task, description="final run (kept fixes combined)", completed=0)
+            self.progress.update(self.task, description="final state (kept fixes combined)", completed=0)
         if e.kind == "candidates":
             self.console.print(f"[dim]fixes to try ({e.total}): {escape(e.message)}[/]", soft_wrap=True)
         elif e.kind == "result":

@@ -568,9 +568,14 @@ class FixLoop:
         trials: list[FixTrial],
         t0: float,
     ) -> FixSummary:
-        """The final state measured (profiled), then in paired rounds against the best intermediate state
-        (the fixes after it dropped when the final state is slower) and against the baseline: the
-        headline ratio and its interval."""
+        """The final state judged in paired rounds against the best intermediate state (the fixes after
+        it dropped when the final state is slower) and against the baseline: the headline ratio and its
+        interval. Every run the judge pairs is timing-only, as the trials' are: a profiled run's timing
+        window is shorter (the profile window takes its steps) and its profiler starts right after it,
+        so a profiled run paired with a timing-only one compares unlike windows. The final state's
+        latest measurement opens the rounds when it was the run just made (a kept trial's last paired
+        round), else it is measured once more first. The profiled run (the "after" view's breakdown)
+        comes last, outside the comparison."""
         dropped: list[str] = []
         ci: list[float] | None = None
         rounds_note = ""
@@ -580,19 +585,19 @@ class FixLoop:
         run_id: str | None = None
         combined: Throughput | None = None
         if kept:
-            self.event("final", f"final run with {', '.join(kept)}")
-            run, res, rep = self.measure(
-                "combined: " + ", ".join(kept),
-                state.source,
-                state.switches,
-                profile=self.cfg.final_profile,
-                modules=state.modules,
-            )
-            run_id = run.id
-            if res.ok and rep.throughput is not None:
-                state = replace(
-                    state, throughput=rep.throughput, run_id=run.id, facts=res.facts or state.facts
-                )
+            label = "combined: " + ", ".join(kept)
+            self.event("final", f"final state with {', '.join(kept)}")
+            ok, failed = True, ""
+            if self._last != state.key():  # not the run just made: measured again, timing-only
+                run, res, rep = self.measure(label, state.source, state.switches, modules=state.modules)
+                ok = res.ok and rep.throughput is not None
+                failed = res.message or res.status
+                if ok:
+                    assert rep.throughput is not None
+                    state = replace(
+                        state, throughput=rep.throughput, run_id=run.id, facts=res.facts or state.facts
+                    )
+            if ok:
                 best = self._best_intermediate(base, history[:-1])
                 if best is not None:
                     best_kept, best_state = best
@@ -645,9 +650,20 @@ class FixLoop:
                 if state.run_id:
                     run_id = state.run_id
             else:
-                note = (
-                    f"the final run failed ({res.message or res.status}): the combined result is not measured"
+                note = f"the final run failed ({failed}): the combined result is not measured"
+            if ok and self.cfg.final_profile:  # the breakdown of the final state, for the "after" view
+                self.event("final", f"profiled run with {', '.join(kept)}")
+                prun, pres, _ = self.measure(
+                    "combined (profiled): " + ", ".join(kept),
+                    state.source,
+                    state.switches,
+                    profile=True,
+                    modules=state.modules,
                 )
+                if pres.ok:
+                    run_id = prun.id
+                else:
+                    note += f"; the profiled run for the breakdown failed ({pres.message or pres.status})"
         self.final_source = state.source if kept else base.source
         self.final_modules = changed_modules(base.modules, state.modules) if kept else {}
         changes = training_changes(base.facts, state.facts) if kept else {}
