@@ -21,6 +21,7 @@ from tfdoctor.report.terminal import fix_table
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import (
     MEMO_COLD,
+    Event,
     FixLoop,
     LoopConfig,
     examples_per_step,
@@ -526,6 +527,7 @@ def test_two_undecided_fixes_are_pooled_and_kept_together(tmp_path: Path) -> Non
     assert loop.measured[12] == "combined vs the baseline: reference, paired round 1"  # after the pool's AB
     assert summary.combined_speedup == pytest.approx(1.3)
     assert any(e.kind == "trial" and e.fix_id == "pooled" and "paired round 1/2" in e.message for e in events)
+    assert {e.label for e in events if e.kind == "trial" and e.fix_id == "pooled"} == {POOL}  # progress
     assert any(e.kind == "result" and e.message.startswith(f"{POOL}: kept (faster: ") for e in events)
     saved = loop.baseline.report().fix  # report.json
     assert [(t.fix_id, t.status, t.members) for t in saved.trials] == [
@@ -1059,3 +1061,15 @@ def test_a_combined_state_not_decided_below_an_intermediate_one_drops_nothing(tm
     assert summary.kept == ["tf-function", "generator-prefetch"] and summary.dropped == []
     assert "of the state without generator-prefetch: not decided lower, kept" in summary.combined_note
     assert [t.status for t in summary.trials] == ["kept", "kept"]
+
+
+def test_the_fix_commands_progress_names_the_whole_trial_label() -> None:
+    """``tfdoctor fix``'s progress line: a pooled trial's label holds a colon ("pooled: a + b"); the
+    event's own label is shown, not the message cut at its first colon."""
+    from tfdoctor.commands.fix import FixProgress
+
+    progress = FixProgress(Console(record=True, width=120))
+    progress.event(Event("trial", f"{POOL}: not decided alone, tried together", index=3, total=3, label=POOL))
+    assert progress.label == POOL
+    progress.event(Event("trial", "tf-function: the step in a tf.function", index=1, total=3))
+    assert progress.label == "tf-function"  # an event without a label: the message's first part

@@ -49,7 +49,7 @@ class FixProgress:
 
     def event(self, e: Event) -> None:
         if e.kind == "trial":
-            self.label = e.message.split(":")[0]
+            self.label = e.label or e.message.split(":")[0]
             self.progress.update(self.task, description=f"[{e.index}/{e.total}] {self.label}", completed=0)
         elif e.kind == "final":
             self.label = "combined"

@@ -97,6 +97,7 @@ class Event:
     fix_id: str | None = None
     index: int = 0
     total: int = 0
+    label: str = ""  # a trial event's trial ("batch-scale ×2", "pooled: a + b", "combined vs the baseline")
 
 
 @dataclass(frozen=True)
@@ -523,7 +524,12 @@ class FixLoop:
                     break
                 gain = f" (findings estimate {est * 100:.0f} % of step time)" if est else ""
                 self.event(
-                    "trial", f"{label}: {outcome.reason}{gain}", fix_id=fix.ID, index=i, total=len(cands)
+                    "trial",
+                    f"{label}: {outcome.reason}{gain}",
+                    fix_id=fix.ID,
+                    index=i,
+                    total=len(cands),
+                    label=label,
                 )
                 expected = before.examples * outcome.examples_factor if before.examples else None
                 trial, state = self.trial(fix, outcome, state, before, expected, label)
@@ -768,6 +774,7 @@ class FixLoop:
             fix_id=pooled.ID,
             index=self._at[0],
             total=self._at[1],
+            label=label,
         )
         expected = state.examples * factor if state.examples else None
         trial, after = self.trial(pooled, outcome, state, state, expected, label)
@@ -805,7 +812,7 @@ class FixLoop:
         def measure(side: Side, i: int) -> Measured:
             st = ref if side == "reference" else trial
             sw = ref_switches if side == "reference" else trial.switches
-            self.event("trial", f"{label}, paired round {i}, {side}", index=index, total=total)
+            self.event("trial", f"{label}, paired round {i}, {side}", index=index, total=total, label=label)
             return self._measured(
                 self.measure(f"{label}: {side}, paired round {i}", st.source, sw, modules=st.modules)
             )
@@ -1026,6 +1033,7 @@ class FixLoop:
                 fix_id=fix.ID,
                 index=index,
                 total=total,
+                label=label,
             )
             if side == "reference":
                 got = self.measure(
