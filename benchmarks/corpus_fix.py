@@ -6,6 +6,8 @@ script against its hand-tuned ``*_expert.py`` twin (same batch size and learning
     python benchmarks/corpus_fix.py --quick class_trainer.py   # few steps, one round: checks that it runs
     python benchmarks/corpus_fix.py gan_fit.py --rounds 5 --no-doc --json more.json   # one row again
     python benchmarks/corpus_fix.py --render-from all.json more.json   # the section from saved rows
+    python benchmarks/corpus_fix.py --add-rounds-to all.json --rounds 4 --json all2.json mirrored_ctl.py
+        # 4 more side-by-side rounds for a saved row (its saved patches; no --fix run), appended to its rounds
 
 For each script, in one run:
 1. ``tfdoctor profile SCRIPT --fix --skip batch-scale,mixed-precision`` (the structural fixes only), and
@@ -154,27 +156,51 @@ def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int, full_
     if full is not None:
         scripts["full"] = patched_copy(full["patch"], work / f"{stem}-full", folder) / name
     variants = [v for v in VARIANTS if v in scripts]
+    side, orders = side_by_side(store, scripts, variants, steps, rounds)
+    row = {
+        "name": name,
+        "fix_rounds": fix_rounds,
+        "structural": structural,
+        "full": full,
+        "per_round": side,  # every run's examples/s by round (None: no measurement)
+        "round_order": orders,  # the order the variants ran in, by round
+        "steps": steps,
+        "measured": now_utc(),
+    }
+    return with_figures(row)
+
+
+def side_by_side(
+    store: RunStore,
+    scripts: dict[str, Path],
+    variants: list[str],
+    steps: int,
+    rounds: int,
+    start: int = 0,
+) -> tuple[dict[str, list[float | None]], list[list[str]]]:
+    """``rounds`` interleaved rounds of every variant (round numbers from ``start``: the rotation goes on
+    where earlier rounds left it): examples/s per variant by round (None: no measurement), and each
+    round's order."""
     side: dict[str, list[float | None]] = {k: [] for k in variants}
     orders = []
-    for r in range(rounds):
+    for r in range(start, start + rounds):
         order = rotation(variants, r)
         orders.append(order)
         for label in order:
             v = measure(store, scripts[label], steps, f"side by side {label} #{r + 1}")
             side[label].append(v)
             say(f"   round {r + 1} {label}: {v:.1f} examples/s" if v else f"   round {r + 1} {label}: -")
-    ratios = {k: [a / b for a, b in zip(side[k], side["expert"], strict=True) if a and b] for k in variants}
-    row = {
-        "name": name,
-        "fix_rounds": fix_rounds,
-        "structural": structural,
-        "full": full,
-        "side": {k: median([x for x in v if x]) for k, v in side.items()},
-        "per_round": side,  # every run's examples/s by round (None: no measurement)
-        "round_order": orders,  # the order the variants ran in, by round
-        "ratios": ratios,
-        "steps": steps,
-        "measured": now_utc(),
+    return side, orders
+
+
+def with_figures(row: dict) -> dict:
+    """``row`` with the figures derived from its rounds (medians, per-round ratios, the judge's estimates
+    to the expert) set from ``per_round``."""
+    side = row["per_round"]
+    variants = [v for v in VARIANTS if v in side]
+    row["side"] = {k: median([x for x in v if x]) for k, v in side.items()}
+    row["ratios"] = {
+        k: [a / b for a, b in zip(side[k], side["expert"], strict=True) if a and b] for k in variants
     }
     row["to_expert"] = {  # the figures the table shows (render recomputes them from per_round)
         k: {"ratio": e.ratio, "ci": list(e.ci), "rounds": e.rounds, "verdict": verdict(e)}
@@ -182,6 +208,34 @@ def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int, full_
         if k != "expert" and (e := to_expert(row, k)) is not None
     }
     return row
+
+
+def add_rounds(row: dict, work: Path, rounds: int) -> dict:
+    """More side-by-side rounds for a saved row: the same variants (the baseline, the expert twin, and the
+    ``--fix`` results the row kept, from their saved patches; no ``--fix`` run again), measured as
+    :func:`study` measures them and appended to the row's rounds (the rotation continues)."""
+    name = row["name"]
+    stem = Path(name).stem if "/" not in name else name.replace("/", "-").removesuffix(".py")
+    store = RunStore(work / "home")
+    folder = Path(name).parent.as_posix()
+    base_dir = patched_copy("", work / f"{stem}-base")
+    scripts = {
+        "baseline": base_dir / name,
+        "expert": (base_dir / name).with_name(f"{Path(name).stem}_expert.py"),
+    }
+    for v in ("structural", "full"):
+        if row.get(v) is not None:
+            scripts[v] = patched_copy(row[v]["patch"], work / f"{stem}-{v}", folder) / name
+    per = row["per_round"]
+    variants = [v for v in VARIANTS if v in scripts and v in per]
+    earlier = len(round_orders(row))
+    say(f"== {name}: {rounds} more side-by-side rounds (after {earlier})")
+    side, orders = side_by_side(store, scripts, variants, int(row.get("steps") or 30), rounds, earlier)
+    out = dict(row)
+    out["round_order"] = [*round_orders(row), *orders]
+    out["per_round"] = {k: [*(per.get(k) or []), *side[k]] for k in variants}
+    out["rounds_added"] = [*row.get("rounds_added", []), {"rounds": rounds, "measured": now_utc()}]
+    return with_figures(out)
 
 
 def rotation(variants: list[str], r: int) -> list[str]:
@@ -492,6 +546,13 @@ def main() -> int:
         help="a file whose text replaces the hand-written 'Reading it' paragraph (default: keep the one "
         "in docs/benchmarks.md; an empty file drops it)",
     )
+    p.add_argument(
+        "--add-rounds-to",
+        type=Path,
+        metavar="JSON",
+        help="no --fix runs: --rounds more side-by-side rounds for the rows of this saved --json file (the "
+        "scripts named, default all), appended to their rounds; the merged rows go to --json",
+    )
     args = p.parse_args()
     reading = args.reading.read_text(encoding="utf-8") if args.reading else current_reading()
     if args.render_from:
@@ -511,6 +572,25 @@ def main() -> int:
         return 0
     steps = 16 if args.quick else args.steps
     rounds = args.rounds or (1 if args.quick else 3)
+    if args.add_rounds_to:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        saved = merge([args.add_rounds_to])
+        results = []
+        for row in saved:
+            if not args.scripts or row["name"] in args.scripts:
+                work = Path(tempfile.mkdtemp(prefix="tfdoctor-bench-corpus-"))
+                try:
+                    row = add_rounds(row, work, rounds)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+            results.append(row)
+            if args.json:  # after every script: a stop keeps what was measured
+                args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+        text = render(results, steps, note=args.note, reading=reading)
+        say(text)
+        if not args.quick and not args.no_doc:
+            write_doc(text)
+        return 0
     if args.fix_rounds is None:
         args.fix_rounds = 1 if args.quick else DEFAULT_ROUNDS
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -14,6 +14,10 @@ unprofiled script. Target: |1 - ratio| ≤ 3 %.
 
     python benchmarks/perturbation.py            # both loop kinds, 4 pairs each, updates the docs
     python benchmarks/perturbation.py --quick    # one pair, few steps, docs untouched
+    python benchmarks/perturbation.py --inproc-only --loops eager --inproc-steps 30 --max-rounds 144
+        # only the in-process A/B of the eager loop again (short windows, many rounds), the rest kept
+
+The section's hand-written ``**Reading it**`` paragraph is kept on every rewrite.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -54,6 +59,23 @@ def sub_rates(marks: list[tuple[int, int]], first: int, count: int, n: int = 5) 
     return tuple(
         1e9 / statistics.median(wall[i : i + size]) for i in range(0, size * n, size) if wall[i : i + size]
     )
+
+
+def current_reading(section: str = "perturbation") -> str | None:
+    """The hand-written "Reading it" paragraph of the docs section (from its ``**Reading it**`` line to the
+    ``Regenerate:`` line), so that a rewrite keeps it."""
+    doc = ROOT / "docs" / "benchmarks.md"
+    if not doc.exists():
+        return None
+    m = re.search(rf"<!-- bench:{section} -->(.*?)<!-- /bench:{section} -->", doc.read_text("utf-8"), re.S)
+    if not m:
+        return None
+    body = m.group(1)
+    start = body.find("\n**Reading it**")
+    if start < 0:
+        return None
+    end = body.find("\nRegenerate:", start)
+    return body[start : end if end >= 0 else len(body)].strip() or None
 
 
 def verdict_of(est: Estimate) -> str:
@@ -376,6 +398,20 @@ def main() -> None:
     )
     ap.add_argument("--render-only", action="store_true", help="rewrite the docs from the last results")
     ap.add_argument(
+        "--inproc-only",
+        action="store_true",
+        help="only the in-process A/B of --loops again (their rows replaced), the rest of the last results kept",
+    )
+    ap.add_argument(
+        "--max-rounds", type=int, default=MAX_ROUNDS, help="in-process rounds at most per workload"
+    )
+    ap.add_argument(
+        "--round-batch",
+        type=int,
+        default=ROUND_BATCH,
+        help="in-process rounds per interpreter (added a batch at a time until the interval decides)",
+    )
+    ap.add_argument(
         "--attribute-only",
         action="store_true",
         help="only the hooks' own time (cProfile attribution), added to the last results",
@@ -393,6 +429,19 @@ def main() -> None:
     if args.render_only:
         write_doc(json.loads((CACHE / "results" / "perturbation.json").read_text()), args.section)
         return
+    if args.inproc_only:
+        last = json.loads((CACHE / "results" / "perturbation.json").read_text())
+        again = {
+            loop: measure_inproc(loop, args.inproc_steps, args.round_batch, args.max_rounds) for loop in loops
+        }
+        for r in again.values():
+            r["measured"] = now_utc()
+        kept = [r for r in last[0].get("inproc", []) if r["loop"] not in again]
+        last[0]["inproc"] = sorted([*kept, *again.values()], key=lambda r: LOOPS.index(r["loop"]))
+        (CACHE / "results" / "perturbation.json").write_text(json.dumps(last, indent=2))
+        if not args.quick:
+            write_doc(last, args.section)
+        return
     pairs, steps = (1, 40) if args.quick else (args.pairs, args.steps)
     results = [measure(loop, steps, pairs) for loop in loops] if pairs else []
     for r in results:
@@ -401,8 +450,8 @@ def main() -> None:
         measure_inproc(
             loop,
             40 if args.quick else args.inproc_steps,
-            1 if args.quick else ROUND_BATCH,
-            1 if args.quick else MAX_ROUNDS,
+            1 if args.quick else args.round_batch,
+            1 if args.quick else args.max_rounds,
         )
         for loop in loops
     ]
@@ -430,6 +479,7 @@ def main() -> None:
 
 
 def write_doc(results: list[dict], section: str) -> None:
+    reading = current_reading(section)
     body = "\n\n".join(
         [
             "## 3. Profiler perturbation: the timing window vs the script with no tfdoctor",
@@ -448,7 +498,7 @@ def write_doc(results: list[dict], section: str) -> None:
             " input pipeline, windows alternately run plain (B) and under tfdoctor's hooks with the"
             " profiler off (A: `tfdoctor.capture.inproc`, the hooks a capture's timing window runs under),"
             " order alternating AB/BA. No process start-up, tracing or allocation differs, and windows of"
-            " a few seconds share the machine's load; the step function is re-created per window so it is"
+            " a few seconds or less (the steps per window are in the table) share the machine's load; the step function is re-created per window so it is"
             " traced under the hooks like a script's is. Median step times; ratios per round, then the median.",
             render_inproc(results[0].get("inproc", [])),
             verdict_inproc(results[0].get("inproc", [])),
@@ -465,6 +515,7 @@ def write_doc(results: list[dict], section: str) -> None:
                 if results[0].get("attribution")
                 else []
             ),
+            *([reading] if reading else []),
             "Regenerate: `python benchmarks/perturbation.py` (about 10 minutes: 4 process pairs and 8 in-process rounds per workload).",
         ]
     )

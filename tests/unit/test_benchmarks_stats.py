@@ -175,3 +175,30 @@ def test_fix_repeat_names_corpus_scripts_with_their_manifest_arguments(
     corpus = {p.name: args for p, args in got.items()}
     assert corpus["quickstart_closure.py"] == ["--epochs", "1"] and corpus["naive_loop.py"] == []
     assert fr.display(fr.CORPUS / "multifile" / "train.py") == "multifile/train.py"
+
+
+def test_rounds_added_to_a_saved_row_continue_its_rotation_and_refresh_its_figures() -> None:
+    """``--add-rounds-to``: the new rounds' orders go on from the saved rounds' rotation, and the row's
+    medians, ratios and estimates are recomputed over all its rounds (what add_rounds does around the
+    measuring itself)."""
+    row = _row("a.py", [0.8, 0.85, 0.9])
+    variants = ["baseline", "structural", "expert"]
+    assert [cf.rotation(variants, r) for r in range(3, 5)] == [
+        ["baseline", "structural", "expert"],
+        ["structural", "expert", "baseline"],
+    ]
+    before = cf.to_expert(row, "structural")
+    more = dict(row)
+    more["round_order"] = [*cf.round_orders(row), *[cf.rotation(variants, r) for r in range(3, 5)]]
+    more["per_round"] = {
+        "baseline": [*row["per_round"]["baseline"], 1000.0, 1000.0],
+        "structural": [*row["per_round"]["structural"], 3100.0 * 0.86, 2900.0 * 0.84],
+        "expert": [*row["per_round"]["expert"], 3100.0, 2900.0],
+    }
+    got = cf.with_figures(more)
+    assert got["ratios"]["structural"] == pytest.approx([0.8, 0.85, 0.9, 0.86, 0.84])
+    assert got["side"]["expert"] == 3000.0  # the median of the five rounds
+    after = cf.to_expert(got, "structural")
+    assert after is not None and before is not None and after.rounds == 5 and before.rounds == 3
+    assert (after.high - after.low) < (before.high - before.low)  # more rounds, a narrower interval
+    assert got["to_expert"]["structural"]["rounds"] == 5
