@@ -209,6 +209,17 @@ def test_without_profiler_all_steps_are_timed_and_no_trace_is_written(tfd_home):
     assert res.trace_files == [] and not run.logdir.exists()
 
 
+def test_a_script_that_ends_within_the_warm_up_says_nothing_was_timed(tfd_home):
+    """A script with fewer steps than the warm-up (a short epoch, or a fix's bigger batch making it
+    shorter): the run completes with no throughput, and its message says why, in the run's own terms
+    (no word of a profile window a timing-only run never had)."""
+    res, _ = capture(tfd_home, TINY, "--loop", "eager", "--steps", "3", profile=False, steps=20, warmup=5)
+    assert res.status == "complete" and len(res.steps) == 3
+    assert res.message is not None
+    assert res.message.startswith("the script ended by itself after 3 of 20 steps, within its 5-step warm-up")
+    assert "nothing was timed" in res.message and "profile window" not in res.message
+
+
 def test_script_that_swallows_exceptions_is_still_stopped_cleanly(tfd_home):
     res, run = capture(tfd_home, ROOT / "tests" / "scripts" / "swallows.py", steps=10, warmup=3)
     assert res.status == "complete" and len(res.steps) == 10

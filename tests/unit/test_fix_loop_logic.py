@@ -101,9 +101,11 @@ class ScriptedLoop(FixLoop):
     ``rates`` falls back to its part before the first ":"). A label without a result fails the test:
     the loop made a run it should not have."""
 
-    def __init__(self, *args, rates: dict[str, float], fail=(), cold=(), facts=None, steps=None, **kw):
+    def __init__(
+        self, *args, rates: dict[str, float], fail=(), cold=(), short=(), facts=None, steps=None, **kw
+    ):
         super().__init__(*args, **kw)
-        self.rates, self.fail, self.cold = rates, set(fail), set(cold)
+        self.rates, self.fail, self.cold, self.short = rates, set(fail), set(cold), set(short)
         self.facts = facts or {}
         self.steps = steps or {}
         self.measured: list[str] = []
@@ -125,6 +127,12 @@ class ScriptedLoop(FixLoop):
             )
             rep = Report(run_id=run.id, script="s", created="c", status="failed")
             return run, res, rep
+        if label in self.short:  # the script ended within the warm-up: complete, nothing timed
+            msg = (
+                "the script ended by itself after 4 of 40 steps, within its 6-step warm-up: nothing was timed"
+            )
+            res = CaptureResult(status="complete", returncode=0, windows=windows, message=msg)
+            return run, res, Report(run_id=run.id, script="s", created="c", status="complete")
         key = label if label in self.rates else label.split(":")[0]
         facts = self.facts.get(key, Facts(step_kind="tf.function", batch_size=32))
         if label in self.cold:
@@ -1073,3 +1081,44 @@ def test_the_fix_commands_progress_names_the_whole_trial_label() -> None:
     assert progress.label == POOL
     progress.event(Event("trial", "tf-function: the step in a tf.function", index=1, total=3))
     assert progress.label == "tf-function"  # an event without a label: the message's first part
+
+
+def test_a_trial_whose_run_ends_before_its_timing_window_is_not_measured_and_says_why(
+    tmp_path: Path,
+) -> None:
+    """A bigger batch can leave a short script fewer steps than the warm-up: the trial is "not measured"
+    (skipped) with the run's own message, not a bare "failed: no throughput"; the ladder stops there."""
+    rates = {**_rounds_of("batch-scale ×2", 15.0), "combined": 15.0}
+    rates.update(
+        {
+            "combined vs the baseline: reference, paired round 1": 10.0,
+            "combined vs the baseline: reference, paired round 2": 10.0,
+            "combined vs the baseline: trial, paired round 2": 15.0,
+        }
+    )
+    steps = [
+        StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, loss=1.0, examples=32)
+        for i in range(6)
+    ]
+    loop = _scripted(
+        tmp_path,
+        rates,
+        ["batch-scale"],
+        short=["batch-scale ×4"],
+        base_steps=steps,
+        steps={"batch-scale ×2": [s.model_copy(update={"examples": 64}) for s in steps]},
+        facts={  # every run of the ×2 state at batch 64
+            label: Facts(step_kind="eager", batch_size=64, learning_rate=0.02)
+            for label in (
+                "batch-scale ×2",
+                "batch-scale ×2: paired round 2",
+                "combined",
+                "combined vs the baseline: trial, paired round 2",
+            )
+        },
+    )
+    summary = loop.run()
+    x2, x4 = summary.trials
+    assert x2.status == "kept" and x4.status == "skipped"
+    assert x4.reason.startswith("not measured: the script ended by itself after 4 of 40 steps")
+    assert "nothing was timed" in x4.reason and "batch-scale ×8" not in loop.measured

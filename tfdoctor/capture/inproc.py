@@ -225,9 +225,14 @@ class InProcessCapture:
         elif n:
             status = "complete"
             if n < windows.total:
-                message = f"{what} ended by itself after {n} of {windows.total} steps" + (
-                    "" if run.trace_files() else f", before the profile window (no trace); try --steps {n}"
-                )
+                message = f"{what} ended by itself after {n} of {windows.total} steps"
+                if n <= windows.warmup:  # nothing timed: the warm-up took every step
+                    message += (
+                        f", within its {windows.warmup}-step warm-up: nothing was timed ({what} needs "
+                        "more steps than that: more epochs or data)"
+                    )
+                elif windows.profile and not run.trace_files():
+                    message += f", before the profile window (no trace); try --steps {n}"
         else:
             status = "no_steps"
             message = f"no training steps seen: {why or what + ' ended without training'}"

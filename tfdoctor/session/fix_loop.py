@@ -969,8 +969,9 @@ class FixLoop:
             status_word = "timed out" if res.status == "timeout" else "failed"
             why = f"{status_word}, rolled back: {res.message or res.status}"
             return decided("failed", why, "\n".join(err.splitlines()[-20:])), ref
-        if tp is None:
-            return decided("failed", "no throughput measured, rolled back"), ref
+        if tp is None:  # e.g. a bigger batch left the script too few steps to time: not measured
+            why = res.message or f"no throughput measured ({res.status})"
+            return decided("skipped", f"not measured: {why}; rolled back"), ref
         examples = examples_per_step(res.steps, res.facts)
         factor = expected / ref.examples if expected and ref.examples else outcome.examples_factor
         extra["training_changes"] = training_changes(before.facts, res.facts)
