@@ -516,7 +516,7 @@ def write_doc(results: list[dict], section: str) -> None:
                 else []
             ),
             *([reading] if reading else []),
-            "Regenerate: `python benchmarks/perturbation.py` (about 10 minutes: 4 process pairs and 8 in-process rounds per workload).",
+            "Regenerate: `python benchmarks/perturbation.py` (about 10 minutes: 4 process pairs and up to 24 in-process rounds per workload); the in-process rows alone: `python benchmarks/perturbation.py --inproc-only --inproc-steps 30 --max-rounds 120 --round-batch 30` (about 8 minutes).",
         ]
     )
     if section != "perturbation":  # the same figure on another device (gpu.py)
