@@ -189,9 +189,9 @@ def measure(loop: str, steps: int, pairs: int) -> dict:
     }
 
 
-def _inproc_rounds(loop: str, steps: int, rounds: int) -> list[dict]:
+def _inproc_rounds(loop: str, steps: int, rounds: int, churn: bool = False) -> list[dict]:
     cmd = [sys.executable, str(HERE / "workloads" / "inproc_ab.py"), "--loop", loop]
-    cmd += ["--steps", str(steps), "--rounds", str(rounds)]
+    cmd += ["--steps", str(steps), "--rounds", str(rounds)] + (["--churn"] if churn else [])
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if proc.returncode != 0:
@@ -211,12 +211,14 @@ def _inproc_estimate(rows: list[dict]) -> Estimate:
     )
 
 
-def measure_inproc(loop: str, steps: int, rounds: int, max_rounds: int = MAX_ROUNDS) -> dict:
+def measure_inproc(
+    loop: str, steps: int, rounds: int, max_rounds: int = MAX_ROUNDS, churn: bool = False
+) -> dict:
     """A/B inside one interpreter (workloads/inproc_ab.py): hooks installed vs not, same warm model. Rounds
     are added ``rounds`` at a time until the judge's interval decides the 3 % target, up to ``max_rounds``."""
     rows: list[dict] = []
     while True:
-        for r in _inproc_rounds(loop, steps, rounds):
+        for r in _inproc_rounds(loop, steps, rounds, churn):
             r["round"] = len(rows)
             rows.append(r)
             say(
@@ -412,6 +414,13 @@ def main() -> None:
         help="in-process rounds per interpreter (added a batch at a time until the interval decides)",
     )
     ap.add_argument(
+        "--churn",
+        action="store_true",
+        help="with --inproc-only: the plain windows also install and uninstall the hooks right before their "
+        "steps (inproc_ab.py --churn), so A and B differ only in the hooks' work during the window; its own "
+        "table",
+    )
+    ap.add_argument(
         "--attribute-only",
         action="store_true",
         help="only the hooks' own time (cProfile attribution), added to the last results",
@@ -432,12 +441,14 @@ def main() -> None:
     if args.inproc_only:
         last = json.loads((CACHE / "results" / "perturbation.json").read_text())
         again = {
-            loop: measure_inproc(loop, args.inproc_steps, args.round_batch, args.max_rounds) for loop in loops
+            loop: measure_inproc(loop, args.inproc_steps, args.round_batch, args.max_rounds, args.churn)
+            for loop in loops
         }
         for r in again.values():
             r["measured"] = now_utc()
-        kept = [r for r in last[0].get("inproc", []) if r["loop"] not in again]
-        last[0]["inproc"] = sorted([*kept, *again.values()], key=lambda r: LOOPS.index(r["loop"]))
+        key = "inproc_churn" if args.churn else "inproc"  # --churn: its own table
+        kept = [r for r in last[0].get(key, []) if r["loop"] not in again]
+        last[0][key] = sorted([*kept, *again.values()], key=lambda r: LOOPS.index(r["loop"]))
         (CACHE / "results" / "perturbation.json").write_text(json.dumps(last, indent=2))
         if not args.quick:
             write_doc(last, args.section)
@@ -502,6 +513,18 @@ def write_doc(results: list[dict], section: str) -> None:
             " traced under the hooks like a script's is. Median step times; ratios per round, then the median.",
             render_inproc(results[0].get("inproc", [])),
             verdict_inproc(results[0].get("inproc", [])),
+            *(
+                [
+                    "**The same, with the patching on both sides** (`--inproc-only --churn`: before each"
+                    " plain window the hooks are installed and uninstalled at once, as an A window does"
+                    " around its steps; A and B then differ only in the hooks' work during the window, not"
+                    " in Keras and TensorFlow methods being patched and restored right before it):",
+                    render_inproc(results[0]["inproc_churn"]),
+                    verdict_lines(results[0]["inproc_churn"], "With the patching on both sides"),
+                ]
+                if results[0].get("inproc_churn")
+                else []
+            ),
             *(
                 [
                     "**The hooks' own time** (`inproc_ab.py --attribute`): hooked windows run under"

@@ -40,6 +40,12 @@ parser.add_argument(
     help="no A/B: run --rounds hooked windows under cProfile and print the exclusive time of tfdoctor's "
     "own functions against the window's total (one JSON line per round)",
 )
+parser.add_argument(
+    "--churn",
+    action="store_true",
+    help="before each plain window, install and uninstall the hooks as a capture does (nothing run in "
+    "between): A and B then differ only in the hooks' work during the window, not in the patching",
+)
 args = parser.parse_args()
 
 WARM = 3  # the capture's own warm-up steps inside A (not timed, like B's first steps)
@@ -111,7 +117,17 @@ def window(first: int, count: int) -> tuple[float, float, list[float]]:
     return statistics.median(wall) / 1e6, cpu / 1e6, subs
 
 
-def plain() -> tuple[float, float, list[float]]:
+def churn(tmp: Path, r: int) -> None:
+    """What an A window does around its steps, without them: the hooks installed (Keras and TensorFlow
+    methods patched, run files written) and uninstalled at once."""
+    from tfdoctor.capture.inproc import InProcessCapture
+
+    InProcessCapture(RunDir(tmp / f"churn{r}"), Windows(warmup=1, timing=1, profile=0)).start().stop(None)
+
+
+def plain(tmp: Path | None = None, r: int = 0) -> tuple[float, float, list[float]]:
+    if tmp is not None:
+        churn(tmp, r)
     marks.clear()
     train(WARM + args.steps)
     return window(WARM, args.steps)
@@ -160,7 +176,7 @@ with tempfile.TemporaryDirectory() as d:
         order = "AB" if r % 2 == 0 else "BA"
         got = {}
         for cond in order:
-            got[cond] = hooked(Path(d), r) if cond == "A" else plain()
+            got[cond] = hooked(Path(d), r) if cond == "A" else plain(Path(d) if args.churn else None, r)
         a, b = got["A"], got["B"]
         print(
             json.dumps(
