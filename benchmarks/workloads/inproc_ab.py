@@ -46,6 +46,13 @@ parser.add_argument(
     help="before each plain window, install and uninstall the hooks as a capture does (nothing run in "
     "between): A and B then differ only in the hooks' work during the window, not in the patching",
 )
+parser.add_argument(
+    "--unhook",
+    default="",
+    metavar="OWNER.NAME,...",
+    help="hooked windows with these of tfdoctor's patches put back at the window's start (e.g. "
+    "Layer.__call__,Function.__call__): which hook costs what",
+)
 args = parser.parse_args()
 
 WARM = 3  # the capture's own warm-up steps inside A (not timed, like B's first steps)
@@ -133,11 +140,21 @@ def plain(tmp: Path | None = None, r: int = 0) -> tuple[float, float, list[float
     return window(WARM, args.steps)
 
 
+def unhook() -> None:
+    """Put back the patches ``--unhook`` names (the others stay: the step is still counted)."""
+    from tfdoctor.capture.child import hooks
+
+    names = {n for n in args.unhook.split(",") if n}
+    for owner, name, orig in hooks._PATCHES:
+        if f"{getattr(owner, '__name__', owner)}.{name}" in names:
+            setattr(owner, name, orig)
+
+
 def hooked(tmp: Path, r: int) -> tuple[float, float, list[float]]:
     marks.clear()
     run = RunDir(tmp / f"run{r}")
     res = capture_in_process(
-        lambda: train(WARM + args.steps + 5),  # the capture stops it after its planned steps
+        lambda: (unhook(), train(WARM + args.steps + 5)),  # the capture stops it after its planned steps
         run,
         Windows(warmup=WARM, timing=args.steps, profile=0),
     )
