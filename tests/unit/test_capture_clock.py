@@ -515,3 +515,19 @@ def test_memo_scan_reads_only_the_script_own_callables():
     assert touched == []
     assert MemoScanner(lambda: {"x": 1, "f": len})() is None
     assert MemoScanner(lambda: None)() is None
+
+
+def test_a_run_that_ended_early_says_what_it_lacks() -> None:
+    """Both captures (a script's child and the notebook's cell) word a short run with one method."""
+    w = Windows(warmup=6, timing=24, profile=10)
+    assert w.ended_early("the script", 4, traced=False) == (
+        "the script ended by itself after 4 of 40 steps, within its 6-step warm-up: nothing was timed "
+        "(the script needs more steps than that: more epochs or data)"
+    )
+    assert w.ended_early("the cell", 20, traced=False, grown="the warm-up grew by 2 steps") == (
+        "the cell ended by itself after 20 of 40 steps (the warm-up grew by 2 steps), before the profile "
+        "window (no trace); try --steps 20"
+    )
+    assert w.ended_early("the script", 35, traced=True) == "the script ended by itself after 35 of 40 steps"
+    timing_only = Windows(warmup=6, timing=34, profile=0)
+    assert timing_only.ended_early("the script", 20, traced=False).endswith("after 20 of 40 steps")

@@ -225,14 +225,7 @@ class InProcessCapture:
         elif n:
             status = "complete"
             if n < windows.total:
-                message = f"{what} ended by itself after {n} of {windows.total} steps"
-                if n <= windows.warmup:  # nothing timed: the warm-up took every step
-                    message += (
-                        f", within its {windows.warmup}-step warm-up: nothing was timed ({what} needs "
-                        "more steps than that: more epochs or data)"
-                    )
-                elif windows.profile and not run.trace_files():
-                    message += f", before the profile window (no trace); try --steps {n}"
+                message = windows.ended_early(what, n, bool(run.trace_files()))
         else:
             status = "no_steps"
             message = f"no training steps seen: {why or what + ' ended without training'}"

@@ -590,16 +590,7 @@ def _collect(
         if n:
             status = "complete"
             if n < windows.total:
-                message = f"the script ended by itself after {n} of {windows.total} steps" + (
-                    f" ({grown})" if longer else ""
-                )
-                if n <= windows.warmup:  # nothing timed: the warm-up took every step
-                    message += (
-                        f", within its {windows.warmup}-step warm-up: nothing was timed (the script "
-                        "needs more steps than that: more epochs or data)"
-                    )
-                elif windows.profile and not trace_files:
-                    message += f", before the profile window (no trace); try --steps {n}"
+                message = windows.ended_early("the script", n, bool(trace_files), grown if longer else "")
         else:
             status = "no_steps"
             message = f"no training steps seen: {why or 'the script ended without training'}"

@@ -60,6 +60,20 @@ class Windows:
             return "timing"
         return "profile"
 
+    def ended_early(self, what: str, n: int, traced: bool, grown: str = "") -> str:
+        """Why a run of ``what`` ("the script", "the cell") that ended by itself after ``n`` of the
+        windows' steps is short (``grown``: how the adaptive warm-up grew, when it did): nothing timed
+        when it ended within the warm-up; no trace when a profile window was planned and none came."""
+        message = f"{what} ended by itself after {n} of {self.total} steps" + (f" ({grown})" if grown else "")
+        if n <= self.warmup:  # nothing timed: the warm-up took every step
+            return message + (
+                f", within its {self.warmup}-step warm-up: nothing was timed ({what} needs more steps "
+                "than that: more epochs or data)"
+            )
+        if self.profile and not traced:
+            return message + f", before the profile window (no trace); try --steps {n}"
+        return message
+
     @classmethod
     def split(
         cls, steps: int, warmup: int | None = None, profile_steps: int | None = None, profile: bool = True
