@@ -99,6 +99,27 @@ def reset_peak_rss() -> bool:
         return False
 
 
+#: the line a section's hand-written reading starts with (kept when a script rewrites the section)
+READING = "**Reading it**"
+
+
+def section_reading(name: str, until: str, doc: Path = DOC) -> str | None:
+    """The hand-written "Reading it" paragraph of the ``bench:name`` block of ``doc``: from its
+    ``**Reading it**`` line to the first line starting with ``until`` (or the block's end), so that a
+    script rewriting the block keeps it. None: no such block or paragraph."""
+    if not doc.exists():
+        return None
+    m = re.search(rf"<!-- bench:{name} -->(.*?)<!-- /bench:{name} -->", doc.read_text("utf-8"), re.S)
+    if not m:
+        return None
+    body = m.group(1)
+    start = body.find("\n" + READING)
+    if start < 0:
+        return None
+    end = body.find("\n" + until, start)
+    return body[start : end if end >= 0 else len(body)].strip() or None
+
+
 def update_section(name: str, body: str, doc: Path = DOC, after: str | None = None) -> Path:
     """Replace the ``bench:name`` block of docs/benchmarks.md with ``body``. When missing, the block is
     created right after the ``bench:after`` block (when given and present), else at the end."""

@@ -35,7 +35,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -44,7 +43,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DOC, ROOT, md_table, median, now_utc, say, update_section, versions
+from _common import DOC, ROOT, md_table, median, now_utc, say, section_reading, update_section, versions
 
 from tfdoctor.capture.runner import CaptureConfig, run_capture
 from tfdoctor.fixes.judge import Estimate, Pair, Sample, estimate
@@ -466,24 +465,10 @@ def render(
     return "\n".join(parts)
 
 
-READING = "**Reading it**"
-
-
 def current_reading(doc: Path = DOC) -> str | None:
-    """The hand-written "Reading it" paragraph of the section in ``doc`` (from its ``**Reading it**`` line
-    to the first per-script heading or the section's end), so that a re-render keeps it."""
-    if not doc.exists():
-        return None
-    text = doc.read_text(encoding="utf-8")
-    m = re.search(rf"<!-- bench:{SECTION} -->(.*?)<!-- /bench:{SECTION} -->", text, re.S)
-    if not m:
-        return None
-    body = m.group(1)
-    start = body.find("\n" + READING)
-    if start < 0:
-        return None
-    end = body.find("\n### ", start)
-    return body[start : end if end >= 0 else len(body)].strip() or None
+    """The hand-written "Reading it" paragraph of the section in ``doc`` (up to the first per-script
+    heading or the section's end), so that a re-render keeps it."""
+    return section_reading(SECTION, "### ", doc)
 
 
 def merge(files: list[Path]) -> list[dict]:

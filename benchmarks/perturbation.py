@@ -25,14 +25,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CACHE, ROOT, md_table, median, now_utc, say, spread, update_section, versions
+from _common import (
+    CACHE,
+    ROOT,
+    md_table,
+    median,
+    now_utc,
+    say,
+    section_reading,
+    spread,
+    update_section,
+    versions,
+)
 
 from tfdoctor.fixes.judge import Estimate, Pair, Sample, estimate
 
@@ -59,23 +69,6 @@ def sub_rates(marks: list[tuple[int, int]], first: int, count: int, n: int = 5) 
     return tuple(
         1e9 / statistics.median(wall[i : i + size]) for i in range(0, size * n, size) if wall[i : i + size]
     )
-
-
-def current_reading(section: str = "perturbation") -> str | None:
-    """The hand-written "Reading it" paragraph of the docs section (from its ``**Reading it**`` line to the
-    ``Regenerate:`` line), so that a rewrite keeps it."""
-    doc = ROOT / "docs" / "benchmarks.md"
-    if not doc.exists():
-        return None
-    m = re.search(rf"<!-- bench:{section} -->(.*?)<!-- /bench:{section} -->", doc.read_text("utf-8"), re.S)
-    if not m:
-        return None
-    body = m.group(1)
-    start = body.find("\n**Reading it**")
-    if start < 0:
-        return None
-    end = body.find("\nRegenerate:", start)
-    return body[start : end if end >= 0 else len(body)].strip() or None
 
 
 def verdict_of(est: Estimate) -> str:
@@ -490,7 +483,7 @@ def main() -> None:
 
 
 def write_doc(results: list[dict], section: str) -> None:
-    reading = current_reading(section)
+    reading = section_reading(section, "Regenerate:")
     body = "\n\n".join(
         [
             "## 3. Profiler perturbation: the timing window vs the script with no tfdoctor",
