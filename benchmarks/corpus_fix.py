@@ -123,11 +123,32 @@ def measure(store: RunStore, script: Path, steps: int, label: str) -> float | No
     return tp.examples_per_s or tp.steps_per_s
 
 
+def stem_of(name: str) -> str:
+    """A corpus script's name for folders and run ids ("multifile/train.py" -> "multifile-train")."""
+    return Path(name).stem if "/" not in name else name.replace("/", "-").removesuffix(".py")
+
+
+def variant_scripts(name: str, work: Path, base_dir: Path, fixed: dict[str, dict | None]) -> dict[str, Path]:
+    """The script of each variant: the baseline and the expert twin in ``base_dir`` (a copy of the
+    corpus), and each ``--fix`` result of ``fixed`` (variant -> its run's summary, None: not run) in a
+    copy of the corpus with its patch applied."""
+    scripts = {
+        "baseline": base_dir / name,
+        "expert": (base_dir / name).with_name(f"{Path(name).stem}_expert.py"),
+    }
+    for variant, result in fixed.items():
+        if result is not None:
+            copy = patched_copy(
+                result["patch"], work / f"{stem_of(name)}-{variant}", Path(name).parent.as_posix()
+            )
+            scripts[variant] = copy / name
+    return scripts
+
+
 def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int, full_run: bool = True) -> dict:
-    stem = Path(name).stem if "/" not in name else name.replace("/", "-").removesuffix(".py")
+    stem = stem_of(name)
     home = work / "home"
     store = RunStore(home)
-    folder = Path(name).parent.as_posix()
     base_dir = patched_copy("", work / f"{stem}-base")
     say(f"== {name}: --fix, structural fixes only (--skip {STRUCTURAL_SKIP})")
     structural = fix_run(base_dir / name, home, f"{stem}-structural", steps, STRUCTURAL_SKIP, fix_rounds)
@@ -147,13 +168,7 @@ def study(name: str, work: Path, steps: int, rounds: int, fix_rounds: int, full_
             say(full["stderr"])
         for t in full["trials"]:
             say(f"     {t[0]}: {t[1]} {f'{t[2]:.2f}x ' if t[2] else ''}({t[3][:160]})")
-    scripts = {
-        "baseline": base_dir / name,
-        "structural": patched_copy(structural["patch"], work / f"{stem}-structural", folder) / name,
-        "expert": (base_dir / name).with_name(f"{Path(name).stem}_expert.py"),
-    }
-    if full is not None:
-        scripts["full"] = patched_copy(full["patch"], work / f"{stem}-full", folder) / name
+    scripts = variant_scripts(name, work, base_dir, {"structural": structural, "full": full})
     variants = [v for v in VARIANTS if v in scripts]
     side, orders = side_by_side(store, scripts, variants, steps, rounds)
     row = {
@@ -214,17 +229,10 @@ def add_rounds(row: dict, work: Path, rounds: int) -> dict:
     ``--fix`` results the row kept, from their saved patches; no ``--fix`` run again), measured as
     :func:`study` measures them and appended to the row's rounds (the rotation continues)."""
     name = row["name"]
-    stem = Path(name).stem if "/" not in name else name.replace("/", "-").removesuffix(".py")
     store = RunStore(work / "home")
-    folder = Path(name).parent.as_posix()
-    base_dir = patched_copy("", work / f"{stem}-base")
-    scripts = {
-        "baseline": base_dir / name,
-        "expert": (base_dir / name).with_name(f"{Path(name).stem}_expert.py"),
-    }
-    for v in ("structural", "full"):
-        if row.get(v) is not None:
-            scripts[v] = patched_copy(row[v]["patch"], work / f"{stem}-{v}", folder) / name
+    base_dir = patched_copy("", work / f"{stem_of(name)}-base")
+    fixed = {v: row.get(v) for v in ("structural", "full")}
+    scripts = variant_scripts(name, work, base_dir, fixed)
     per = row["per_round"]
     variants = [v for v in VARIANTS if v in scripts and v in per]
     earlier = len(round_orders(row))
