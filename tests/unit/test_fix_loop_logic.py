@@ -557,7 +557,9 @@ def test_a_pooled_trial_not_faster_leaves_its_members_not_decided(tmp_path: Path
     rates = {
         **_undecided("generator-prefetch"),
         **_undecided("generator-cache", 11.0, 9.8),
-        **_rounds_of(POOL, 9.0),  # together slower
+        # together slower: clearly, as the members' rounds scatter ±6-10 % (the judge's paired floor,
+        # pooled over the run's rounds: 0.9x on two rounds would not be decided against that scatter)
+        **_rounds_of(POOL, 7.0),
     }
     loop = _scripted(tmp_path, rates, ["generator-prefetch", "generator-cache"], rounds=2)
     summary = loop.run()
@@ -567,7 +569,7 @@ def test_a_pooled_trial_not_faster_leaves_its_members_not_decided(tmp_path: Path
         "not faster",
         ["generator-prefetch", "generator-cache"],
     )
-    assert pooled.speedup == pytest.approx(0.9) and pooled.reason.startswith("slower: 0.90x [")
+    assert pooled.speedup == pytest.approx(0.7) and pooled.reason.startswith("slower: 0.70x [")
     for t in (prefetch, cache):
         assert (t.status, t.verdict) == ("rejected", "undecided")
         assert t.reason.startswith("not decided (noisy machine): ")
@@ -583,10 +585,12 @@ def test_members_kept_together_are_dropped_together_when_the_combined_state_is_s
         **_undecided("generator-prefetch", 46.0, 38.0, ref=40.0),
         **_undecided("generator-cache", 44.0, 39.2, ref=40.0),
         **_rounds_of(POOL, 52.0, ref=40.0),  # together 1.3x over tf-function
-        "combined": 38.0,  # … but the final state measures below tf-function alone
+        # … but the final state measures clearly below tf-function alone (0.75x: the members' rounds
+        # scatter ±6-10 %, and the judge's paired floor pools the run's rounds)
+        "combined": 30.0,
         "combined vs tf-function: reference, paired round 1": 40.0,
         "combined vs tf-function: reference, paired round 2": 40.0,
-        "combined vs tf-function: trial, paired round 2": 38.0,
+        "combined vs tf-function: trial, paired round 2": 30.0,
         "combined vs the baseline: reference, paired round 1": 10.0,
         "combined vs the baseline: reference, paired round 2": 10.0,
         "combined vs the baseline: trial, paired round 2": 40.0,

@@ -28,7 +28,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -36,7 +36,7 @@ from typing import Literal
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
-from tfdoctor.fixes.judge import Decision, Pair, Sample, comparable, decide, steady
+from tfdoctor.fixes.judge import Decision, Pair, Sample, comparable, decide, log_ratios, steady
 from tfdoctor.fixes.project import local_modules
 from tfdoctor.fixes.sanity import (
     CHANGES_TRAINING,
@@ -247,6 +247,7 @@ def judge_rounds(
     ref_fresh: bool = False,
     scale: float = 1.0,
     max_rounds: int = 4,
+    pool: Sequence[Sequence[float]] = (),
 ) -> Rounds:
     """Paired rounds of a trial (its first run ``first_trial`` done) against its reference (last measured
     at ``ref_prev``), decided by :func:`tfdoctor.fixes.judge.decide`.
@@ -256,7 +257,8 @@ def judge_rounds(
     when that run was the one just before (``ref_fresh``: AB). Later rounds alternate the order (AB, BA,
     …), until the judge decides or ``max_rounds`` are spent; a keep takes at least two rounds within the
     budget. ``max_rounds`` 0: no rounds; the first run is judged against ``ref_prev`` alone.
-    ``measure(side, round)`` runs one side.
+    ``measure(side, round)`` runs one side. ``pool``: the round log ratios of the trials judged before
+    in the same run (the judge's paired floor, :func:`tfdoctor.fixes.judge.paired_spread`).
     """
     r = Rounds(ref=ref_prev, trial=first_trial)
 
@@ -313,7 +315,9 @@ def judge_rounds(
         if unit_before == comparable(first_trial, ref_now, scale)[2]:  # the same unit as the pairs
             r.ref_earlier.append(before.rate)
     while True:
-        d = decide(r.pairs, max_rounds=max_rounds, steady_ref=steady_ref, ref_earlier=r.ref_earlier)
+        d = decide(
+            r.pairs, max_rounds=max_rounds, steady_ref=steady_ref, ref_earlier=r.ref_earlier, pool=pool
+        )
         if d is not None:
             r.decision = d
             return r
@@ -327,7 +331,11 @@ def judge_rounds(
                 if r.failed or r.cold:
                     return r
                 r.decision = decide(
-                    r.pairs, max_rounds=len(r.pairs), steady_ref=False, ref_earlier=r.ref_earlier
+                    r.pairs,
+                    max_rounds=len(r.pairs),
+                    steady_ref=False,
+                    ref_earlier=r.ref_earlier,
+                    pool=pool,
                 )
                 return r
             if side == "reference" and previous is not None:
@@ -445,6 +453,8 @@ class FixLoop:
         self.final_modules: dict[str, str] = {}
         self._at = (0, 0)  # the candidate being measured, of how many (for progress events)
         self._last: StateKey | None = None  # the state measured last
+        # every judged trial's round log ratios so far (the combined check's too): the judge's paired floor
+        self.paired_logs: list[list[float]] = []
 
     def event(self, kind: str, message: str, **kw: object) -> None:
         self.on_event(Event(kind, message, **kw))  # type: ignore[arg-type]
@@ -817,14 +827,17 @@ class FixLoop:
                 self.measure(f"{label}: {side}, paired round {i}", st.source, sw, modules=st.modules)
             )
 
-        return judge_rounds(
+        r = judge_rounds(
             measure,
             first_trial=trial.throughput,
             ref_prev=ref.throughput,
             ref_fresh=self._last == ref_key and self._last != trial.key(),
             scale=_factor(trial.examples, ref.examples),
             max_rounds=self.rounds,
+            pool=self.paired_logs,
         )
+        self.paired_logs.append(log_ratios(r.pairs))
+        return r
 
     # -- one run -------------------------------------------------------------------------------------
     def _measured(self, got: tuple[RunDir, CaptureResult, Report]) -> Measured:
@@ -1051,7 +1064,9 @@ class FixLoop:
             ref_fresh=ref_was_last,
             scale=factor,
             max_rounds=self.rounds,
+            pool=self.paired_logs,
         )
+        self.paired_logs.append(log_ratios(r.pairs))
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
         ref = replace(

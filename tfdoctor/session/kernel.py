@@ -307,6 +307,7 @@ def kernel_fix_loop(
 
     from tfdoctor.capture.inproc import capture_in_process
     from tfdoctor.errors import TfdoctorError
+    from tfdoctor.fixes.judge import log_ratios
     from tfdoctor.fixes.sanity import (
         loss_check,
         not_in_effect,
@@ -334,6 +335,7 @@ def kernel_fix_loop(
     notes = notes if notes is not None else []
     budget = DEFAULT_ROUNDS if rounds is None else max(0, rounds)
     last: list[tuple[str, ...] | None] = [None]
+    paired_logs: list[list[float]] = []  # every judged trial's round log ratios: the judge's paired floor
 
     def in_kernel(fix_ids: tuple[str, ...], what: str) -> tuple[Measured, list[str], str | None]:
         cell.snapshot.restore()
@@ -437,8 +439,14 @@ def kernel_fix_loop(
             return got
 
         r = judge_rounds(
-            side, first_trial=m.throughput, ref_prev=ref.throughput, ref_fresh=ref_fresh, max_rounds=budget
+            side,
+            first_trial=m.throughput,
+            ref_prev=ref.throughput,
+            ref_fresh=ref_fresh,
+            max_rounds=budget,
+            pool=paired_logs,
         )
+        paired_logs.append(log_ratios(r.pairs))
         ref.throughput = r.ref or ref.throughput
         ref.loss_runs += r.ref_steps
         info["paired_run_ids"] = r.run_ids
@@ -537,6 +545,7 @@ def kernel_fix_loop(
             ref_prev=baseline.throughput,
             ref_fresh=last[0] == baseline.fixes,
             max_rounds=budget,
+            pool=paired_logs,
         )
         if r.decision is not None:
             est = r.decision.estimate
