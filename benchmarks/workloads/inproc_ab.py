@@ -53,6 +53,13 @@ parser.add_argument(
     help="hooked windows with these of tfdoctor's patches put back at the window's start (e.g. "
     "Layer.__call__,Function.__call__): which hook costs what",
 )
+parser.add_argument(
+    "--model",
+    choices=["conv", "tiny"],
+    default="conv",
+    help="conv: two 3x3 convolutions (a ~20 ms eager step here); tiny: one Dense layer on the flattened "
+    "batch (a step of a few ms, where the hooks' absolute cost per step stands out of the noise)",
+)
 args = parser.parse_args()
 
 WARM = 3  # the capture's own warm-up steps inside A (not timed, like B's first steps)
@@ -61,15 +68,17 @@ rng = np.random.default_rng(0)
 X = rng.normal(size=(4096, 16, 16, 3)).astype(np.float32)
 Y = rng.integers(0, 10, size=4096).astype(np.int64)
 ds = tf.data.Dataset.from_tensor_slices((X, Y)).repeat().batch(64, drop_remainder=True).prefetch(2)
-model = keras.Sequential(
-    [
-        keras.Input((16, 16, 3)),
+layers = (
+    [keras.layers.Flatten(), keras.layers.Dense(10)]
+    if args.model == "tiny"
+    else [
         keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
         keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
         keras.layers.GlobalAveragePooling2D(),
         keras.layers.Dense(10),
     ]
 )
+model = keras.Sequential([keras.Input((16, 16, 3)), *layers])
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 optimizer = keras.optimizers.SGD(0.01)
 marks: list[tuple[int, int]] = []
