@@ -83,7 +83,7 @@ def fix_once(script: Path, args: list[str], home: Path, steps: int, rounds: int)
 def summarize(report: dict, wall: float) -> dict:
     """The fix summary of a ``tfdoctor profile --fix --json`` report: the kept set, the combined figure
     and its note, and every trial (``trials``: by name, the name a second try of the same fix gets a
-    "#2"), each with its status, speed-up and interval, verdict and reason."""
+    "#2"), each with its status, speed-up and interval, verdict, reason and per-round ratios."""
     fix = report.get("fix") or {}
     trials: dict[str, dict] = {}
     for t in fix.get("trials", []):
@@ -101,6 +101,8 @@ def summarize(report: dict, wall: float) -> dict:
             "speedup": t.get("speedup"),
             "speedup_ci": t.get("speedup_ci"),
             "reason": t.get("reason") or "",
+            # per round, its ratio (both runs back to back): the judge's paired spread, read again here
+            "paired_ratios": t.get("paired_ratios") or [],
         }
     return {
         "kept": fix.get("kept", []),
