@@ -24,7 +24,9 @@ from tfdoctor.session.fix_loop import (
     Event,
     FixLoop,
     LoopConfig,
+    Measured,
     examples_per_step,
+    judge_rounds,
     memo_problem,
     order_candidates,
     patch_header,
@@ -1126,3 +1128,32 @@ def test_a_trial_whose_run_ends_before_its_timing_window_is_not_measured_and_say
     assert x2.status == "kept" and x4.status == "skipped"
     assert x4.reason.startswith("not measured: the script ended by itself after 4 of 40 steps")
     assert "nothing was timed" in x4.reason and "batch-scale ×8" not in loop.measured
+
+
+def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
+    """Rounds of 1.20x (BA), then 0.72x (AB; a load spike on the trial's run), then 1.16x (BA), in a run
+    whose other trials' rounds scatter ~4 %: the second round is not counted; the two left are both BA,
+    so one more AB round is measured before the decision, which rests on the three clean rounds and
+    names the one set aside. With no pool (a run's first trial) the same rounds are all counted and leave
+    the trial undecided."""
+    trial_rates = {1: 12.0, 2: 7.2, 3: 11.6, 4: 11.8, 5: 11.9}
+    calls: list[tuple[str, int]] = []
+
+    def measure(side, i):
+        calls.append((side, i))
+        rate = 10.0 if side == "reference" else trial_rates[i]
+        return Measured(run_id=f"{side}{i}", status="complete", throughput=_banded(rate))
+
+    pool = [[0.10, 0.14, 0.06], [0.50, 0.46, 0.52], [-0.30, -0.25, -0.33]]
+    r = judge_rounds(measure, first_trial=_banded(12.0), ref_prev=_banded(10.0), max_rounds=4, pool=pool)
+    assert r.set_aside is not None and r.set_aside[0] == 2 and r.set_aside[1] == pytest.approx(0.72)
+    assert r.ratios == [1.2, 1.16, 1.18] and calls[-2:] == [("reference", 4), ("trial", 4)]
+    assert [p.order for p in r.pairs] == ["BA", "BA", "AB"]
+    assert r.decision is not None and r.decision.verdict == "faster"
+    assert "over 3 paired rounds (BA/BA/AB)" in r.decision.reason
+    assert "round 2 (0.72x) set aside as disturbed: " in r.decision.reason
+    calls.clear()
+    r = judge_rounds(measure, first_trial=_banded(12.0), ref_prev=_banded(10.0), max_rounds=4)
+    assert r.set_aside is None and r.ratios == [1.2, 0.72, 1.16, 1.18]
+    assert r.decision is not None and r.decision.verdict == "undecided"
+    assert "set aside" not in r.decision.reason

@@ -10,6 +10,7 @@ import pytest
 
 from tfdoctor.fixes.judge import (
     DECISIVE,
+    DISTURBED,
     KEEP_ABOVE,
     WORTH,
     Pair,
@@ -17,6 +18,7 @@ from tfdoctor.fixes.judge import (
     between_runs,
     comparable,
     decide,
+    disturbed,
     estimate,
     floor,
     floor_quantile,
@@ -319,3 +321,36 @@ def test_without_common_drift_the_paired_floor_still_covers() -> None:
                 total += 1
                 covered += est.low <= trues[k] <= est.high
     assert covered >= 0.9 * total, (covered, total)
+
+
+def _b2b(ratios: list[float]) -> list[Pair]:
+    return [
+        Pair(Sample(100.0), Sample(100.0 * r), "BA" if i % 2 == 0 else "AB") for i, r in enumerate(ratios)
+    ]
+
+
+#: a run's other trials: rounds scattering about 4 % around their trial's mean (df 6)
+CALM_POOL = [[0.10, 0.14, 0.06], [0.50, 0.46, 0.52], [-0.30, -0.25, -0.33], [0.02]]
+
+
+def test_a_round_far_off_the_trials_others_is_disturbed() -> None:
+    """naive_loop, 2026-11-26: batch-scale ×4 measured rounds of 1.22x, 1.16x, 1.17x and 0.72x; the
+    geometric mean of all four (1.04x) describes none of them."""
+    sd, df = paired_spread((), CALM_POOL)
+    assert df == 6 and 0.02 < sd < 0.05
+    k, sds = disturbed(_b2b([1.218, 1.156, 1.165, 0.724]), CALM_POOL)
+    assert k == 3 and sds > DISTURBED
+    # high as well as low: a round lifted by a spike on the reference side
+    assert disturbed(_b2b([1.05, 1.62, 1.02]), CALM_POOL)[0] == 1
+
+
+def test_no_round_is_disturbed_without_enough_evidence() -> None:
+    calm = _b2b([1.218, 1.156, 1.165, 0.724])
+    assert disturbed(calm[:2], CALM_POOL) is None  # two rounds: which of them would it be?
+    assert disturbed(calm, CALM_POOL[:1]) is None  # the run's spread rests on 2 df: not known enough
+    # rounds that scatter as the run's do, and a step under 15 % however calm the run
+    assert disturbed(_b2b([1.20, 1.25, 1.16, 1.22]), CALM_POOL) is None
+    assert disturbed(_b2b([1.20, 1.21, 1.19, 1.06]), [[0.0, 0.001, -0.001]] * 4) is None
+    # a round against an earlier reference: no paired round to judge
+    loose = [*_b2b([1.2, 1.2]), Pair(Sample(100.0), Sample(70.0), back_to_back=False)]
+    assert disturbed(loose, CALM_POOL) is None

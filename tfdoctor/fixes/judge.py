@@ -93,6 +93,14 @@ TRIM_FROM = 4
 #: previous measurement: no load spike hit the round's reference side
 STEADY = 0.3
 
+#: a round is *disturbed* (a load spike hit one of its runs) when its log ratio lies more than this many
+#: paired standard deviations of the run's other trials from the median of the trial's other rounds …
+DISTURBED = 4.0
+#: … and more than this far in ratio (log 1.15: a 15 % step), with the run's paired spread resting on
+#: at least DISTURBED_DF degrees of freedom; one such round per trial is set aside and measured again
+DISTURBED_STEP = math.log(1.15)
+DISTURBED_DF = 6
+
 #: Student's t, the 0.975 quantile (a two-sided 95 % interval) by degrees of freedom 1..30 (standard
 #: tables; beyond 30 the normal 1.96 is within 4 %)
 T975 = (
@@ -202,6 +210,31 @@ def paired_spread(pairs: Sequence[Pair], pool: Sequence[Sequence[float]] = ()) -
 def log_ratios(pairs: Sequence[Pair]) -> list[float]:
     """The log ratios of the back-to-back rounds: what a trial adds to the run's ``pool``."""
     return [math.log(p.ratio) for p in pairs if p.back_to_back and p.ref.rate > 0 and p.trial.rate > 0]
+
+
+def disturbed(pairs: Sequence[Pair], pool: Sequence[Sequence[float]] = ()) -> tuple[int, float] | None:
+    """The round a load spike evidently hit, as (its index in ``pairs``, how many paired standard
+    deviations it lies off), or None. With three back-to-back rounds or more, a round whose log ratio is
+    more than :data:`DISTURBED` standard deviations (the paired spread of the run's *other* trials,
+    ``pool``, on at least :data:`DISTURBED_DF` degrees of freedom) and more than 15 % from the median of
+    the trial's other rounds. One hiccup among 20 ms steps is trimmed inside a run (TRIM_FROM); this is
+    the same for a whole run: a round of 1.22x, 1.16x, 1.17x and 0.72x is three agreeing rounds and a
+    disturbed one, and the geometric mean of all four (1.04x) describes neither."""
+    logs = [math.log(p.ratio) if p.ref.rate > 0 and p.trial.rate > 0 else math.nan for p in pairs]
+    if len(pairs) < 3 or any(math.isnan(x) for x in logs) or not all(p.back_to_back for p in pairs):
+        return None
+    s, df = paired_spread((), pool)
+    if df < DISTURBED_DF or s <= 0:
+        return None
+    worst: tuple[int, float] | None = None
+    for i, x in enumerate(logs):
+        others = sorted(logs[:i] + logs[i + 1 :])
+        mid = len(others) // 2
+        med = others[mid] if len(others) % 2 else (others[mid - 1] + others[mid]) / 2
+        off = abs(x - med)
+        if off > DISTURBED * s and off > DISTURBED_STEP and (worst is None or off / s > worst[1]):
+            worst = (i, off / s)
+    return worst
 
 
 def floor_quantile(confidence: float, df: int) -> float:
@@ -347,6 +380,7 @@ def _what(pairs: Sequence[Pair]) -> str:
 __all__ = [
     "CONFIDENCE",
     "DECISIVE",
+    "DISTURBED",
     "KEEP_ABOVE",
     "MIN_ROUNDS",
     "STEADY",
@@ -359,6 +393,7 @@ __all__ = [
     "between_runs",
     "comparable",
     "decide",
+    "disturbed",
     "estimate",
     "floor",
     "floor_quantile",

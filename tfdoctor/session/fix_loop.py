@@ -36,7 +36,7 @@ from typing import Literal
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
-from tfdoctor.fixes.judge import Decision, Pair, Sample, comparable, decide, log_ratios, steady
+from tfdoctor.fixes.judge import Decision, Pair, Sample, comparable, decide, disturbed, log_ratios, steady
 from tfdoctor.fixes.project import local_modules
 from tfdoctor.fixes.sanity import (
     CHANGES_TRAINING,
@@ -233,6 +233,9 @@ class Rounds:
     failed: tuple[str, str | None] | None = None  # a trial run failed: (reason, error)
     cold: bool = False  # a trial run's caches did not warm
     note: str = ""  # why the rounds stopped early
+    # a round set aside as disturbed (tfdoctor.fixes.judge.disturbed): (its number, its ratio, how many
+    # paired standard deviations off); the budget counts the other rounds, so another may be measured
+    set_aside: tuple[int, float, float] | None = None
 
     @property
     def ratios(self) -> list[float]:
@@ -315,14 +318,27 @@ def judge_rounds(
         if unit_before == comparable(first_trial, ref_now, scale)[2]:  # the same unit as the pairs
             r.ref_earlier.append(before.rate)
     while True:
-        d = decide(
-            r.pairs, max_rounds=max_rounds, steady_ref=steady_ref, ref_earlier=r.ref_earlier, pool=pool
-        )
+        hit = disturbed(r.pairs, pool) if r.set_aside is None else None
+        if hit is not None:  # a load spike: the round is measured again (once per trial)
+            k, sds = hit
+            r.set_aside = (k + 1, r.pairs[k].ratio, sds)
+            del r.pairs[k]
+        n_ab = sum(p.order == "AB" for p in r.pairs)
+        n_ba = len(r.pairs) - n_ab
+        # with a round set aside the orders may be lopsided (BA, BA): the missing order is measured first
+        lopsided = abs(n_ab - n_ba) > 1 and len(r.pairs) < max_rounds
+        d = None
+        if not lopsided:
+            d = decide(
+                r.pairs, max_rounds=max_rounds, steady_ref=steady_ref, ref_earlier=r.ref_earlier, pool=pool
+            )
         if d is not None:
-            r.decision = d
+            r.decision = with_set_aside(d, r.set_aside)
             return r
-        i = len(r.pairs) + 1
-        order: Literal["AB", "BA"] = "AB" if r.pairs[-1].order == "BA" else "BA"
+        i = len(r.pairs) + (r.set_aside is not None) + 1
+        order: Literal["AB", "BA"] = (
+            ("AB" if r.pairs[-1].order == "BA" else "BA") if n_ab == n_ba else ("AB" if n_ab < n_ba else "BA")
+        )
         got: dict[Side, Throughput] = {}
         for side in ("reference", "trial") if order == "AB" else ("trial", "reference"):
             previous = r.ref
@@ -330,18 +346,33 @@ def judge_rounds(
             if tp is None:
                 if r.failed or r.cold:
                     return r
-                r.decision = decide(
-                    r.pairs,
-                    max_rounds=len(r.pairs),
-                    steady_ref=False,
-                    ref_earlier=r.ref_earlier,
-                    pool=pool,
+                r.decision = with_set_aside(
+                    decide(
+                        r.pairs,
+                        max_rounds=len(r.pairs),
+                        steady_ref=False,
+                        ref_earlier=r.ref_earlier,
+                        pool=pool,
+                    ),
+                    r.set_aside,
                 )
                 return r
             if side == "reference" and previous is not None:
                 steady_ref = steady(Sample.of(previous).rate, Sample.of(tp).rate)
             got[side] = tp  # type: ignore[index]
         r.pairs.append(pair(got["trial"], got["reference"], order))
+
+
+def with_set_aside(d: Decision | None, set_aside: tuple[int, float, float] | None) -> Decision | None:
+    """``d`` with its reason saying which round was set aside as disturbed, and why."""
+    if d is None or set_aside is None:
+        return d
+    k, ratio, sds = set_aside
+    return replace(
+        d,
+        reason=f"{d.reason}; round {k} ({ratio:.2f}x) set aside as disturbed: {sds:.1f} standard deviations "
+        "of this run's paired rounds from the trial's others (a load spike): not counted",
+    )
 
 
 #: why a trial whose memo caches (the ``generator-cache`` fix) never served in the warm-up is not judged
