@@ -24,6 +24,7 @@ from tfdoctor.fixes.judge import (
     floor_quantile,
     log_ratios,
     paired_spread,
+    round_scale,
     steady,
 )
 from tfdoctor.model import Throughput
@@ -338,6 +339,8 @@ def test_a_round_far_off_the_trials_others_is_disturbed() -> None:
     geometric mean of all four (1.04x) describes none of them."""
     sd, df = paired_spread((), CALM_POOL)
     assert df == 6 and 0.02 < sd < 0.05
+    scale, n = round_scale(CALM_POOL)
+    assert n == 9 and 0.03 < scale < 0.08
     k, sds = disturbed(_b2b([1.218, 1.156, 1.165, 0.724]), CALM_POOL)
     assert k == 3 and sds > DISTURBED
     # high as well as low: a round lifted by a spike on the reference side
@@ -347,10 +350,31 @@ def test_a_round_far_off_the_trials_others_is_disturbed() -> None:
 def test_no_round_is_disturbed_without_enough_evidence() -> None:
     calm = _b2b([1.218, 1.156, 1.165, 0.724])
     assert disturbed(calm[:2], CALM_POOL) is None  # two rounds: which of them would it be?
-    assert disturbed(calm, CALM_POOL[:1]) is None  # the run's spread rests on 2 df: not known enough
+    # three rounds and nothing else: three differences, the scale not known well enough
+    assert disturbed(_b2b([1.218, 1.156, 0.724]), [[0.02]]) is None
+    # the trial's four rounds alone: half their differences involve the odd one, so the scale is its own
+    assert disturbed(calm, []) is None
     # rounds that scatter as the run's do, and a step under 15 % however calm the run
     assert disturbed(_b2b([1.20, 1.25, 1.16, 1.22]), CALM_POOL) is None
     assert disturbed(_b2b([1.20, 1.21, 1.19, 1.06]), [[0.0, 0.001, -0.001]] * 4) is None
     # a round against an earlier reference: no paired round to judge
     loose = [*_b2b([1.2, 1.2]), Pair(Sample(100.0), Sample(70.0), back_to_back=False)]
     assert disturbed(loose, CALM_POOL) is None
+
+
+def test_the_round_scale_is_not_taken_from_the_spikes() -> None:
+    """tfdata_progbar_fit, 2026-11-26: most rounds within ±5 % of their trial's, a third of them 30-50 %
+    off. The robust scale stays at the common scatter where the standard deviation follows the spikes."""
+    groups = [
+        [math.log(x) for x in g]
+        for g in (
+            [0.7385, 0.7096, 1.1144, 0.6592],
+            [1.05, 1.0324, 0.6531, 0.99],
+            [1.1169, 1.0721, 1.0992, 1.789],
+            [1.0417, 1.0276, 0.6507, 1.0898],
+            [0.6275, 0.6551],
+        )
+    ]
+    robust, n = round_scale(groups)
+    sd, _ = paired_spread((), groups)
+    assert n == 25 and robust < 0.12 < 0.2 < sd

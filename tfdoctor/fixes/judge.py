@@ -94,10 +94,11 @@ TRIM_FROM = 4
 STEADY = 0.3
 
 #: a round is *disturbed* (a load spike hit one of its runs) when its log ratio lies more than this many
-#: paired standard deviations of the run's other trials from the median of the trial's other rounds …
+#: robust standard deviations of the run's rounds (judge.round_scale) from the median of the trial's
+#: other rounds …
 DISTURBED = 4.0
-#: … and more than this far in ratio (log 1.15: a 15 % step), with the run's paired spread resting on
-#: at least DISTURBED_DF degrees of freedom; one such round per trial is set aside and measured again
+#: … and more than this far in ratio (log 1.15: a 15 % step), the scale resting on at least DISTURBED_DF
+#: differences of two rounds; one such round per trial is not counted
 DISTURBED_STEP = math.log(1.15)
 DISTURBED_DF = 6
 
@@ -212,19 +213,34 @@ def log_ratios(pairs: Sequence[Pair]) -> list[float]:
     return [math.log(p.ratio) for p in pairs if p.back_to_back and p.ref.rate > 0 and p.trial.rate > 0]
 
 
+def round_scale(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """A robust standard deviation of one round's log ratio, and how many differences it rests on: the
+    median of the absolute differences between two rounds of the same trial, over every trial's pairs of
+    rounds, × 1.0484 (Shamos's estimator: a difference of two rounds has √2 σ, its median absolute value
+    0.6745 of that). A run's rounds are heavy-tailed here (most within ±5 %, a few ±30-50 % when a
+    load spike hits one run), and a standard deviation would take its measure from the spikes."""
+    diffs = [abs(a - b) for g in groups for i, a in enumerate(g) for b in g[i + 1 :]]
+    if not diffs:
+        return 0.0, 0
+    diffs.sort()
+    mid = len(diffs) // 2
+    med = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
+    return 1.0484 * med, len(diffs)
+
+
 def disturbed(pairs: Sequence[Pair], pool: Sequence[Sequence[float]] = ()) -> tuple[int, float] | None:
-    """The round a load spike evidently hit, as (its index in ``pairs``, how many paired standard
-    deviations it lies off), or None. With three back-to-back rounds or more, a round whose log ratio is
-    more than :data:`DISTURBED` standard deviations (the paired spread of the run's *other* trials,
-    ``pool``, on at least :data:`DISTURBED_DF` degrees of freedom) and more than 15 % from the median of
-    the trial's other rounds. One hiccup among 20 ms steps is trimmed inside a run (TRIM_FROM); this is
-    the same for a whole run: a round of 1.22x, 1.16x, 1.17x and 0.72x is three agreeing rounds and a
-    disturbed one, and the geometric mean of all four (1.04x) describes neither."""
+    """The round a load spike evidently hit, as (its index in ``pairs``, how many standard deviations it
+    lies off), or None. With three back-to-back rounds or more, a round whose log ratio is more than
+    :data:`DISTURBED` robust standard deviations of the run's rounds (:func:`round_scale` over the
+    trial's and ``pool``'s rounds, on at least :data:`DISTURBED_DF` differences) and more than 15 % from
+    the median of the trial's other rounds. One hiccup among 20 ms steps is trimmed inside a run
+    (TRIM_FROM); this is the same for a whole run: rounds of 1.22x, 1.16x, 1.17x and 0.72x are three
+    agreeing rounds and a disturbed one, and the geometric mean of all four (1.04x) describes none."""
     logs = [math.log(p.ratio) if p.ref.rate > 0 and p.trial.rate > 0 else math.nan for p in pairs]
     if len(pairs) < 3 or any(math.isnan(x) for x in logs) or not all(p.back_to_back for p in pairs):
         return None
-    s, df = paired_spread((), pool)
-    if df < DISTURBED_DF or s <= 0:
+    s, n = round_scale([logs, *pool])
+    if n < DISTURBED_DF or s <= 0:
         return None
     worst: tuple[int, float] | None = None
     for i, x in enumerate(logs):
@@ -399,5 +415,6 @@ __all__ = [
     "floor_quantile",
     "log_ratios",
     "paired_spread",
+    "round_scale",
     "steady",
 ]
