@@ -19,6 +19,7 @@ from tfdoctor.capture.child.clock import (
     Warmup,
     Windows,
     settled,
+    step_line,
 )
 from tfdoctor.capture.child.hooks import PostImportHooks, first_dim, is_user_file, scalar_loss
 from tfdoctor.capture.runner import check_script
@@ -121,6 +122,40 @@ def test_clock_writes_contiguous_steps_with_input_wait_and_stops(tmp_path):
         clock.end_step()
     clock.close()
     assert markers.calls[-1] == ("stop",) and markers.calls.count(("stop",)) == 1
+
+
+def test_a_diverged_loss_is_written_as_such_and_read_back(tmp_path):
+    """steps.jsonl keeps a NaN or infinite loss (the model's own JSON would write null, and the fix
+    loop's loss check could no longer tell a diverged step from one without a loss); each line is on
+    disk as soon as its step ends (an unbuffered file: nothing lost when the process is killed next)."""
+    from tfdoctor.rundir import RunDir, load_steps
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir(parents=True)
+    now = [0]
+    clock = StepClock(Windows(0, 5, 0), run.file("steps.jsonl"), clock=lambda: now[0])
+    for loss in (0.5, float("nan"), float("inf"), None):
+        now[0] += 100
+        clock.end_step(loss=loss, examples=None if loss is None else 32)
+        # read while the clock still holds the file open
+        assert len(run.file("steps.jsonl").read_text().splitlines()) == clock.index
+    steps = load_steps(run)
+    assert steps[0].loss == 0.5 and steps[0].examples == 32
+    assert np.isnan(steps[1].loss) and steps[2].loss == float("inf")
+    assert steps[3].loss is None and steps[3].examples is None
+    # the line is the model's fields, whatever the values
+    line = step_line(7, "timing", 10, 25, 3, 2, 1e-05, 64)
+    assert StepTiming.model_validate_json(line) == StepTiming(
+        index=7,
+        window="timing",
+        start_ns=10,
+        end_ns=25,
+        input_wait_ns=3,
+        between_ns=2,
+        loss=1e-05,
+        examples=64,
+    )
+    clock.close()
 
 
 def test_retroactive_end_keeps_later_compute_starts_for_the_next_step(tmp_path):

@@ -22,14 +22,14 @@ generator-cache fix puts into the script (functions carrying a ``tfdoctor_memo``
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
-
-from tfdoctor.model import StepTiming
 
 Window = Literal["warmup", "timing", "profile"]
 
@@ -431,6 +431,35 @@ class Markers(Protocol):
     def close_step(self) -> None: ...
 
 
+def _num(x: float | int | None) -> str:
+    if x is None:
+        return "null"
+    if isinstance(x, int) or math.isfinite(x):
+        return repr(x)
+    return json.dumps(x)  # NaN, Infinity: as Python's json writes them, and pydantic reads them back
+
+
+def step_line(
+    index: int,
+    window: str,
+    start_ns: int,
+    end_ns: int,
+    input_wait_ns: int,
+    between_ns: int,
+    loss: float | None,
+    examples: int | None,
+) -> str:
+    """One line of ``steps.jsonl``: a :class:`~tfdoctor.model.StepTiming` as JSON, formatted without
+    building the model (see :meth:`StepClock.end_step`). A loss that is NaN or infinite is kept as such
+    (``NaN``), where the model's own JSON would write ``null`` and the loss check could no longer tell
+    a diverged step from a step without a loss."""
+    return (
+        f'{{"index":{index},"window":"{window}","start_ns":{start_ns},"end_ns":{end_ns},'
+        f'"input_wait_ns":{input_wait_ns},"between_ns":{between_ns},"loss":{_num(loss)},'
+        f'"examples":{_num(examples)}}}\n'
+    )
+
+
 class StepClock:
     """Turns hook events into steps; writes ``steps.jsonl``; drives windows and markers.
 
@@ -466,7 +495,8 @@ class StepClock:
         self.profiling = False
         self._input_open = False
         self._step_open = False
-        self._steps_file = open(steps_path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the clock
+        # unbuffered: one write() a step, nothing left in a buffer when the process is killed
+        self._steps_file = open(steps_path, "ab", buffering=0)  # noqa: SIM115 - lives with the clock
 
     # -- events --------------------------------------------------------------------------------
     def note_trace(self) -> None:
@@ -501,8 +531,15 @@ class StepClock:
         *,
         loss: float | None = None,
         examples: int | None = None,
-    ) -> StepTiming | None:
-        """The step in progress ended at ``t``. Writes it, moves windows; raises StopCapture at the end."""
+    ) -> None:
+        """The step in progress ended at ``t``. Writes it, moves windows; raises StopCapture at the end.
+
+        This runs once per step of the user's loop, right after TensorFlow's kernels have evicted Python's
+        code and data from the caches: every line here costs several times what it costs in a warm
+        benchmark (measured in place, 2026-11-26: a pydantic ``StepTiming`` built, dumped, written and
+        flushed through a text file took ~28 µs a step). So the step is written as one JSON line
+        formatted here, through an unbuffered file (one ``write`` call: every finished step is on disk
+        even if the process is killed next)."""
         if self.stopped:
             raise StopCapture()
         t = self.clock() if t is None else t
@@ -519,18 +556,9 @@ class StepClock:
         seen = any(a < t and b > start for a, b in self.fetch_ns)
         wait = min(fetched, gap) if seen else gap
         window = self.windows.of(self.index)
-        step = StepTiming(
-            index=self.index,
-            window=window,
-            start_ns=start,
-            end_ns=max(t, start),
-            input_wait_ns=wait,
-            between_ns=gap - wait,
-            loss=loss,
-            examples=examples,
-        )
+        index, end = self.index, max(t, start)
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
-        self._write(step)
+        self._write(step_line(index, window, start, end, wait, gap - wait, loss, examples))
         if self._input_open and self.markers is not None:
             self.markers.close_input()
         self._input_open = False
@@ -540,7 +568,7 @@ class StepClock:
         self.index += 1
         self.compute_ns = later
         if window == "warmup" and self.warmup is not None and not self.warmup.done:
-            t = self._decide_warmup(step, t)
+            t = self._decide_warmup(index, end - start, start, t)
         self.traces = 0
         if self.index >= self.windows.total:
             self._stop_profiler()
@@ -555,7 +583,6 @@ class StepClock:
                 self.on_window(nxt)
             t = max(t, self.clock())  # the window change's own cost belongs to no step
         self._begin(t)
-        return step
 
     def warmup_facts(self) -> dict[str, Any]:
         """The warm-up as it happened, for :class:`~tfdoctor.model.Facts` (``warmup_steps``, ``memo_*``...)."""
@@ -580,14 +607,14 @@ class StepClock:
             self._steps_file.close()
 
     # -- internals -----------------------------------------------------------------------------
-    def _decide_warmup(self, step: StepTiming, t: int) -> int:
-        """Feed the warm-up step that just ended to the :class:`Warmup`; grow the warm-up when it goes
-        on past the windows' current warm-up. Returns where the next step begins."""
+    def _decide_warmup(self, index: int, duration_ns: int, start_ns: int, t: int) -> int:
+        """Feed the warm-up step that just ended (``index``, its duration) to the :class:`Warmup`; grow
+        the warm-up when it goes on past the windows' current warm-up. Returns where the next step begins."""
         assert self.warmup is not None
-        first = self.first_start_ns if self.first_start_ns is not None else step.start_ns
+        first = self.first_start_ns if self.first_start_ns is not None else start_ns
         deciding = self.index >= self.warmup.planned - 1  # the memo caches may be read: not a step's cost
         goes_on = self.warmup.after_step(
-            step.index, step.duration_ns, traced=self.traces > 0, elapsed_ns=t - first, now_ns=t
+            index, duration_ns, traced=self.traces > 0, elapsed_ns=t - first, now_ns=t
         )
         if goes_on and self.index >= self.windows.warmup:
             self.windows = dataclasses.replace(self.windows, warmup=self.index + 1)
@@ -608,8 +635,7 @@ class StepClock:
             self.profiling = False
             self.markers.stop_profiler()
 
-    def _write(self, step: StepTiming) -> None:
+    def _write(self, line: str) -> None:
         if self._steps_file.closed:
             return
-        self._steps_file.write(step.model_dump_json() + "\n")
-        self._steps_file.flush()
+        self._steps_file.write(line.encode("utf-8"))
