@@ -1157,3 +1157,37 @@ def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
     assert r.set_aside is None and r.ratios == [1.2, 0.72, 1.16, 1.18]
     assert r.decision is not None and r.decision.verdict == "undecided"
     assert "set aside" not in r.decision.reason
+
+
+def test_a_worthwhile_gain_still_undecided_gets_two_more_rounds() -> None:
+    """Rounds of 1.25x, 0.95x, 1.30x, 0.98x: after the budget of 4 the estimate (1.11x) is above the
+    worth line but its interval straddles the bar; two more rounds are measured (5 and 6, the order
+    alternating on) and the decision says so. A trial below the worth line (1.02x) is not extended."""
+    trial_rates = {1: 12.5, 2: 9.5, 3: 13.0, 4: 9.8, 5: 12.4, 6: 12.6}
+    calls: list[tuple[str, int]] = []
+
+    def measure(side, i):
+        calls.append((side, i))
+        rate = 10.0 if side == "reference" else trial_rates[i]
+        return Measured(run_id=f"{side}{i}", status="complete", throughput=_banded(rate))
+
+    r = judge_rounds(measure, first_trial=_banded(12.5), ref_prev=_banded(10.0), max_rounds=4)
+    assert r.ratios == [1.25, 0.95, 1.3, 0.98, 1.24, 1.26]
+    assert [p.order for p in r.pairs] == ["BA", "AB", "BA", "AB", "BA", "AB"]
+    assert r.decision is not None and r.decision.verdict == "faster"
+    assert r.decision.reason.startswith("faster: 1.154x [") and "over 6 paired rounds" in r.decision.reason
+    assert r.decision.reason.endswith(
+        "; decided in 2 rounds past the budget of 4, as its estimate stood above 1.05x when the budget was spent"
+    )
+    flat = {1: 10.5, 2: 9.9, 3: 10.4, 4: 10.0}
+    calls.clear()
+    r = judge_rounds(
+        lambda side, i: Measured(
+            run_id="x", status="complete", throughput=_banded(10.0 if side == "reference" else flat[i])
+        ),
+        first_trial=_banded(10.5),
+        ref_prev=_banded(10.0),
+        max_rounds=4,
+    )
+    assert len(r.pairs) <= 4 and r.decision is not None and "more rounds" not in r.decision.reason
+    assert "past the budget" not in r.decision.reason

@@ -16,7 +16,7 @@ from tfdoctor.fixes import all_fixes
 from tfdoctor.model import Report
 from tfdoctor.report.format import fix_headline
 from tfdoctor.rundir import RunDir
-from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, Event, FixLoop, LoopConfig
+from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, EXTRA_ROUNDS, Event, FixLoop, LoopConfig
 from tfdoctor.session.profile import applied_text, apply_project, fix_config, fix_config_for_run, fix_options
 from tfdoctor.session.profile import apply_fixes as apply_patch  # noqa: F401  (the one-file writer, as before)
 from tfdoctor.store import RunStore
@@ -93,8 +93,9 @@ def add_fix_options(parser: argparse.ArgumentParser, defaults: bool = True) -> N
         metavar="N",
         help="paired rounds at most per fix: the fix and the state it must beat measured back to back "
         "(order alternating) until the 95 %% interval of their ratio lies above 1.02x (kept) or below "
-        f"1.05x (rejected), a keep on 2 rounds at least; still straddling after N rounds: 'not decided "
-        f"(noisy machine)', not kept unless the undecided fixes tried together (one pooled trial) are "
+        f"1.05x (rejected), a keep on 2 rounds at least; still straddling after N rounds with an "
+        f"estimate at 1.05x or more: {EXTRA_ROUNDS} more rounds, once; then 'not decided (noisy "
+        f"machine)', not kept unless the undecided fixes tried together (one pooled trial) are "
         f"kept (default {DEFAULT_ROUNDS}; 0: judge each fix on its one run)",
     )
     parser.add_argument(

@@ -36,7 +36,17 @@ from typing import Literal
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
-from tfdoctor.fixes.judge import Decision, Pair, Sample, comparable, decide, disturbed, log_ratios, steady
+from tfdoctor.fixes.judge import (
+    WORTH,
+    Decision,
+    Pair,
+    Sample,
+    comparable,
+    decide,
+    disturbed,
+    log_ratios,
+    steady,
+)
 from tfdoctor.fixes.project import local_modules
 from tfdoctor.fixes.sanity import (
     CHANGES_TRAINING,
@@ -64,6 +74,11 @@ from tfdoctor.userfiles import Source, UserFileError, read_source
 #: paired rounds per comparison at most (``--fix-rounds``): a trial whose interval still straddles the bar
 #: after this many is "not decided (noisy machine)"
 DEFAULT_ROUNDS = 4
+#: a trial still undecided when the budget is spent, its estimate above judge.WORTH (a gain worth a
+#: change), gets up to this many more rounds: on this 2-core host one spiky round leaves a real 1.2-1.3x
+#: gain undecided in one --fix run and kept in the next (docs/benchmarks.md §6), and those are the
+#: trials worth the runs; a budget under 2 rounds (--fix-rounds 0 or 1) is never extended
+EXTRA_ROUNDS = 2
 
 
 @dataclass
@@ -304,6 +319,7 @@ def judge_rounds(
         r.decision = decide(r.pairs, max_rounds=1, min_rounds=1, steady_ref=False)
         return r
     steady_ref = True
+    budget = max_rounds  # grows by EXTRA_ROUNDS for a worthwhile gain still undecided
     if ref_fresh:
         r.pairs.append(pair(first_trial, ref_prev, "AB"))
     else:
@@ -326,14 +342,23 @@ def judge_rounds(
         n_ab = sum(p.order == "AB" for p in r.pairs)
         n_ba = len(r.pairs) - n_ab
         # with a round set aside the orders may be lopsided (BA, BA): the missing order is measured first
-        lopsided = abs(n_ab - n_ba) > 1 and len(r.pairs) < max_rounds
+        lopsided = abs(n_ab - n_ba) > 1 and len(r.pairs) < budget
         d = None
         if not lopsided:
             d = decide(
-                r.pairs, max_rounds=max_rounds, steady_ref=steady_ref, ref_earlier=r.ref_earlier, pool=pool
+                r.pairs, max_rounds=budget, steady_ref=steady_ref, ref_earlier=r.ref_earlier, pool=pool
             )
+        if (
+            d is not None
+            and d.verdict == "undecided"
+            and budget == max_rounds >= 2
+            and d.estimate.ratio >= WORTH
+            and EXTRA_ROUNDS > 0
+        ):
+            budget += EXTRA_ROUNDS  # a gain worth having, not yet decided: a few more rounds
+            d = None
         if d is not None:
-            r.decision = with_set_aside(d, r.set_aside)
+            r.decision = with_notes(d, r.set_aside, max_rounds, budget - max_rounds)
             return r
         i = len(r.pairs) + (r.set_aside is not None) + 1
         order: Literal["AB", "BA"] = (
@@ -346,7 +371,7 @@ def judge_rounds(
             if tp is None:
                 if r.failed or r.cold:
                     return r
-                r.decision = with_set_aside(
+                r.decision = with_notes(
                     decide(
                         r.pairs,
                         max_rounds=len(r.pairs),
@@ -355,6 +380,8 @@ def judge_rounds(
                         pool=pool,
                     ),
                     r.set_aside,
+                    max_rounds,
+                    budget - max_rounds,
                 )
                 return r
             if side == "reference" and previous is not None:
@@ -363,16 +390,30 @@ def judge_rounds(
         r.pairs.append(pair(got["trial"], got["reference"], order))
 
 
-def with_set_aside(d: Decision | None, set_aside: tuple[int, float, float] | None) -> Decision | None:
-    """``d`` with its reason saying which round was set aside as disturbed, and why."""
-    if d is None or set_aside is None:
+def with_notes(
+    d: Decision | None, set_aside: tuple[int, float, float] | None, budget: int = 0, extra: int = 0
+) -> Decision | None:
+    """``d`` with its reason saying which round was set aside as disturbed, and why, and whether the
+    ``budget`` of rounds was extended (``extra`` rounds) for a worthwhile gain still undecided."""
+    if d is None:
         return d
-    k, ratio, sds = set_aside
-    return replace(
-        d,
-        reason=f"{d.reason}; round {k} ({ratio:.2f}x) set aside as disturbed: {sds:.1f} standard deviations "
-        "of this run's paired rounds from the trial's others (a load spike): not counted",
-    )
+    reason = d.reason
+    if extra:
+        why = f"as its estimate stood above {WORTH:.2f}x when the budget was spent"
+        spent = f"after the round budget ({budget + extra})"
+        if spent in reason:
+            reason = reason.replace(
+                spent, f"after the round budget ({budget}) and {extra} more rounds, {why}"
+            )
+        else:
+            reason += f"; decided in {extra} rounds past the budget of {budget}, {why}"
+    if set_aside is not None:
+        k, ratio, sds = set_aside
+        reason += (
+            f"; round {k} ({ratio:.2f}x) set aside as disturbed: {sds:.1f} standard deviations of this "
+            "run's paired rounds from the trial's others (a load spike): not counted"
+        )
+    return replace(d, reason=reason)
 
 
 #: why a trial whose memo caches (the ``generator-cache`` fix) never served in the warm-up is not judged
@@ -1074,7 +1115,9 @@ class FixLoop:
         def measure(side: Side, i: int) -> Measured:
             self.event(
                 "trial",
-                f"{label} paired round {i}/{self.rounds}, {side}",
+                f"{label} paired round {i}/{self.rounds}, {side}"
+                if i <= self.rounds
+                else f"{label} paired round {i} (past the budget of {self.rounds}: a gain still undecided), {side}",
                 fix_id=fix.ID,
                 index=index,
                 total=total,
