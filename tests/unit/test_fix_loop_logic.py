@@ -1131,11 +1131,11 @@ def test_a_trial_whose_run_ends_before_its_timing_window_is_not_measured_and_say
 
 
 def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
-    """Rounds of 1.20x (BA), then 0.72x (AB; a load spike on the trial's run), then 1.16x (BA), in a run
-    whose other trials' rounds scatter ~4 %: the second round is not counted; the two left are both BA,
-    so one more AB round is measured before the decision, which rests on the three clean rounds and
-    names the one set aside. With no pool (a run's first trial) the same rounds are all counted and leave
-    the trial undecided."""
+    """Rounds of 1.20x (BA), then 0.72x (AB; a load spike on the trial's run), 1.16x (BA) and 1.18x (AB),
+    in a run whose other trials' rounds scatter ~4 %: once four rounds are in, the second is not counted
+    and the decision rests on the three clean rounds, naming the one set aside (three rounds alone do not
+    set one aside). With no pool (a run's first trial) the same rounds are all counted and leave the
+    trial undecided."""
     trial_rates = {1: 12.0, 2: 7.2, 3: 11.6, 4: 11.8, 5: 11.9}
     calls: list[tuple[str, int]] = []
 
@@ -1148,6 +1148,7 @@ def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
     r = judge_rounds(measure, first_trial=_banded(12.0), ref_prev=_banded(10.0), max_rounds=4, pool=pool)
     assert r.set_aside is not None and r.set_aside[0] == 2 and r.set_aside[1] == pytest.approx(0.72)
     assert r.ratios == [1.2, 1.16, 1.18] and calls[-2:] == [("reference", 4), ("trial", 4)]
+    assert max(i for _, i in calls) == 4
     assert [p.order for p in r.pairs] == ["BA", "BA", "AB"]
     assert r.decision is not None and r.decision.verdict == "faster"
     assert "over 3 paired rounds (BA/BA/AB)" in r.decision.reason

@@ -344,14 +344,16 @@ def test_a_round_far_off_the_trials_others_is_disturbed() -> None:
     k, sds = disturbed(_b2b([1.218, 1.156, 1.165, 0.724]), CALM_POOL)
     assert k == 3 and sds > DISTURBED
     # high as well as low: a round lifted by a spike on the reference side
-    assert disturbed(_b2b([1.05, 1.62, 1.02]), CALM_POOL)[0] == 1
+    assert disturbed(_b2b([1.05, 1.62, 1.02, 1.04]), CALM_POOL)[0] == 1
 
 
 def test_no_round_is_disturbed_without_enough_evidence() -> None:
     calm = _b2b([1.218, 1.156, 1.165, 0.724])
     assert disturbed(calm[:2], CALM_POOL) is None  # two rounds: which of them would it be?
-    # three rounds and nothing else: three differences, the scale not known well enough
-    assert disturbed(_b2b([1.218, 1.156, 0.724]), [[0.02]]) is None
+    # three rounds: one far from two others may be a fix whose effect varies, not a spike
+    assert disturbed(_b2b([1.218, 1.156, 0.724]), CALM_POOL) is None
+    # four rounds and nothing else of the run: too few differences to know its scatter
+    assert disturbed(_b2b([1.218, 1.156, 1.17, 0.724]), [[0.02]]) is None
     # the trial's four rounds alone: half their differences involve the odd one, so the scale is its own
     assert disturbed(calm, []) is None
     # rounds that scatter as the run's do, and a step under 15 % however calm the run

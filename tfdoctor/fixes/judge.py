@@ -101,6 +101,8 @@ DISTURBED = 4.0
 #: differences of two rounds; one such round per trial is not counted
 DISTURBED_STEP = math.log(1.15)
 DISTURBED_DF = 6
+#: … among at least this many rounds of the trial (three agreeing, one off: never a 2-to-1 majority)
+DISTURBED_AMONG = 4
 
 #: Student's t, the 0.975 quantile (a two-sided 95 % interval) by degrees of freedom 1..30 (standard
 #: tables; beyond 30 the normal 1.96 is within 4 %)
@@ -230,14 +232,21 @@ def round_scale(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
 
 def disturbed(pairs: Sequence[Pair], pool: Sequence[Sequence[float]] = ()) -> tuple[int, float] | None:
     """The round a load spike evidently hit, as (its index in ``pairs``, how many standard deviations it
-    lies off), or None. With three back-to-back rounds or more, a round whose log ratio is more than
+    lies off), or None. With four back-to-back rounds or more, a round whose log ratio is more than
     :data:`DISTURBED` robust standard deviations of the run's rounds (:func:`round_scale` over the
     trial's and ``pool``'s rounds, on at least :data:`DISTURBED_DF` differences) and more than 15 % from
     the median of the trial's other rounds. One hiccup among 20 ms steps is trimmed inside a run
     (TRIM_FROM); this is the same for a whole run: rounds of 1.22x, 1.16x, 1.17x and 0.72x are three
-    agreeing rounds and a disturbed one, and the geometric mean of all four (1.04x) describes none."""
+    agreeing rounds and a disturbed one, and the geometric mean of all four (1.04x) describes none.
+    Three rounds are not enough: one far from two others may be a fix whose effect varies, and
+    setting it aside would decide on a 2-to-1 majority (gan_fit, 2026-11-26: steps-per-execution kept
+    at 1.69x on two rounds after a 1.09x one, where the combined result measured 1.41x)."""
     logs = [math.log(p.ratio) if p.ref.rate > 0 and p.trial.rate > 0 else math.nan for p in pairs]
-    if len(pairs) < 3 or any(math.isnan(x) for x in logs) or not all(p.back_to_back for p in pairs):
+    if (
+        len(pairs) < DISTURBED_AMONG
+        or any(math.isnan(x) for x in logs)
+        or not all(p.back_to_back for p in pairs)
+    ):
         return None
     s, n = round_scale([logs, *pool])
     if n < DISTURBED_DF or s <= 0:
