@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
+from statistics import NormalDist, median
 from typing import Literal
 
 import numpy as np
@@ -222,12 +222,7 @@ def round_scale(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
     0.6745 of that). A run's rounds are heavy-tailed here (most within ±5 %, a few ±30-50 % when a
     load spike hits one run), and a standard deviation would take its measure from the spikes."""
     diffs = [abs(a - b) for g in groups for i, a in enumerate(g) for b in g[i + 1 :]]
-    if not diffs:
-        return 0.0, 0
-    diffs.sort()
-    mid = len(diffs) // 2
-    med = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
-    return 1.0484 * med, len(diffs)
+    return (1.0484 * median(diffs), len(diffs)) if diffs else (0.0, 0)
 
 
 def disturbed(pairs: Sequence[Pair], pool: Sequence[Sequence[float]] = ()) -> tuple[int, float] | None:
@@ -253,10 +248,7 @@ def disturbed(pairs: Sequence[Pair], pool: Sequence[Sequence[float]] = ()) -> tu
         return None
     worst: tuple[int, float] | None = None
     for i, x in enumerate(logs):
-        others = sorted(logs[:i] + logs[i + 1 :])
-        mid = len(others) // 2
-        med = others[mid] if len(others) % 2 else (others[mid - 1] + others[mid]) / 2
-        off = abs(x - med)
+        off = abs(x - median(logs[:i] + logs[i + 1 :]))
         if off > DISTURBED * s and off > DISTURBED_STEP and (worst is None or off / s > worst[1]):
             worst = (i, off / s)
     return worst

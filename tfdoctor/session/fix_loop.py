@@ -265,7 +265,35 @@ def judge_rounds(
     ref_fresh: bool = False,
     scale: float = 1.0,
     max_rounds: int = 4,
-    pool: Sequence[Sequence[float]] = (),
+    pool: list[list[float]] | None = None,
+) -> Rounds:
+    """Paired rounds of a trial against its reference, judged (:func:`_judge_rounds`). ``pool``: the
+    round log ratios of the comparisons judged before in the same run, for the judge's paired floor
+    (:func:`tfdoctor.fixes.judge.paired_spread`); this comparison's rounds are added to it once judged,
+    so a loop that keeps one list per run pools all of its comparisons."""
+    r = _judge_rounds(
+        measure,
+        first_trial=first_trial,
+        ref_prev=ref_prev,
+        ref_fresh=ref_fresh,
+        scale=scale,
+        max_rounds=max_rounds,
+        pool=pool or (),
+    )
+    if pool is not None:
+        pool.append(log_ratios(r.pairs))
+    return r
+
+
+def _judge_rounds(
+    measure: Callable[[Side, int], Measured],
+    *,
+    first_trial: Throughput,
+    ref_prev: Throughput,
+    ref_fresh: bool,
+    scale: float,
+    max_rounds: int,
+    pool: Sequence[Sequence[float]],
 ) -> Rounds:
     """Paired rounds of a trial (its first run ``first_trial`` done) against its reference (last measured
     at ``ref_prev``), decided by :func:`tfdoctor.fixes.judge.decide`.
@@ -275,8 +303,7 @@ def judge_rounds(
     when that run was the one just before (``ref_fresh``: AB). Later rounds alternate the order (AB, BA,
     …), until the judge decides or ``max_rounds`` are spent; a keep takes at least two rounds within the
     budget. ``max_rounds`` 0: no rounds; the first run is judged against ``ref_prev`` alone.
-    ``measure(side, round)`` runs one side. ``pool``: the round log ratios of the trials judged before
-    in the same run (the judge's paired floor, :func:`tfdoctor.fixes.judge.paired_spread`).
+    ``measure(side, round)`` runs one side. ``pool``: see :func:`judge_rounds`.
     """
     r = Rounds(ref=ref_prev, trial=first_trial)
 
@@ -899,7 +926,7 @@ class FixLoop:
                 self.measure(f"{label}: {side}, paired round {i}", st.source, sw, modules=st.modules)
             )
 
-        r = judge_rounds(
+        return judge_rounds(
             measure,
             first_trial=trial.throughput,
             ref_prev=ref.throughput,
@@ -908,8 +935,6 @@ class FixLoop:
             max_rounds=self.rounds,
             pool=self.paired_logs,
         )
-        self.paired_logs.append(log_ratios(r.pairs))
-        return r
 
     # -- one run -------------------------------------------------------------------------------------
     def _measured(self, got: tuple[RunDir, CaptureResult, Report]) -> Measured:
@@ -1140,7 +1165,6 @@ class FixLoop:
             max_rounds=self.rounds,
             pool=self.paired_logs,
         )
-        self.paired_logs.append(log_ratios(r.pairs))
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
         ref = replace(

@@ -307,7 +307,6 @@ def kernel_fix_loop(
 
     from tfdoctor.capture.inproc import capture_in_process
     from tfdoctor.errors import TfdoctorError
-    from tfdoctor.fixes.judge import log_ratios
     from tfdoctor.fixes.sanity import (
         loss_check,
         not_in_effect,
@@ -446,7 +445,6 @@ def kernel_fix_loop(
             max_rounds=budget,
             pool=paired_logs,
         )
-        paired_logs.append(log_ratios(r.pairs))
         ref.throughput = r.ref or ref.throughput
         ref.loss_runs += r.ref_steps
         info["paired_run_ids"] = r.run_ids
