@@ -4,6 +4,7 @@ cache scan, script checks, import hooks."""
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 
 import numpy as np
@@ -143,8 +144,10 @@ def test_a_diverged_loss_is_written_as_such_and_read_back(tmp_path):
     assert steps[0].loss == 0.5 and steps[0].examples == 32
     assert np.isnan(steps[1].loss) and steps[2].loss == float("inf")
     assert steps[3].loss is None and steps[3].examples is None
-    # the line is the model's fields, whatever the values
+    # the line is the model's fields, whatever the values: every one of them (a field added to the model
+    # and not to the line would be silently left at its default)
     line = step_line(7, "timing", 10, 25, 3, 2, 1e-05, 64)
+    assert list(json.loads(line)) == list(StepTiming.model_fields)
     assert StepTiming.model_validate_json(line) == StepTiming(
         index=7,
         window="timing",
