@@ -219,6 +219,46 @@ def test_tf_function_skips_a_keras_train_step_override_saying_what_applies() -> 
     )
 
 
+# a plain class (not a keras.Model) whose step method is *named* train_step, Keras 3 optimizer.apply,
+# driven by the user's own loop: nothing compiles it but the user
+PLAIN_TRAIN_STEP = """
+import tensorflow as tf
+
+
+class Trainer:
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(y, self.model(x, training=True))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply(grads, self.model.trainable_variables)
+        return loss
+
+
+trainer = Trainer()
+for x, y in dataset:
+    loss = trainer.train_step(x, y)
+"""
+
+
+def test_tf_function_decorates_a_plain_class_method_named_train_step() -> None:
+    after = PLAIN_TRAIN_STEP.replace("    def train_step(self", "    @tf.function\n    def train_step(self")
+    for facts in (Facts(step_kind="eager", loop_kind="custom"), Facts()):
+        reason = assert_codemod("tf-function", PLAIN_TRAIN_STEP, after, facts=facts)
+        assert "Trainer.train_step()" in reason
+
+
+def test_tf_function_decorates_a_keras_train_step_that_ran_eagerly_in_a_custom_loop() -> None:
+    # a keras.Model subclass whose train_step the user's loop calls itself: the run's hooks saw it
+    # run eagerly (its optimizer update at line 16), so fit is not what compiles it
+    code = GAN.replace("gan.fit(dataset, epochs=1)", "for real in dataset:\n    gan.train_step(real)")
+    ran = Facts(step_kind="eager", loop_kind="custom", source={"apply_gradients": "/w/gan.py:16"})
+    after = code.replace("    def train_step(self", "    @tf.function\n    def train_step(self")
+    reason = assert_codemod("tf-function", code, after, facts=ran, filename="gan.py")
+    assert "GAN.train_step()" in reason
+    # without those facts, a keras.Model's train_step is fit's to compile
+    assert_skipped("tf-function", code, "fit already compiles it into a tf.function")
+
+
 MIRRORED = """
 import tensorflow as tf
 

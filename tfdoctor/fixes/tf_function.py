@@ -292,7 +292,10 @@ class TfFunctionCodemod(FixCodemod):
             if _is_compiled(fn, tf_function, wrapped):
                 compiled.append(name)
                 continue
-            if cls is not None and (name in ("train_step", "test_step") or _is_keras_model(cls)):
+            # a keras.Model subclass's step methods are compiled by fit (train_step and what it
+            # calls), unless the profiled run saw this method run eagerly (a custom loop calling
+            # model.train_step(...) itself); a plain class's train_step is the user's own step
+            if cls is not None and _is_keras_model(cls) and not (self.ran and self._holds_ran_line(fn)):
                 keras_steps.append(f"{cls.name.value}.{name}()")
                 continue
             if self.ran and not self._holds_ran_line(fn):
