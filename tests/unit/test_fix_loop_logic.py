@@ -14,7 +14,7 @@ from rich.console import Console
 from tfdoctor.capture.child.clock import Windows
 from tfdoctor.capture.runner import CaptureResult
 from tfdoctor.fixes import all_fixes
-from tfdoctor.fixes.judge import Pair, Sample, estimate
+from tfdoctor.fixes.judge import KEEP_ABOVE, WORTH, Pair, Sample, estimate
 from tfdoctor.fixes.workspace import backup_path, make_workspace, unified_diff
 from tfdoctor.model import Facts, Finding, FixSummary, Report, StepTiming, Throughput
 from tfdoctor.report.terminal import fix_table
@@ -27,6 +27,7 @@ from tfdoctor.session.fix_loop import (
     Measured,
     examples_per_step,
     judge_rounds,
+    keep_bar,
     memo_problem,
     order_candidates,
     patch_header,
@@ -1192,3 +1193,30 @@ def test_a_worthwhile_gain_still_undecided_gets_two_more_rounds() -> None:
     )
     assert len(r.pairs) <= 4 and r.decision is not None and "more rounds" not in r.decision.reason
     assert "past the budget" not in r.decision.reason
+
+
+def test_a_change_to_the_training_must_clear_the_worth_bar_not_the_noise_bar() -> None:
+    """Four tight rounds of 1.035x: a fix that keeps the training as it is clears the 2 % bar; the same
+    rounds for a fix that changes the training (a bigger batch, bf16) are "not faster": any gain is
+    under 5 %, not worth a change the user has to weigh. The bar follows the fix (keep_bar)."""
+    trial_rates = {1: 10.35, 2: 10.33, 3: 10.37, 4: 10.35}
+
+    def measure(side, i):
+        rate = 10.0 if side == "reference" else trial_rates[i]
+        return Measured(run_id=f"{side}{i}", status="complete", throughput=_banded(rate, band=0.004))
+
+    assert keep_bar(["tf-function"]) == KEEP_ABOVE
+    assert keep_bar(["batch-scale"]) == keep_bar(["mixed-precision"]) == WORTH
+    assert keep_bar(["generator-prefetch", "tfdata-cache"]) == KEEP_ABOVE
+    same = judge_rounds(measure, first_trial=_banded(10.35, band=0.004), ref_prev=_banded(10.0), max_rounds=4)
+    assert same.decision is not None and same.decision.verdict == "faster", same.decision
+    assert "above the 1.02x bar" in same.decision.reason
+    changed = judge_rounds(
+        measure,
+        first_trial=_banded(10.35, band=0.004),
+        ref_prev=_banded(10.0),
+        max_rounds=4,
+        keep_above=keep_bar(["batch-scale"]),
+    )
+    assert changed.decision is not None and changed.decision.verdict == "not faster", changed.decision
+    assert "any gain is under 5 %" in changed.decision.reason

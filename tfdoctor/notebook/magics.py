@@ -45,7 +45,8 @@ tfdoctor in a notebook (%load_ext tfdoctor):
       TensorFlow's own C++ log lines go to the run's stderr.log, not into the cell's output.
       --fix also measures the fixes that are reversible in the kernel (xla-jit, tf-function,
       steps-per-execution, mixed-precision), each judged in paired rounds against the state it
-      must beat, and keeps those whose speed-up interval lies above 1.02x; --only picks which;
+      must beat, and keeps those whose speed-up interval lies above 1.02x (1.05x for
+      mixed-precision, which changes the training); --only picks which;
       --allow-unchecked keeps a precision change even when no loss can be read.
 
   %tfdoctor profile SCRIPT [--steps N] [--warmup N] [--fix] [...] [-- SCRIPT_ARGS]

@@ -37,6 +37,7 @@ from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResul
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
 from tfdoctor.fixes.judge import (
+    KEEP_ABOVE,
     WORTH,
     Decision,
     Pair,
@@ -266,11 +267,13 @@ def judge_rounds(
     scale: float = 1.0,
     max_rounds: int = 4,
     pool: list[list[float]] | None = None,
+    keep_above: float = KEEP_ABOVE,
 ) -> Rounds:
     """Paired rounds of a trial against its reference, judged (:func:`_judge_rounds`). ``pool``: the
     round log ratios of the comparisons judged before in the same run, for the judge's paired floor
     (:func:`tfdoctor.fixes.judge.paired_spread`); this comparison's rounds are added to it once judged,
-    so a loop that keeps one list per run pools all of its comparisons."""
+    so a loop that keeps one list per run pools all of its comparisons. ``keep_above``: the bar the
+    interval must clear (:func:`keep_bar`: higher for a fix that changes the training)."""
     r = _judge_rounds(
         measure,
         first_trial=first_trial,
@@ -279,6 +282,7 @@ def judge_rounds(
         scale=scale,
         max_rounds=max_rounds,
         pool=pool or (),
+        keep_above=keep_above,
     )
     if pool is not None:
         pool.append(log_ratios(r.pairs))
@@ -294,6 +298,7 @@ def _judge_rounds(
     scale: float,
     max_rounds: int,
     pool: Sequence[Sequence[float]],
+    keep_above: float = KEEP_ABOVE,
 ) -> Rounds:
     """Paired rounds of a trial (its first run ``first_trial`` done) against its reference (last measured
     at ``ref_prev``), decided by :func:`tfdoctor.fixes.judge.decide`.
@@ -343,7 +348,14 @@ def _judge_rounds(
 
     if max_rounds <= 0:
         r.pairs = [pair(first_trial, ref_prev, "AB", b2b=False)]
-        r.decision = decide(r.pairs, max_rounds=1, min_rounds=1, steady_ref=False)
+        r.decision = decide(
+            r.pairs,
+            max_rounds=1,
+            min_rounds=1,
+            steady_ref=False,
+            keep_above=keep_above,
+            worth=max(WORTH, keep_above),
+        )
         return r
     steady_ref = True
     budget = max_rounds  # grows by EXTRA_ROUNDS for a worthwhile gain still undecided
@@ -353,7 +365,14 @@ def _judge_rounds(
         ref_now = run("reference", 1)
         if ref_now is None:
             r.pairs = [pair(first_trial, ref_prev, "AB", b2b=False)]
-            r.decision = decide(r.pairs, max_rounds=1, min_rounds=1, steady_ref=False)
+            r.decision = decide(
+                r.pairs,
+                max_rounds=1,
+                min_rounds=1,
+                steady_ref=False,
+                keep_above=keep_above,
+                worth=max(WORTH, keep_above),
+            )
             return r
         steady_ref = steady(Sample.of(ref_prev).rate, Sample.of(ref_now).rate)
         r.pairs.append(pair(first_trial, ref_now, "BA"))
@@ -373,7 +392,13 @@ def _judge_rounds(
         d = None
         if not lopsided:
             d = decide(
-                r.pairs, max_rounds=budget, steady_ref=steady_ref, ref_earlier=r.ref_earlier, pool=pool
+                r.pairs,
+                max_rounds=budget,
+                steady_ref=steady_ref,
+                ref_earlier=r.ref_earlier,
+                pool=pool,
+                keep_above=keep_above,
+                worth=max(WORTH, keep_above),
             )
         if (
             d is not None
@@ -405,6 +430,8 @@ def _judge_rounds(
                         steady_ref=False,
                         ref_earlier=r.ref_earlier,
                         pool=pool,
+                        keep_above=keep_above,
+                        worth=max(WORTH, keep_above),
                     ),
                     r.set_aside,
                     max_rounds,
@@ -481,6 +508,16 @@ def examples_per_step(steps: list[StepTiming], facts: Facts | None) -> int | Non
     if ex:
         return Counter(ex).most_common(1)[0][0]
     return facts.batch_size if facts else None
+
+
+def keep_bar(fix_ids: Sequence[str]) -> float:
+    """The bar a trial's interval must clear to be kept: :data:`~tfdoctor.fixes.judge.KEEP_ABOVE` (2 %)
+    for a fix that keeps the training as it is, :data:`~tfdoctor.fixes.judge.WORTH` (5 %) for one that
+    changes it (precision, batch size and learning rate: :data:`CHANGES_TRAINING`). A change the user
+    has to weigh must earn more than noise-level gains, and a bigger batch over a smaller one kept
+    already must earn it again: among batch factors whose throughput differs by a few percent, the
+    largest that happened to clear a 2 % bar changed from one run to the next."""
+    return WORTH if any(f in CHANGES_TRAINING for f in fix_ids) else KEEP_ABOVE
 
 
 def unchecked_block(fix_id: str, unchecked: str | None, allow: bool) -> str | None:
@@ -1164,6 +1201,7 @@ class FixLoop:
             scale=factor,
             max_rounds=self.rounds,
             pool=self.paired_logs,
+            keep_above=keep_bar(ids),
         )
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
@@ -1259,6 +1297,7 @@ __all__ = [
     "Pooled",
     "Rounds",
     "judge_rounds",
+    "keep_bar",
     "kept_together",
     "memo_problem",
     "order_candidates",

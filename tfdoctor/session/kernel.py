@@ -324,6 +324,7 @@ def kernel_fix_loop(
         examples_per_step,
         examples_seen,
         judge_rounds,
+        keep_bar,
         kept_together,
         poolable,
         run_length,
@@ -444,6 +445,7 @@ def kernel_fix_loop(
             ref_fresh=ref_fresh,
             max_rounds=budget,
             pool=paired_logs,
+            keep_above=keep_bar(add),
         )
         ref.throughput = r.ref or ref.throughput
         ref.loss_runs += r.ref_steps
