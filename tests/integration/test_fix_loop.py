@@ -7,6 +7,7 @@ elsewhere the decision logic is asserted: each trial was measured and decided wi
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tfdoctor.cli import main
+from tfdoctor.errors import RunError
 from tfdoctor.session.fix_loop import LoopConfig, run_fix_loop
 from tfdoctor.store import RunStore
 
@@ -306,3 +308,90 @@ def test_generator_cache_is_measured_with_its_cache_warm(tfd_home, tmp_path):
     assert facts.memo_hits and facts.memo_misses and facts.memo_misses >= 4096 - 32
     assert trial.throughput is not None and trial.speedup is not None
     assert "_preprocess_prefix" in trial.patch and "tfdoctor_memoize" in trial.patch
+
+
+#: an eager loop that writes a file given on its command line before training (a log, a checkpoint)
+WRITER = """
+import argparse
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+a = p.parse_args()
+with open(a.out, "w") as f:
+    f.write("written by a run\\n")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+optimizer = keras.optimizers.SGD(0.01)
+x = np.ones((16, 8), np.float32)
+for i in range(10_000):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model(x) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+"""
+
+
+@pytest.fixture
+def own_tmpdir(tmp_path, monkeypatch):
+    """The temporary directory (scratch space the write guard lets through) apart from the user's
+    folder, which the test makes under tmp_path: the guard then protects the user's folder."""
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    return scratch
+
+
+def _profile_writer(tmp_path: Path, out: str, run_id: str) -> tuple[Path, RunStore]:
+    folder = tmp_path / "user"
+    folder.mkdir(exist_ok=True)
+    script = folder / "writer.py"
+    script.write_text(WRITER)
+    argv = ["profile", str(script), "--steps", "10", "--warmup", "3", "--profile-steps", "2"]
+    assert main([*argv, "--run-id", run_id, "--", "--out", out]) == 0
+    return script, RunStore(Path(os.environ["TFDOCTOR_HOME"]))
+
+
+def test_a_fix_trial_writes_a_linked_big_file_in_its_copy_not_the_users(tfd_home, tmp_path, own_tmpdir):
+    """history.csv (5 MiB, from the user's long training) is linked into each trial's copy, not copied;
+    the trial opens it for writing: the link is replaced, the user's file stays byte for byte."""
+    script, store = _profile_writer(tmp_path, "history.csv", "lk")
+    big = script.parent / "history.csv"
+    big.write_bytes(b"epoch,loss\n" + b"1,0.5\n" * 900_000)
+    before = _hashes(script.parent)
+    cfg = LoopConfig(
+        script=script,
+        args=["--out", "history.csv"],
+        cwd=script.parent,
+        steps=10,
+        warmup=3,
+        only=["tf-function"],
+        confirm_rounds=1,
+    )
+    summary = run_fix_loop(store, store.get("lk"), store.get("lk").report(), cfg)
+    (trial,) = summary.trials
+    assert trial.status in ("kept", "rejected"), trial.reason  # measured, not failed by the guard
+    assert _hashes(script.parent) == before
+
+
+def test_a_fix_trial_never_overwrites_a_file_outside_its_copy(tfd_home, tmp_path, own_tmpdir):
+    """The script writes an absolute path outside its folder, where the user's file already is: the
+    trial's open is refused, the loop stops saying so, and the file stays as it was."""
+    outside = tmp_path / "results" / "log.csv"
+    outside.parent.mkdir()
+    script, store = _profile_writer(tmp_path, str(outside), "out")
+    outside.write_text("the user's results\n")
+    os.utime(outside, (1e9, 1e9))  # older than the fix loop
+    cfg = LoopConfig(script=script, args=["--out", str(outside)], steps=10, warmup=3, only=["tf-function"])
+    with pytest.raises(RunError) as e:
+        run_fix_loop(store, store.get("out"), store.get("out").report(), cfg)
+    assert "tfdoctor write guard" in str(e.value) and str(outside) in str(e.value)
+    assert "nothing applied" in str(e.value) and "give the script a path inside its own folder" in str(
+        e.value
+    )
+    assert not str(e.value).endswith("'")  # the path is said once, not repeated as PermissionError does
+    assert outside.read_text() == "the user's results\n"

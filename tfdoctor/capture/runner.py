@@ -67,6 +67,9 @@ class CaptureConfig:
     python: str = sys.executable
     stop_grace_s: float = 15.0  # after SIGINT, how long the child may take to write its trace
     profiler_options: dict[str, int] = field(default_factory=dict)  # host/python/device tracer levels
+    # a fix trial's write guard (capture/child/guard.py): {"root": the copy's folder, "since_ns": the
+    # fix loop's start}; None: the script writes where it likes (a profile of the user's own script)
+    guard: dict[str, str] | None = None
 
     def windows(self) -> Windows:
         """The planned windows (an adaptive warm-up may grow past ``warmup``)."""
@@ -399,6 +402,7 @@ def run_capture(
         "profiler_options": dict(cfg.profiler_options),
         "timeout_s": cfg.timeout_s,
         "env": dict(cfg.env),
+        "guard": dict(cfg.guard) if cfg.guard else None,
     }
     atomic_write_json(run.file(CAPTURE), capture)
     tail = StepTail(run)

@@ -26,9 +26,32 @@ SKIP_DIRS = frozenset(
 LINK_BYTES = 4 * 1024 * 1024
 
 
-def make_workspace(script: Path, dest: Path) -> Path:
-    """Copy the script's folder to ``dest``; returns the copied script's path."""
-    src = script.resolve().parent
+#: the most files a working directory above the script's folder may hold for the copy to start there
+MAX_ROOT_FILES = 5000
+
+
+def workspace_root(script: Path, cwd: Path) -> Path:
+    """The folder a fix trial copies: the script's own, or the working directory when it lies above it
+    (``python src/train.py`` from the repository's root: the script's relative paths, ``data/...``
+    and ``checkpoints/...``, are relative to that) and is a project, not the home folder or ``/``
+    (at most :data:`MAX_ROOT_FILES` files outside :data:`SKIP_DIRS`)."""
+    folder = script.resolve().parent
+    cwd = cwd.resolve()
+    if cwd == folder or cwd not in folder.parents or cwd == Path(cwd.anchor) or cwd == Path.home().resolve():
+        return folder
+    n = 0
+    for _, dirs, files in os.walk(cwd):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        n += len(files)
+        if n > MAX_ROOT_FILES:
+            return folder
+    return cwd
+
+
+def make_workspace(script: Path, dest: Path, root: Path | None = None) -> Path:
+    """Copy ``root`` (default: the script's folder; :func:`workspace_root`) to ``dest``; returns the
+    copied script's path."""
+    src = (root or script.resolve().parent).resolve()
 
     def copy(s: str, d: str) -> str:
         if os.path.getsize(s) >= LINK_BYTES and not s.endswith(".py"):
@@ -40,7 +63,7 @@ def make_workspace(script: Path, dest: Path) -> Path:
         return {n for n in names if n in SKIP_DIRS}
 
     shutil.copytree(src, dest, ignore=ignore, copy_function=copy, symlinks=True, dirs_exist_ok=True)
-    return dest / script.name
+    return dest / script.resolve().relative_to(src)
 
 
 def _lines(text: str) -> list[str]:

@@ -24,6 +24,7 @@ The user's files are never written here.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import time
@@ -33,6 +34,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from tfdoctor.capture.child.guard import MARK as GUARD_MARK
+from tfdoctor.capture.child.guard import changed_links, link_states
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
@@ -62,6 +65,7 @@ from tfdoctor.fixes.workspace import (
     patch_bytes,
     patch_files,
     unified_diff,
+    workspace_root,
     write_copy,
     write_modules,
 )
@@ -591,6 +595,10 @@ class FixLoop:
         self._last: StateKey | None = None  # the state measured last
         # every judged trial's round log ratios so far (the combined check's too): the judge's paired floor
         self.paired_logs: list[list[float]] = []
+        # what a trial copies: the script's folder, or the working directory above it (workspace_root)
+        self.cwd = Path(cfg.cwd).resolve() if cfg.cwd else Path.cwd().resolve()
+        self.root = workspace_root(self.script, self.cwd)
+        self.since_ns = time.time_ns()  # files outside the copy made after this are the trials' own
 
     def event(self, kind: str, message: str, **kw: object) -> None:
         self.on_event(Event(kind, message, **kw))  # type: ignore[arg-type]
@@ -1027,15 +1035,16 @@ class FixLoop:
             )
         )
         work = Path(tempfile.mkdtemp(prefix="tfdoctor-fix-"))
+        changed: list[str] = []
         try:
-            copy = make_workspace(self.script, work / "src")
+            copy = make_workspace(self.script, work / "src", self.root)
             write_copy(copy, code, self.user_source)  # the original's encoding and line endings
             # the modules the fixes changed, each in its own encoding and line endings
             write_modules(copy.parent, changed_modules(self.user_modules, modules), self.module_sources)
-            cwd = Path(self.cfg.cwd).resolve() if self.cfg.cwd else Path.cwd().resolve()
-            folder = self.script.parent
-            if cwd == folder or folder in cwd.parents:  # the script's own folder: use the copy's
-                cwd = copy.parent / cwd.relative_to(folder)
+            cwd = self.cwd
+            if cwd == self.root or self.root in cwd.parents:  # inside what was copied: the copy's
+                cwd = work / "src" / cwd.relative_to(self.root)
+            links = link_states(str(work))
             ccfg = CaptureConfig(
                 script=copy,
                 args=list(self.cfg.args),
@@ -1046,9 +1055,11 @@ class FixLoop:
                 env=dict(self.cfg.env),
                 switches=dict(switches),
                 cwd=cwd,
+                guard={"root": str(work), "since_ns": str(self.since_ns)},
             )
             res = run_capture(ccfg, run, progress=self.on_capture)
             rep = finish_run(self.store, run, res)
+            changed = changed_links(links)
         except KeyboardInterrupt:  # ^C while the run was set up or collected: still say so in the store
             self.store.update(run, status="interrupted", error="interrupted")
             res = None
@@ -1060,6 +1071,20 @@ class FixLoop:
                 f"(the runs measured so far are kept in {self.store.runs_dir})",
                 run_dir=str(run.path),
                 exit_code=130,
+            )
+        refused = next((ln for ln in (res.error or "").splitlines() if GUARD_MARK in ln), None)
+        if refused or changed:  # every later trial would do the same: the loop stops, nothing applied
+            what = (
+                re.sub(r": '[^']*'$", "", refused[refused.index(GUARD_MARK) :].rstrip())
+                if refused
+                else f"{', '.join(changed)} changed while it ran: the script wrote through the copy's "
+                "link to your file, below Python (TensorFlow's file system?), which tfdoctor's write "
+                "guard cannot see; give the script an output path of its own"
+            )
+            raise RunError(
+                f"the fix loop stopped at {label}, nothing applied: {what}",
+                run_dir=str(run.path),
+                exit_code=1,
             )
         return run, res, rep
 

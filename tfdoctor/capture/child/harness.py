@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.capture.child import procs
+from tfdoctor.capture.child import guard, procs
 from tfdoctor.capture.child.clock import (
     WARMUP_TIMEOUT_SHARE,
     MemoScanner,
@@ -325,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     tracker = Tracker(clock, cfg.get("switches") or {})
     hooks = PostImportHooks()
     install(tracker, hooks)
+    if cfg.get("guard"):  # a fix trial in a copy of the script's folder: the user's files stay as they are
+        g = guard.install(cfg["guard"]["root"], int(cfg["guard"]["since_ns"]), [str(run_dir), cfg["logdir"]])
+        hooks.register("h5py", lambda m: guard.guard_h5py(g, m))
 
     outcome, error = run_script(cfg["script"], list(cfg.get("args") or []), cfg.get("cwd"))
     planned_done = clock.stopped
