@@ -303,3 +303,30 @@ def test_a_trace_in_the_last_planned_warmup_step_extends_the_warmup(tfd_home):
     assert int(f.extra["seen_traces"]) >= 2
     assert [s.window for s in res.steps] == ["warmup"] * f.warmup_steps + ["timing"] * 9
     assert [s.examples for s in res.steps if s.index == 2] == [8]
+
+
+TRAIN_ON_BATCH = """
+import numpy as np
+from tensorflow import keras
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+x = np.ones((512, 8), np.float32)
+for epoch in range(100):
+    for i in range(0, 512, 16):
+        loss = model.train_on_batch(x[i : i + 16], x[i : i + 16, :1])
+"""
+
+
+def test_train_on_batch_loop_steps_and_where_the_user_calls_it(tfd_home, tmp_path):
+    """An older Keras style: the user's loop calls model.train_on_batch (Keras's compiled train function)
+    on numpy slices. Each call is a step, a tf.function one; the step's source is the user's call
+    (line 10), not a file inside Keras or TensorFlow."""
+    script = tmp_path / "tob.py"
+    script.write_text(TRAIN_ON_BATCH)
+    res, _ = capture(tfd_home, script, profile=False, steps=10)
+    assert res.ok, res.error
+    assert res.facts.loop_kind == "custom" and res.facts.step_kind == "tf.function"
+    assert {s.examples for s in res.steps} == {16}
+    assert res.facts.source["step_fn"] == f"{script}:10"
+    assert res.facts.learning_rate == pytest.approx(0.01)  # SGD's default, read after the trace

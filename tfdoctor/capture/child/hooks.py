@@ -254,6 +254,7 @@ class Tracker:
         self.step_fns: dict[int, str] = {}  # id(Function) -> "apply_gradients" | "gradient_tape"
         self.step_fn: Any = None
         self.primary_optimizer: int | None = None
+        self.lr_later: Any = None  # an optimizer whose learning rate could not be read yet (in a trace)
         self.apply_depth = 0
         self.pending: tuple[str, int, float | None] | None = None  # weak step end not yet decided
         self.step_loss: Any = None  # the tape target of the step in progress
@@ -434,8 +435,8 @@ class Tracker:
         if "learning_rate" not in self.facts:
             try:
                 self.facts["learning_rate"] = float(opt.learning_rate)
-            except Exception:
-                pass
+            except Exception:  # read while a tf.function traces (train_on_batch): read it at the end
+                self.lr_later = opt
 
     def _note_strategy(self, strategy: Any) -> None:
         if strategy is None:
@@ -555,8 +556,10 @@ class Tracker:
             self._note_call_args(args)
             py = getattr(fn, "python_function", None)
             code = getattr(py, "__code__", None)
-            if code is not None:
+            if code is not None and is_user_file(code.co_filename):
                 self.source["step_fn"] = f"{code.co_filename}:{code.co_firstlineno}"
+            else:  # Keras's own compiled step (model.train_on_batch): where the user's code calls it
+                self.source.setdefault("step_fn", where(user_frame(1)) or "")
             self.facts["jit_compile"] = bool(getattr(fn, "_jit_compile", False))
         if fn is not self.step_fn and id(fn) not in self.step_fns:
             return
@@ -702,6 +705,11 @@ class Tracker:
 
     def summary(self) -> dict[str, Any]:
         """Facts the tracker learnt (merged into tfdoctor.model.Facts by the harness)."""
+        if "learning_rate" not in self.facts and self.lr_later is not None:
+            try:
+                self.facts["learning_rate"] = float(self.lr_later.learning_rate)
+            except Exception:
+                pass
         out: dict[str, Any] = {
             k: v for k, v in self.facts.items() if k not in ("fit_batch_size", "run_eagerly")
         }
