@@ -395,3 +395,35 @@ def test_a_fix_trial_never_overwrites_a_file_outside_its_copy(tfd_home, tmp_path
     )
     assert not str(e.value).endswith("'")  # the path is said once, not repeated as PermissionError does
     assert outside.read_text() == "the user's results\n"
+
+
+def test_a_fix_run_from_above_the_scripts_folder_copies_from_there(
+    tfd_home, tmp_path, own_tmpdir, monkeypatch
+):
+    """`tfdoctor profile src/writer.py --fix` from the project's root: the script writes results/log.csv
+    relative to that root. The trials' copy starts at the root, so the write lands in the copy (the
+    trial is measured, not refused) and the user's results/log.csv stays as it was."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "results").mkdir()
+    script = project / "src" / "writer.py"
+    script.write_text(WRITER)
+    monkeypatch.chdir(project)
+    argv = ["profile", "src/writer.py", "--steps", "10", "--warmup", "3", "--profile-steps", "2"]
+    assert main([*argv, "--run-id", "up", "--", "--out", "results/log.csv"]) == 0
+    log = project / "results" / "log.csv"
+    log.write_text("the user's results\n")
+    os.utime(log, (1e9, 1e9))
+    store = RunStore(tfd_home)
+    cfg = LoopConfig(
+        script=script,
+        args=["--out", "results/log.csv"],
+        cwd=project,
+        steps=10,
+        warmup=3,
+        only=["tf-function"],
+    )
+    summary = run_fix_loop(store, store.get("up"), store.get("up").report(), cfg)
+    (trial,) = summary.trials
+    assert trial.status in ("kept", "rejected"), trial.reason
+    assert log.read_text() == "the user's results\n"
