@@ -330,3 +330,44 @@ def test_train_on_batch_loop_steps_and_where_the_user_calls_it(tfd_home, tmp_pat
     assert {s.examples for s in res.steps} == {16}
     assert res.facts.source["step_fn"] == f"{script}:10"
     assert res.facts.learning_rate == pytest.approx(0.01)  # SGD's default, read after the trace
+
+
+FIT_LOGS = """
+import numpy as np
+from tensorflow import keras
+
+keras.utils.set_random_seed(1)
+x = np.random.default_rng(1).normal(size=(2048, 8)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+
+
+class Show(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        print("MEAN", batch, repr(float(logs["loss"])))
+
+
+model.fit(x, y, batch_size=32, epochs=3, verbose=0, callbacks=[Show()])
+"""
+
+
+def test_fit_steps_carry_each_batchs_own_loss_not_kerass_running_mean(tfd_home, tmp_path):
+    """Keras's logs["loss"] is the epoch's running mean; each step records its own batch's loss, so the
+    mean of the recorded losses up to a step is what Keras showed there."""
+    script = tmp_path / "fit_logs.py"
+    script.write_text(FIT_LOGS)
+    res, run = capture(tfd_home, script, profile=False, steps=20, warmup=4)
+    assert res.ok, res.error
+    shown = {}
+    for line in (run.path / "stdout.log").read_text().splitlines():
+        if line.startswith("MEAN "):
+            _, batch, value = line.split()
+            shown.setdefault(int(batch), float(value))  # the first epoch's
+    steps = sorted(res.steps, key=lambda s: s.index)
+    assert len(steps) == 20 and all(s.loss is not None for s in steps)
+    own = [s.loss for s in steps]
+    for k in (0, 5, 19):
+        assert sum(own[: k + 1]) / (k + 1) == pytest.approx(shown[k], rel=1e-4, abs=1e-6)
+    assert own[0] == pytest.approx(shown[0], rel=1e-6)
+    assert max(own) > max(shown[k] for k in range(20)) * 1.0001 or min(own) < min(shown[k] for k in range(20))

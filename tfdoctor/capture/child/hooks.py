@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import inspect
+import math
 import os
 import sys
 import threading
@@ -64,6 +65,20 @@ def is_user_file(filename: str) -> bool:
     if path.startswith(_OURS + os.sep):
         return False
     return not any(m in path for m in _LIB_MARKERS)
+
+
+def _keras_train_step(model: Any) -> bool:
+    """Does ``model`` train with Keras's own ``train_step`` (not an override)? Its logs' ``loss`` is
+    then the loss tracker's running mean."""
+    try:
+        from keras.src.trainers.trainer import Trainer
+    except Exception:
+        return False
+    own = getattr(type(model), "train_step", None)
+    for base in type(model).__mro__:
+        if base.__module__.startswith("keras.") and "train_step" in base.__dict__:
+            return own is base.__dict__["train_step"] and issubclass(type(model), Trainer)
+    return False
 
 
 def user_frame(skip: int = 1) -> types.FrameType | None:
@@ -255,6 +270,9 @@ class Tracker:
         self.step_fn: Any = None
         self.primary_optimizer: int | None = None
         self.lr_later: Any = None  # an optimizer whose learning rate could not be read yet (in a trace)
+        # fit with Keras's own train_step: logs["loss"] is the epoch's running mean (see _batch_loss)
+        self.fit_running_mean = False
+        self.fit_seen, self.fit_mean = 0, 0.0
         self.apply_depth = 0
         self.pending: tuple[str, int, float | None] | None = None  # weak step end not yet decided
         self.step_loss: Any = None  # the tape target of the step in progress
@@ -370,6 +388,8 @@ class Tracker:
         if isinstance(spe, int):
             self.facts["steps_per_execution"] = spe
         self.facts["run_eagerly"] = bool(getattr(model, "run_eagerly", False))
+        self.fit_running_mean = _keras_train_step(model)
+        self.fit_epoch_begin()
         opt = getattr(model, "optimizer", None)
         if opt is not None:
             self._note_optimizer(opt)
@@ -415,6 +435,9 @@ class Tracker:
         self.counts["fit_batches"] += 1
         self.clock.compute_start()
 
+    def fit_epoch_begin(self) -> None:
+        self.fit_seen, self.fit_mean = 0, 0.0
+
     def fit_batch_end(self, logs: Any) -> None:
         if self.in_fit != 1 or not self.on_main():
             return
@@ -423,7 +446,27 @@ class Tracker:
         spe = self.facts.get("steps_per_execution") or 1
         self.step_batch = bs * spe if isinstance(bs, int) else None
         self.step_saw_function = not self.facts.get("run_eagerly", False)
+        if loss is not None and self.fit_running_mean:
+            loss = self._batch_loss(loss)
         self._end("keras_callback", loss=loss)
+
+    def _batch_loss(self, logs: dict[str, Any]) -> dict[str, Any]:
+        """This step's own loss from Keras's ``logs["loss"]``, the running mean since the epoch began
+        (Keras's own train_step feeds its loss tracker, a Mean weighted by batch size): the mean's
+        total after this step less its total before, over this step's examples. A running mean drifts
+        by a step's loss / steps so far: its step-to-step changes would understate the loss's noise
+        several-fold, and a reordering of the data (a cache, a parallel map) shift it all along."""
+        try:
+            mean = float(logs["loss"])
+        except (KeyError, TypeError, ValueError):
+            return logs
+        n = self.step_batch
+        if not n or not math.isfinite(mean):
+            return logs
+        seen = self.fit_seen + n
+        own = (seen * mean - self.fit_seen * self.fit_mean) / n
+        self.fit_seen, self.fit_mean = seen, mean
+        return {**logs, "loss": own}
 
     # -- optimizers ----------------------------------------------------------------------------
     def _note_optimizer(self, opt: Any) -> None:
@@ -1226,6 +1269,9 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 
     class TfdoctorCallback(keras.callbacks.Callback):
         """Counts Model.fit's training batches for tfdoctor (added by the harness)."""
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            tracker._guard("fit epoch begin", tracker.fit_epoch_begin)
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             tracker._guard("fit batch begin", tracker.fit_batch_begin)
