@@ -318,13 +318,16 @@ def n_rounds(r: dict) -> int:
     return sum(1 for x in (r.get("per_round") or {}).get("expert") or [] if x)
 
 
-def reproduced(r: dict) -> str:
-    """The structural --fix run's headline (its combined speed-up and interval) against the same ratio
-    measured here side by side (structural / baseline, median of the rounds)."""
-    f = r["structural"]
+def reproduced(r: dict, variant: str = "structural") -> str:
+    """A --fix run's headline (its combined speed-up and interval; ``variant``: the structural or the
+    full run) against the same ratio measured here side by side (variant / baseline, median of the
+    rounds)."""
+    f = r.get(variant)
+    if not f:
+        return "not run"
     # round by round (the per-variant ratio lists drop failed runs, so they need not line up)
     runs = r.get("per_round", {})
-    pairs = zip(runs.get("structural", []), runs.get("baseline", []), strict=False)
+    pairs = zip(runs.get(variant, []), runs.get("baseline", []), strict=False)
     side = [a / b for a, b in pairs if a and b]
     if not f.get("speedup") or not side:
         return "–"
@@ -413,6 +416,7 @@ def render(
                 str(n_rounds(r)),
                 str(r.get("fix_rounds", "?")),
                 reproduced(r),
+                reproduced(r, "full"),
                 ", ".join(r["structural"]["kept"]) or "none",
                 ", ".join(r["full"]["kept"]) or "none" if r.get("full") else "not run",
             ]
@@ -430,6 +434,7 @@ def render(
                 "rounds",
                 "--fix-rounds",
                 "structural headline → side by side (median)",
+                "full headline → side by side (median)",
                 "kept (structural)",
                 "kept (full)",
             ],

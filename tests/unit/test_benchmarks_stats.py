@@ -202,3 +202,13 @@ def test_rounds_added_to_a_saved_row_continue_its_rotation_and_refresh_its_figur
     assert after is not None and before is not None and after.rounds == 5 and before.rounds == 3
     assert (after.high - after.low) < (before.high - before.low)  # more rounds, a narrower interval
     assert got["to_expert"]["structural"]["rounds"] == 5
+
+
+def test_both_headlines_are_checked_against_the_side_by_side_rounds() -> None:
+    row = _row("a.py", [1.0, 1.0, 1.0])
+    assert cf.reproduced(row, "full") == "not run"
+    row["structural"].update(speedup=3.0, ci=[2.8, 3.2])
+    row["full"] = {"kept": ["tf-function", "batch-scale ×4"], "trials": [], "speedup": 5.0, "ci": [4.5, 5.5]}
+    row["per_round"]["full"] = [4200.0, 4300.0, None]  # its rounds' ratios to the baseline: 4.2, 4.3
+    assert cf.reproduced(row) == "3.00x [2.80, 3.20] → 3.00x (within)"  # structural / baseline
+    assert cf.reproduced(row, "full") == "5.00x [4.50, 5.50] → 4.25x (outside)"
