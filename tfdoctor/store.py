@@ -149,11 +149,11 @@ class RunStore:
         run_id: str | None = None,
         force: bool = False,
     ) -> RunDir:
-        """Create a run directory. An explicit ``run_id`` that exists is refused unless ``force``."""
+        """Create a run directory. An explicit ``run_id`` that exists is refused unless ``force``; a
+        generated one (time stamp to the second, script, 4 random hex digits) that is taken draws again:
+        a fix loop makes many runs a second, and two of them drew the same digits."""
         if run_id is None:
-            stem = re.sub(r"[^A-Za-z0-9_-]+", "-", Path(script).stem)[:40].strip("-") or "run"
-            stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-            run_id = f"{stamp}-{stem}-{secrets.token_hex(2)}"
+            return self._make_run(self._fresh_dir(script), script, args, kind, parent)
         if not valid_run_id(run_id):
             raise TfdoctorError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-'")
         path = self.runs_dir / run_id
@@ -191,6 +191,27 @@ class RunStore:
             raise RunExists(f"run {run_id} already exists at {path}; pass --force to replace it") from None
         except OSError as e:
             raise self._not_writable(e) from None
+        return self._make_run(path, script, args, kind, parent)
+
+    def _fresh_dir(self, script: str) -> Path:
+        """A new run directory under a generated id (mkdir is the atomic claim, across processes too)."""
+        stem = re.sub(r"[^A-Za-z0-9_-]+", "-", Path(script).stem)[:40].strip("-") or "run"
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        for _ in range(1000):
+            path = self.runs_dir / f"{stamp}-{stem}-{secrets.token_hex(2)}"
+            try:
+                path.mkdir(parents=True)
+                return path
+            except FileExistsError:
+                continue  # taken this second: draw again
+            except OSError as e:
+                raise self._not_writable(e) from None
+        raise RunExists(f"no free run id for {stem} in {self.runs_dir} at {stamp}")
+
+    def _make_run(
+        self, path: Path, script: str, args: list[str] | None, kind: str, parent: str | None
+    ) -> RunDir:
+        run_id = path.name
         run = RunDir(path)
         meta = {
             "id": run_id,

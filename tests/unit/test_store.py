@@ -107,3 +107,29 @@ def test_unreadable_json_is_a_clear_error_and_atomic_writes_leave_no_temp_files(
         run.read_json("facts.json")
     assert run.read_json("missing.json", {"d": 1}) == {"d": 1}
     assert run.trace_files() == []
+
+
+def test_a_generated_run_id_already_taken_draws_again(tmp_path, monkeypatch):
+    """A fix loop makes many runs a second; two drew the same 4 hex digits in the same second, and the
+    second run failed with RunExists. A generated id that is taken draws again (an explicit one is
+    still refused)."""
+    import datetime
+    import secrets
+
+    import tfdoctor.store as store_mod
+
+    class Frozen(datetime.datetime):  # both runs in the same second
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 11, 26, 11, 6, 15)
+
+    draws = iter(["abcd", "abcd", "abcd", "ef01"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(draws))
+    monkeypatch.setattr(store_mod._dt, "datetime", Frozen)
+    store = RunStore(tmp_path)
+    first = store.new_run("train.py")
+    second = store.new_run("train.py")
+    assert first.id.endswith("-train-abcd") and second.id.endswith("-train-ef01")
+    assert store.get(second.id).meta["status"] == "running"
+    with pytest.raises(RunExists):
+        store.new_run("train.py", run_id=first.id)
