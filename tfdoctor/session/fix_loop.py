@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tfdoctor.capture.child.guard import MARK as GUARD_MARK
 from tfdoctor.capture.child.guard import changed_links, link_states
@@ -350,17 +350,16 @@ def _judge_rounds(
             r.ref_steps.append(m.steps)
         return tp
 
-    if max_rounds <= 0:
+    def judged(**how: Any) -> Decision | None:  # the judge, with this trial's bar
+        return decide(r.pairs, keep_above=keep_above, worth=max(WORTH, keep_above), **how)
+
+    def alone() -> Rounds:  # the first run judged against the reference's earlier measurement
         r.pairs = [pair(first_trial, ref_prev, "AB", b2b=False)]
-        r.decision = decide(
-            r.pairs,
-            max_rounds=1,
-            min_rounds=1,
-            steady_ref=False,
-            keep_above=keep_above,
-            worth=max(WORTH, keep_above),
-        )
+        r.decision = judged(max_rounds=1, min_rounds=1, steady_ref=False)
         return r
+
+    if max_rounds <= 0:
+        return alone()
     steady_ref = True
     budget = max_rounds  # grows by EXTRA_ROUNDS for a worthwhile gain still undecided
     if ref_fresh:
@@ -368,16 +367,7 @@ def _judge_rounds(
     else:
         ref_now = run("reference", 1)
         if ref_now is None:
-            r.pairs = [pair(first_trial, ref_prev, "AB", b2b=False)]
-            r.decision = decide(
-                r.pairs,
-                max_rounds=1,
-                min_rounds=1,
-                steady_ref=False,
-                keep_above=keep_above,
-                worth=max(WORTH, keep_above),
-            )
-            return r
+            return alone()
         steady_ref = steady(Sample.of(ref_prev).rate, Sample.of(ref_now).rate)
         r.pairs.append(pair(first_trial, ref_now, "BA"))
         _, before, unit_before = comparable(first_trial, ref_prev, scale)
@@ -395,15 +385,7 @@ def _judge_rounds(
         lopsided = abs(n_ab - n_ba) > 1 and len(r.pairs) < budget
         d = None
         if not lopsided:
-            d = decide(
-                r.pairs,
-                max_rounds=budget,
-                steady_ref=steady_ref,
-                ref_earlier=r.ref_earlier,
-                pool=pool,
-                keep_above=keep_above,
-                worth=max(WORTH, keep_above),
-            )
+            d = judged(max_rounds=budget, steady_ref=steady_ref, ref_earlier=r.ref_earlier, pool=pool)
         if (
             d is not None
             and d.verdict == "undecided"
@@ -428,15 +410,7 @@ def _judge_rounds(
                 if r.failed or r.cold:
                     return r
                 r.decision = with_notes(
-                    decide(
-                        r.pairs,
-                        max_rounds=len(r.pairs),
-                        steady_ref=False,
-                        ref_earlier=r.ref_earlier,
-                        pool=pool,
-                        keep_above=keep_above,
-                        worth=max(WORTH, keep_above),
-                    ),
+                    judged(max_rounds=len(r.pairs), steady_ref=False, ref_earlier=r.ref_earlier, pool=pool),
                     r.set_aside,
                     max_rounds,
                     budget - max_rounds,
