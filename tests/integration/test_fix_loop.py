@@ -284,6 +284,57 @@ def test_a_fix_that_breaks_the_script_is_rolled_back_with_the_error(tfd_home, tm
     assert script.read_text() == BREAKS_UNDER_TF_FUNCTION
 
 
+COUNTER_NEEDS_INT = """
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+rng = np.random.default_rng(0)
+x_all = rng.normal(size=(240, 8)).astype(np.float32)
+y_all = (x_all.sum(axis=1) > 0).astype(np.int64)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)])
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+optimizer = keras.optimizers.SGD(0.1)
+ONE = tf.constant(1)  # an int32 tensor: epoch + ONE needs epoch to be an int
+for epoch in range(100000):
+    for j in range(0, 240, 16):
+        x, y = x_all[j : j + 16], y_all[j : j + 16]
+        with tf.GradientTape() as tape:
+            scale = tf.cast(epoch + ONE, tf.float32) / tf.cast(epoch + ONE, tf.float32)
+            loss = loss_fn(y, model(x, training=True)) * scale
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+"""
+
+
+def test_a_step_failing_with_its_counter_as_a_tensor_is_tried_again_with_python_numbers(tfd_home, tmp_path):
+    """tf-function passes the loop counters the step reads as tensors (a Python int traces the step
+    again for each new value); where that guess breaks the step (here a float32 epoch added to an int32
+    tensor), the trial fails and the fix is tried again with the counters as Python numbers."""
+    folder = tmp_path / "user"
+    folder.mkdir()
+    script = folder / "train.py"
+    script.write_text(COUNTER_NEEDS_INT)
+    store = RunStore(tfd_home)
+    opts = ["--steps", "12", "--warmup", "3", "--profile-steps", "2", "--run-id", "ctr"]
+    assert main(["profile", str(script), *opts]) == 0
+    run = store.get("ctr")
+    summary = run_fix_loop(
+        store,
+        run,
+        run.report(),
+        LoopConfig(script=script, steps=12, warmup=3, only=["tf-function"], confirm_rounds=2),
+    )
+    first, again = summary.trials
+    assert first.status == "failed", first.reason
+    assert "tf.constant(epoch, tf.float32)" in first.patch
+    assert "tried again as: extracted the training step" in first.reason
+    assert "epoch passed as Python numbers" in first.reason
+    assert again.status in ("kept", "rejected"), again.reason  # ran, measured and decided
+    assert "+        train_step(epoch, x, y)" in again.patch and "tf.constant(epoch" not in again.patch
+    assert script.read_text() == COUNTER_NEEDS_INT
+
+
 def test_generator_cache_is_measured_with_its_cache_warm(tfd_home, tmp_path):
     """generator-cache on the naive loop: the trial's adaptive warm-up lasts one pass over the data
     (128 batches), so its timing window measures the cache serving; the run is sane (same examples

@@ -230,6 +230,117 @@ def _exposed_reads(stmts: Sequence[cst.BaseStatement]) -> list[str]:
     return order
 
 
+COUNTER_ITERS = frozenset({"range", "enumerate", "trange", "tqdm.trange", "itertools.count", "count"})
+
+
+def _loop_counters(nest: Sequence[cst.CSTNode], skip: set[int]) -> set[str]:
+    """Python ints the loop nest around a step changes every iteration: ``for epoch in range(..)``,
+    the index of ``enumerate(..)`` (``tqdm(range(..))`` too) and ``step += 1`` counters. Passed to a
+    tf.function as they are, each new value traces the step again."""
+    out: set[str] = set()
+    other: set[str] = set()  # names the nest binds some other way
+    for n in nest:
+        if id(n) in skip:
+            continue
+        if isinstance(n, cst.For):
+            it = n.iter
+            if isinstance(it, cst.Call) and call_name(it) in ("tqdm", "tqdm.tqdm") and it.args:
+                it = it.args[0].value
+            name = call_name(it) if isinstance(it, cst.Call) else None
+            if name in COUNTER_ITERS and name not in ("enumerate",):
+                if isinstance(n.target, cst.Name):
+                    out.add(n.target.value)
+            elif name == "enumerate" and isinstance(n.target, (cst.Tuple, cst.List)) and n.target.elements:
+                first = n.target.elements[0].value
+                if isinstance(first, cst.Name):
+                    out.add(first.value)
+        elif (
+            isinstance(n, cst.AugAssign)
+            and isinstance(n.target, cst.Name)
+            and isinstance(n.value, cst.Integer)
+            and isinstance(n.operator, (cst.AddAssign, cst.SubtractAssign))
+        ):
+            out.add(n.target.value)
+        elif isinstance(n, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.WithItem, cst.NamedExpr)) and not (
+            isinstance(n, cst.Assign) and isinstance(n.value, cst.Integer)
+        ):
+            other |= _stores(n)
+    return out - other
+
+
+ARITH = (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.BooleanOperation)
+
+
+def _arith_leaves(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The operands and operators of an arithmetic expression, down to what is not arithmetic (a call,
+    an attribute, a name, a literal)."""
+    out: list[cst.CSTNode] = []
+    for c in node.children:
+        if isinstance(c, (*ARITH, cst.ComparisonTarget)):
+            out.extend(_arith_leaves(c))
+        elif not isinstance(c, (cst.LeftParen, cst.RightParen, cst.BaseParenthesizableWhitespace)):
+            out.append(c)
+    return out
+
+
+def _tensor_dtype(name: str, block: Sequence[cst.BaseStatement], tf: str) -> str | None:
+    """The dtype a loop counter read by the step can be passed as, so that the step is traced once:
+    ``int32`` where it only meets integer literals (``step % 100 == 0``), ``float32`` where it meets a
+    division, a float or another value (``0.5 / (1 + epoch)``, ``epoch * rate``). None when a read
+    needs the Python int (an index, ``range(..)``, a Python call, an ``if`` test, a string) or the step
+    rebinds it."""
+    if name in {n for s in block for n in _stores(s)}:
+        return None
+    floaty = False
+    safe = True
+
+    def visit(node: cst.CSTNode, ok: bool) -> None:
+        """``ok``: the node's value may be a tensor (it feeds arithmetic or a tf.* call)."""
+        nonlocal floaty, safe
+        if isinstance(node, cst.Name):
+            if node.value == name and not ok:
+                safe = False
+            return
+        if isinstance(node, ARITH):
+            chain = _arith_leaves(node)
+            if any(isinstance(c, cst.Name) and c.value == name for c in chain):
+                if any(isinstance(c, (cst.Divide, cst.Power, cst.Float)) for c in chain):
+                    floaty = True
+                if any(
+                    isinstance(c, (cst.Attribute, cst.Call, cst.Subscript))
+                    or (isinstance(c, cst.Name) and c.value not in (name, "True", "False", "None"))
+                    for c in chain
+                ):
+                    floaty = True
+            for c in node.children:
+                visit(c, True)
+            return
+        if isinstance(node, cst.Call):
+            tf_call = (call_name(node) or "").startswith(f"{tf}.")
+            visit(node.func, False)
+            for a in node.args:
+                visit(a.value, tf_call)
+            return
+        if isinstance(node, (cst.If, cst.While, cst.IfExp)):  # a Python test (autograph would make it a cond)
+            if name in names_in(node.test):
+                safe = False
+            for c in node.children:
+                visit(c, False)
+            return
+        if isinstance(node, (cst.Subscript, cst.FormattedString, cst.CompFor, cst.Attribute)):
+            for c in node.children:
+                visit(c, False)
+            return
+        for c in node.children:
+            visit(c, ok if isinstance(node, (cst.Arg, cst.Element, cst.Tuple, cst.List)) else False)
+
+    for s in block:
+        visit(s, False)
+    if not safe:
+        return None
+    return "float32" if floaty else "int32"
+
+
 class TfFunctionCodemod(FixCodemod):
     DESCRIPTION = "@tf.function on the training step"
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -264,6 +375,7 @@ class TfFunctionCodemod(FixCodemod):
         self.decorate: set[int] = set()
         self.extraction: tuple[cst.For | cst.While, int, int] | None = None  # not `extract`: a libcst method
         self.params: list[str] = []
+        self.tensor_args: dict[str, str] = {}  # loop counters passed as tensors -> their dtype
         self.returns: list[str] = []
         self.block: list[cst.BaseStatement] = []
         self.anchor: cst.BaseStatement | None = None
@@ -481,6 +593,13 @@ class TfFunctionCodemod(FixCodemod):
             if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
         }
         params: list[str] = [r for r in _exposed_reads(block) if r in varying or r in augs]
+        # loop counters become tensors (one trace), unless the fallback run asked for Python values
+        self.tensor_args = {}
+        if not self.fix.params.get("python_args"):
+            for name in sorted(_loop_counters([top, *_own_nodes(top)], block_ids) & set(params)):
+                dtype = _tensor_dtype(name, block, self.tf)
+                if dtype is not None:
+                    self.tensor_args[name] = dtype
         stored = [n for s in block for n in sorted(_stores(s))]
         used_outside: set[str] = set()
         for node in _own_nodes(scope):  # other functions' own locals do not count
@@ -507,6 +626,24 @@ class TfFunctionCodemod(FixCodemod):
             f"extracted the training step (line {line}) into @{self.tf}.function {self.step_name}"
             f"({', '.join(params)})"
         )
+        if self.tensor_args:
+            self.summary += (
+                "; "
+                + ", ".join(self.tensor_args)
+                + (
+                    f" passed as {'a tensor' if len(self.tensor_args) == 1 else 'tensors'} "
+                    "(a Python number would trace the step again for each new value)"
+                )
+            )
+        counters = sorted(
+            _loop_counters([top, *_own_nodes(top)], block_ids) & set(params) - set(self.tensor_args)
+        )
+        if counters:
+            self.summary += (
+                "; "
+                + ", ".join(counters)
+                + (" passed as Python numbers: the step is traced again for each new value")
+            )
 
     def leave_FunctionDef(
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
@@ -520,7 +657,7 @@ class TfFunctionCodemod(FixCodemod):
         assert self.extraction is not None
         _, first, last = self.extraction
         stmts = _suite(loop)
-        call = cst.Call(func=cst.Name(self.step_name), args=[cst.Arg(cst.Name(p)) for p in self.params])
+        call = cst.Call(func=cst.Name(self.step_name), args=[self._arg(p) for p in self.params])
         small: cst.BaseSmallStatement
         if not self.returns:
             small = cst.Expr(call)
@@ -534,6 +671,12 @@ class TfFunctionCodemod(FixCodemod):
         line = cst.SimpleStatementLine(body=[small], leading_lines=_leading(stmts[first]))
         self.block = [stmts[first].with_changes(leading_lines=[]), *stmts[first + 1 : last + 1]]
         return loop.with_changes(body=loop.body.with_changes(body=[*stmts[:first], line, *stmts[last + 1 :]]))
+
+    def _arg(self, name: str) -> cst.Arg:
+        dtype = self.tensor_args.get(name)
+        if dtype is None:
+            return cst.Arg(cst.Name(name))
+        return cst.Arg(expr(f"{self.tf}.constant({name}, {self.tf}.{dtype})"))
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
         if self.extraction is not None and original_node is self.extraction[0]:
@@ -596,6 +739,12 @@ class TfFunction(Fix):
     tf.GradientTape()`` block to the optimizer update) are extracted into ``train_step(...)``, defined
     just before the loop: values the loop changes every iteration become its parameters, values used
     after it are returned (never the tape: a step whose tape is used after the update is not cut).
+    The loop counters the step reads (``for epoch in range(..)``, ``enumerate``'s index, ``step +=
+    1``) are passed as tensors, ``tf.constant(epoch, tf.float32)`` (``int32`` where they only meet
+    integer literals): a Python number traces the step again for each new value, once an epoch or
+    once a step, which a short timing window does not show. A counter a read needs as a Python int
+    (an index, ``range(..)``, an ``if`` test) stays one, and the result says the step retraces; when
+    the tensor guess breaks the step, the trial fails and the fix is tried again with Python numbers.
 
     Which step: the one that ran. When the run's facts say the profiled step was eager, the function or
     loop holding the lines where the hooks saw it (its ``tape.gradient``, its optimizer update) is the
@@ -617,6 +766,12 @@ class TfFunction(Fix):
     DESCRIPTION = "@tf.function on the training step"
     CODEMOD = TfFunctionCodemod
     PRIORITY = 10
+
+    def variants(self, ctx: FixContext) -> list[dict[str, str]]:
+        """The loop counters the step reads passed as tensors (one trace); when that run fails (a
+        read the codemod took for arithmetic needed the Python int), as Python numbers: traced again
+        for each new value, still compiled."""
+        return [{}, {"python_args": "1", "fallback": "1"}]
 
     def precheck(self, ctx: FixContext) -> str | None:
         facts = ctx.facts

@@ -629,10 +629,22 @@ class FixLoop:
         for i, (fix, est) in enumerate(cands, 1):
             self._at = (i, len(cands))
             before = state  # the state this fix is applied to (variants all start from it)
-            for k, variant in enumerate(fix.variants(FixContext())):
+            variants = fix.variants(FixContext())
+            tried_code = ""  # the source the variant before this one produced
+            for k, variant in enumerate(variants):
+                # a fallback variant is tried only when the one before it failed (a run error), and
+                # only when its edit differs; the other variants only after the one before was kept
+                fallback = bool(variant.get("fallback"))
                 outcome = fix.apply(
                     before.source, self.context(before.facts, before.modules, variant, hardware)
                 )
+                if fallback and (not outcome.changed or outcome.code == tried_code):
+                    break
+                if fallback:
+                    trials[-1] = trials[-1].model_copy(
+                        update={"reason": f"{trials[-1].reason}; tried again as: {outcome.reason}"}
+                    )
+                tried_code = outcome.code
                 label = fix.ID + (f" ×{variant['factor']}" if "factor" in variant else "")
                 if not outcome.changed:
                     if k == 0:
@@ -661,7 +673,7 @@ class FixLoop:
                 )
                 expected = before.examples * outcome.examples_factor if before.examples else None
                 trial, state = self.trial(fix, outcome, state, before, expected, label)
-                if k > 0 and trial.status == "kept":  # a bigger batch beat the smaller one
+                if k > 0 and trial.status == "kept" and not fallback:  # a bigger batch beat the smaller one
                     trials[-1] = trials[-1].model_copy(
                         update={"status": "rejected", "reason": f"superseded by {label}; {trials[-1].reason}"}
                     )
@@ -671,12 +683,17 @@ class FixLoop:
                 files = patch_files(trial.patch)
                 where = f" ({', '.join(files)})" if set(files) - {self.relpath} else ""  # a module too
                 self.event("result", f"{label}{where}: {trial.status} ({trial.reason})", fix_id=fix.ID)
+                then_fallback = k + 1 < len(variants) and bool(variants[k + 1].get("fallback"))
+                if trial.status == "failed" and then_fallback:
+                    continue
                 if trial.status != "kept":
                     break
                 kept_label.pop(fix.ID, None)
                 kept_label[fix.ID] = label
                 kept[:] = list(kept_label.values())
                 history.append((list(kept), state))
+                if then_fallback:
+                    break
         state = self.pool(state, tried, trials, kept_label, history, hardware)
         kept[:] = list(kept_label.values())
         summary = self.combine(base_state, state, kept, history, trials, t0)
