@@ -676,6 +676,15 @@ CORPUS_CHANGED = {
         "batch-scale",
     },
     "eager_apply.py": {"tf-function", "tfdata-prefetch", "mixed-precision", "batch-scale"},
+    "epoch_counter.py": {"tf-function", "tfdata-prefetch", "mixed-precision", "batch-scale"},
+    "plain_trainer.py": {
+        "tf-function",
+        "tfdata-parallel-map",
+        "tfdata-cache",
+        "tfdata-prefetch",
+        "mixed-precision",
+        "batch-scale",
+    },
     "gan_fit.py": {
         "steps-per-execution",
         "xla-jit",

@@ -745,6 +745,26 @@ def test_batch_scale_uses_sqrt_scaling_for_adam() -> None:
     )
 
 
+def test_batch_scale_scales_a_batch_size_parameter_default_and_the_lr_beside_it() -> None:
+    """A plain trainer class taking ``batch_size=64`` and ``lr=1e-3`` as defaults of its __init__."""
+    assert_codemod(
+        "batch-scale",
+        """
+        class Trainer:
+            def __init__(self, model, lr=1e-3, batch_size=64):
+                self.optimizer = keras.optimizers.Adam(learning_rate=lr)
+                self.dataset = make_dataset(batch_size)
+        """,
+        """
+        class Trainer:
+            def __init__(self, model, lr=0.00141421, batch_size=128):
+                self.optimizer = keras.optimizers.Adam(learning_rate=lr)
+                self.dataset = make_dataset(batch_size)
+        """,
+        params={"factor": "2"},
+    )
+
+
 def test_batch_scale_skipped_when_the_batch_is_on_the_command_line() -> None:
     assert_skipped(
         "batch-scale",

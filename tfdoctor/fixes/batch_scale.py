@@ -173,8 +173,14 @@ class BatchScaleCodemod(FixCodemod):
                 if target is not None and (v := _number(target)) is not None:
                     self.edits[id(target)] = _fmt(v * self.factor, target)
                     return f"{v:g} → {v * self.factor:g}, line {self.line(c)}"
+        for name, ps in _function_params(tree).items():  # def __init__(self, model, batch_size=64)
+            default = ps[0].default if len(ps) == 1 else None
+            if BATCH_NAME.match(name) and default is not None and (v := _number(default)) is not None:
+                self.edits[id(default)] = _fmt(v * self.factor, default)
+                return f"default of parameter {name} {v:g} → {v * self.factor:g}, line {self.line(ps[0])}"
         raise SkipFile(
-            "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, .batch(N))"
+            "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, .batch(N), "
+            "a batch_size=N parameter default)"
         )
 
     def _learning_rates(self, tree: cst.Module, args: list[str]) -> tuple[str, str]:
