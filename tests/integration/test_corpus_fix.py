@@ -142,3 +142,24 @@ def test_two_file_project_batch_scale_runs_with_the_edited_model_py_and_patches_
     else:  # not kept, or not verified faster: nothing written
         assert after == before
         assert ("Not applied" in out) == bool(fix.kept), out[-600:]
+
+
+def test_plain_trainer_method_named_train_step_is_compiled_and_its_batch_default_scaled(tfd_home, tmp_path):
+    # a plain class's train_step is the user's own step (Keras fit never sees it); batch_size=64 and
+    # lr=1e-3 are defaults of Trainer.__init__
+    trials = _fix(tfd_home, tmp_path, "plain_trainer.py", "tf-function,batch-scale")
+    tf_fn = trials["tf-function"]
+    assert tf_fn.status in ("kept", "rejected"), (tf_fn.status, tf_fn.reason, tf_fn.error)
+    assert "+    @tf.function\n     def train_step(self, x, y):" in tf_fn.patch
+    scale = trials["batch-scale"]
+    assert scale.status in ("kept", "rejected"), (scale.status, scale.reason, scale.error)
+    assert "+    def __init__(self, model, lr=0.00141421, batch_size=128):" in scale.patch
+
+
+def test_a_step_reading_the_epoch_counter_gets_it_as_a_tensor(tfd_home, tmp_path):
+    # as a Python int the extracted step would be traced again every epoch
+    trials = _fix(tfd_home, tmp_path, "epoch_counter.py", "tf-function")
+    tf_fn = trials["tf-function"]
+    assert tf_fn.status in ("kept", "rejected"), (tf_fn.status, tf_fn.reason, tf_fn.error)
+    assert "+        loss = train_step(batch, tf.constant(epoch, tf.float32))" in tf_fn.patch
+    assert "epoch passed as a tensor" in tf_fn.description + tf_fn.reason
