@@ -595,6 +595,66 @@ def test_tf_function_keeps_a_counter_python_where_a_read_needs_the_int_and_says_
     assert "epoch passed as Python numbers: the step is traced again for each new value" in out.reason
 
 
+def test_tf_function_passes_a_counter_given_to_the_decorated_step_as_a_tensor() -> None:
+    """The step is a function taking the epoch: its calls in the loop pass it as a tensor."""
+    assert_codemod(
+        "tf-function",
+        """
+        import tensorflow as tf
+
+        def train_step(x, y, epoch):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x)) * (0.5 / (1 + epoch))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        for epoch in range(10):
+            for x, y in ds:
+                train_step(x, y, epoch)
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x, y, epoch):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x)) * (0.5 / (1 + epoch))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        for epoch in range(10):
+            for x, y in ds:
+                train_step(x, y, tf.constant(epoch, tf.float32))
+        """,
+    )
+
+
+def test_tf_function_keeps_a_counter_a_method_step_tests_in_python_and_says_it_retraces() -> None:
+    out = outcome(
+        "tf-function",
+        """
+        import tensorflow as tf
+
+        class Trainer:
+            def step(self, x, y, i):
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(y, model(x))
+                    if i % 100 == 0:
+                        tf.print(loss)
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+
+            def fit(self):
+                for i, (x, y) in enumerate(ds):
+                    self.step(x, y, i=i)
+        """,
+    )
+    assert out.status == "changed" and "self.step(x, y, i=i)" in out.code
+    assert "i (line 14) passed as Python numbers: the step is traced again for each new value" in out.reason
+
+
 def test_tf_function_fallback_variant_passes_counters_as_python_numbers() -> None:
     fix = get_fix("tf-function")
     first, fallback = fix.variants(FixContext())

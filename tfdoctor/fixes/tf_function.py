@@ -283,7 +283,7 @@ def _arith_leaves(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
-def _tensor_dtype(name: str, block: Sequence[cst.BaseStatement], tf: str) -> str | None:
+def _tensor_dtype(name: str, block: Sequence[cst.CSTNode], tf: str) -> str | None:
     """The dtype a loop counter read by the step can be passed as, so that the step is traced once:
     ``int32`` where it only meets integer literals (``step % 100 == 0``), ``float32`` where it meets a
     division, a float or another value (``0.5 / (1 + epoch)``, ``epoch * rate``). None when a read
@@ -376,6 +376,7 @@ class TfFunctionCodemod(FixCodemod):
         self.extraction: tuple[cst.For | cst.While, int, int] | None = None  # not `extract`: a libcst method
         self.params: list[str] = []
         self.tensor_args: dict[str, str] = {}  # loop counters passed as tensors -> their dtype
+        self.call_args: dict[int, str] = {}  # id(call argument) of a counter passed to the step -> dtype
         self.returns: list[str] = []
         self.block: list[cst.BaseStatement] = []
         self.anchor: cst.BaseStatement | None = None
@@ -431,6 +432,7 @@ class TfFunctionCodemod(FixCodemod):
             target_cls = owner.get(id(target))
             what = f"{target_cls.name.value}.{target.name.value}" if target_cls else target.name.value
             self.summary = f"@{self.tf}.function on {what}() (line {self.line(target)}){note}"
+            self._counter_call_args(tree, target, target_cls is not None)
             break
         if not self.decorate and compiled and not self.ran and not keras_steps and not in_strategy:
             raise SkipFile(f"the training step is already a tf.function ({', '.join(compiled)})")
@@ -451,6 +453,64 @@ class TfFunctionCodemod(FixCodemod):
             AddImportsVisitor.add_needed_import(self.context, "tensorflow", asname="tf")
             new = AddImportsVisitor(self.context).transform_module(new)
         return new
+
+    def _counter_call_args(self, tree: cst.Module, fn: cst.FunctionDef, method: bool) -> None:
+        """Where the decorated step is called with a loop counter (``train_step(x, y, epoch)`` inside
+        ``for epoch in range(..)``), the call passes it as a tensor when the step's reads allow it
+        (:func:`_tensor_dtype`); otherwise the summary says the step retraces for each new value."""
+        name = fn.name.value
+        params = [p.name.value for p in fn.params.params]
+        if method and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        converted: list[str] = []
+        kept: list[str] = []
+        python_args = bool(self.fix.params.get("python_args"))  # the fallback run
+        for top in (n for n in walk(tree) if isinstance(n, (cst.For, cst.While))):
+            counters = _loop_counters([top, *_own_nodes(top)], set())
+            for call in (n for n in _own_nodes(top) if isinstance(n, cst.Call)):
+                callee = call.func
+                if not (
+                    (isinstance(callee, cst.Name) and callee.value == name and not method)
+                    or (isinstance(callee, cst.Attribute) and callee.attr.value == name and method)
+                ):
+                    continue
+                for i, a in enumerate(call.args):
+                    if not (isinstance(a.value, cst.Name) and a.value.value in counters) or a.star:
+                        continue
+                    param = (
+                        a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else None)
+                    )
+                    dtype = _tensor_dtype(param, fn.body.body, self.tf) if param else None
+                    label = f"{a.value.value} (line {self.line(call)})"
+                    if dtype is None or python_args:
+                        if label not in kept:
+                            kept.append(label)
+                    elif id(a) not in self.call_args:
+                        self.call_args[id(a)] = dtype
+                        converted.append(label)
+        if converted:
+            self.summary += (
+                "; "
+                + ", ".join(converted)
+                + (
+                    f" passed as {'a tensor' if len(converted) == 1 else 'tensors'} "
+                    "(a Python number would trace the step again for each new value)"
+                )
+            )
+        if kept:
+            self.summary += (
+                "; "
+                + ", ".join(kept)
+                + (" passed as Python numbers: the step is traced again for each new value")
+            )
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        dtype = self.call_args.get(id(original_node))
+        if dtype is None or not isinstance(updated_node.value, cst.Name):
+            return updated_node
+        return updated_node.with_changes(
+            value=expr(f"{self.tf}.constant({updated_node.value.value}, {self.tf}.{dtype})")
+        )
 
     def _span(self, node: cst.CSTNode) -> tuple[int, int]:
         try:
@@ -745,6 +805,8 @@ class TfFunction(Fix):
     once a step, which a short timing window does not show. A counter a read needs as a Python int
     (an index, ``range(..)``, an ``if`` test) stays one, and the result says the step retraces; when
     the tensor guess breaks the step, the trial fails and the fix is tried again with Python numbers.
+    A step function the loop calls with a counter (``train_step(x, y, epoch)``) gets it the same way
+    at its calls in the loop.
 
     Which step: the one that ran. When the run's facts say the profiled step was eager, the function or
     loop holding the lines where the hooks saw it (its ``tape.gradient``, its optimizer update) is the
