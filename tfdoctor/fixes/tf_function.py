@@ -833,7 +833,7 @@ class TfFunction(Fix):
         """The loop counters the step reads passed as tensors (one trace); when that run fails (a
         read the codemod took for arithmetic needed the Python int), as Python numbers: traced again
         for each new value, still compiled."""
-        return [{}, {"python_args": "1", "fallback": "1"}]
+        return [{}, {"python_args": "1", "fallback": "1", "label": "loop counters as Python numbers"}]
 
     def precheck(self, ctx: FixContext) -> str | None:
         facts = ctx.facts

@@ -646,6 +646,8 @@ class FixLoop:
                     )
                 tried_code = outcome.code
                 label = fix.ID + (f" ×{variant['factor']}" if "factor" in variant else "")
+                if variant.get("label"):
+                    label += f" ({variant['label']})"
                 if not outcome.changed:
                     if k == 0:
                         status: Literal["skipped", "failed"] = (
