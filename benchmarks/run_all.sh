@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
 done
 
 # figure order = docs/benchmarks.md order
-scripts=(fix_speedup fix_gains trace_speed perturbation fix_cost gpu)
+scripts=(fix_speedup fix_gains trace_speed perturbation fix_cost retrace gpu)
 failed=()
 for name in "${scripts[@]}"; do
   if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi

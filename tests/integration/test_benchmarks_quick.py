@@ -34,13 +34,14 @@ def test_every_benchmark_script_runs_in_quick_mode(tmp_path, tfd_home):
         timeout=3600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    for name in ("fix_speedup", "fix_gains", "trace_speed", "perturbation", "fix_cost", "gpu"):
+    for name in ("fix_speedup", "fix_gains", "trace_speed", "perturbation", "fix_cost", "retrace", "gpu"):
         assert f"=== {name}: ok" in proc.stdout, proc.stdout[-4000:]
     # each printed its figures (not only "ok"): the ratios each script exists to produce
     assert "XProf÷tfdoctor" in proc.stdout
     assert "gain B/A" in proc.stdout and "round 1 (AB)" in proc.stdout
     assert "perturbation" in proc.stdout and "steps/s" in proc.stdout
     assert "baseline window" in proc.stdout
+    assert "| tensor epoch |" in proc.stdout and "| python epoch |" in proc.stdout
     assert _digest(DOC) == before  # quick mode never rewrites the figures
     assert (tmp_path / "cache" / "results" / "trace_speed.json").is_file()
 
