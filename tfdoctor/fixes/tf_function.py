@@ -230,7 +230,9 @@ def _exposed_reads(stmts: Sequence[cst.BaseStatement]) -> list[str]:
     return order
 
 
-COUNTER_ITERS = frozenset({"range", "enumerate", "trange", "tqdm.trange", "itertools.count", "count"})
+COUNTER_ITERS = frozenset(
+    {"range", "trange", "tqdm.trange", "itertools.count", "count"}
+)  # + enumerate's index
 
 
 def _loop_counters(nest: Sequence[cst.CSTNode], skip: set[int]) -> set[str]:
@@ -247,9 +249,8 @@ def _loop_counters(nest: Sequence[cst.CSTNode], skip: set[int]) -> set[str]:
             if isinstance(it, cst.Call) and call_name(it) in ("tqdm", "tqdm.tqdm") and it.args:
                 it = it.args[0].value
             name = call_name(it) if isinstance(it, cst.Call) else None
-            if name in COUNTER_ITERS and name not in ("enumerate",):
-                if isinstance(n.target, cst.Name):
-                    out.add(n.target.value)
+            if name in COUNTER_ITERS and isinstance(n.target, cst.Name):
+                out.add(n.target.value)
             elif name == "enumerate" and isinstance(n.target, (cst.Tuple, cst.List)) and n.target.elements:
                 first = n.target.elements[0].value
                 if isinstance(first, cst.Name):
@@ -266,6 +267,25 @@ def _loop_counters(nest: Sequence[cst.CSTNode], skip: set[int]) -> set[str]:
         ):
             other |= _stores(n)
     return out - other
+
+
+def _counter_note(tensors: Sequence[str], python: Sequence[str]) -> str:
+    """What the step's summary says of the loop counters it takes: passed as tensors, or as Python
+    numbers (the step traced again for each new value)."""
+    note = ""
+    if tensors:
+        note += (
+            f"; {', '.join(tensors)} passed as {'a tensor' if len(tensors) == 1 else 'tensors'} "
+            "(a Python number would trace the step again for each new value)"
+        )
+    if python:
+        note += f"; {', '.join(python)} passed as Python numbers: the step is traced again for each new value"
+    return note
+
+
+def _as_tensor(tf: str, name: str, dtype: str) -> cst.BaseExpression:
+    """``tf.constant(name, tf.<dtype>)``: a loop counter as the tensor a tf.function traces once."""
+    return expr(f"{tf}.constant({name}, {tf}.{dtype})")
 
 
 ARITH = (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.BooleanOperation)
@@ -488,29 +508,13 @@ class TfFunctionCodemod(FixCodemod):
                     elif id(a) not in self.call_args:
                         self.call_args[id(a)] = dtype
                         converted.append(label)
-        if converted:
-            self.summary += (
-                "; "
-                + ", ".join(converted)
-                + (
-                    f" passed as {'a tensor' if len(converted) == 1 else 'tensors'} "
-                    "(a Python number would trace the step again for each new value)"
-                )
-            )
-        if kept:
-            self.summary += (
-                "; "
-                + ", ".join(kept)
-                + (" passed as Python numbers: the step is traced again for each new value")
-            )
+        self.summary += _counter_note(converted, kept)
 
     def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
         dtype = self.call_args.get(id(original_node))
         if dtype is None or not isinstance(updated_node.value, cst.Name):
             return updated_node
-        return updated_node.with_changes(
-            value=expr(f"{self.tf}.constant({updated_node.value.value}, {self.tf}.{dtype})")
-        )
+        return updated_node.with_changes(value=_as_tensor(self.tf, updated_node.value.value, dtype))
 
     def _span(self, node: cst.CSTNode) -> tuple[int, int]:
         try:
@@ -654,9 +658,9 @@ class TfFunctionCodemod(FixCodemod):
         }
         params: list[str] = [r for r in _exposed_reads(block) if r in varying or r in augs]
         # loop counters become tensors (one trace), unless the fallback run asked for Python values
-        self.tensor_args = {}
+        counters = sorted(_loop_counters([top, *_own_nodes(top)], block_ids) & set(params))
         if not self.fix.params.get("python_args"):
-            for name in sorted(_loop_counters([top, *_own_nodes(top)], block_ids) & set(params)):
+            for name in counters:
                 dtype = _tensor_dtype(name, block, self.tf)
                 if dtype is not None:
                     self.tensor_args[name] = dtype
@@ -686,24 +690,9 @@ class TfFunctionCodemod(FixCodemod):
             f"extracted the training step (line {line}) into @{self.tf}.function {self.step_name}"
             f"({', '.join(params)})"
         )
-        if self.tensor_args:
-            self.summary += (
-                "; "
-                + ", ".join(self.tensor_args)
-                + (
-                    f" passed as {'a tensor' if len(self.tensor_args) == 1 else 'tensors'} "
-                    "(a Python number would trace the step again for each new value)"
-                )
-            )
-        counters = sorted(
-            _loop_counters([top, *_own_nodes(top)], block_ids) & set(params) - set(self.tensor_args)
+        self.summary += _counter_note(
+            list(self.tensor_args), [c for c in counters if c not in self.tensor_args]
         )
-        if counters:
-            self.summary += (
-                "; "
-                + ", ".join(counters)
-                + (" passed as Python numbers: the step is traced again for each new value")
-            )
 
     def leave_FunctionDef(
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
@@ -736,7 +725,7 @@ class TfFunctionCodemod(FixCodemod):
         dtype = self.tensor_args.get(name)
         if dtype is None:
             return cst.Arg(cst.Name(name))
-        return cst.Arg(expr(f"{self.tf}.constant({name}, {self.tf}.{dtype})"))
+        return cst.Arg(_as_tensor(self.tf, name, dtype))
 
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
         if self.extraction is not None and original_node is self.extraction[0]:
