@@ -122,6 +122,12 @@ def overlap(a: list[float] | None, b: list[float] | None) -> bool | None:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
+def fix_ids(kept: list[str]) -> list[str]:
+    """The fixes of a kept set without their values: ``batch-scale ×4`` and ``batch-scale ×8`` are one fix
+    (batch scaling kept) at two factors."""
+    return sorted({k.split(" ×")[0].split(" (")[0] for k in kept})
+
+
 def decision(t: dict) -> str:
     return "not decided" if t.get("verdict") == "undecided" else t["status"]
 
@@ -146,6 +152,7 @@ def compare(name: str, one: dict, two: dict) -> dict:
         "script": name,
         "kept": [one["kept"], two["kept"]],
         "same_kept": sorted(one["kept"]) == sorted(two["kept"]),
+        "same_fixes": fix_ids(one["kept"]) == fix_ids(two["kept"]),
         "combined": [ratio_ci(one["speedup"], one["ci"]), ratio_ci(two["speedup"], two["ci"])],
         "overlap": overlap(one["ci"], two["ci"]),
         "decisions_differ": differ,
@@ -193,7 +200,14 @@ def render(rows: list[dict]) -> str:
         table.append(
             [
                 f"`{r['script']}`",
-                ("**same**" if r["same_kept"] else "**differ**") + f": {kept}",
+                (
+                    "**same**"
+                    if r["same_kept"]
+                    else "**same fixes, other factor**"
+                    if r.get("same_fixes")
+                    else "**differ**"
+                )
+                + f": {kept}",
                 " / ".join(r["combined"]),
                 {True: "yes", False: "**no**", None: "–"}[r["overlap"]],
                 ", ".join(r["decisions_differ"]) or "none",
@@ -256,7 +270,8 @@ def main() -> None:
             "and on its own copy of the folder. Agreement: the same kept set; the combined speed-ups (the final "
             "state measured side by side against the baseline, with the judge's 95 % interval) overlap.",
             render(rows),
-            f"Same kept set: {sum(r['same_kept'] for r in ok)} of {len(ok)}; combined intervals overlapping: "
+            f"Same kept set: {sum(r['same_kept'] for r in ok)} of {len(ok)} (the same fixes, whatever the batch "
+            f"factor: {sum(bool(r.get('same_fixes')) for r in ok)} of {len(ok)}); combined intervals overlapping: "
             f"{sum(bool(r['overlap']) for r in ok)} of {sum(r['overlap'] is not None for r in ok)}.",
             "Regenerate: `python benchmarks/fix_repeat.py` (long: two full `--fix` runs per script).",
         ]

@@ -167,3 +167,14 @@ def test_a_step_reading_the_epoch_counter_gets_it_as_a_tensor(tfd_home, tmp_path
     assert tf_fn.status in ("kept", "rejected"), (tf_fn.status, tf_fn.reason, tf_fn.error)
     assert "+        loss = train_step(batch, tf.constant(epoch, tf.float32))" in tf_fn.patch
     assert "epoch passed as a tensor" in tf_fn.description + tf_fn.reason
+
+
+def test_a_generator_the_train_on_batch_loop_takes_next_of_is_prefetched(tfd_home, tmp_path):
+    # gen = batch_generator(...) once, then xb, yb = next(gen) and model.train_on_batch(xb, yb)
+    trials = _fix(tfd_home, tmp_path, "train_on_batch.py", "tf-function,generator-prefetch")
+    tf_fn = trials["tf-function"]
+    assert tf_fn.status == "skipped" and "already runs as a tf.function" in tf_fn.reason, tf_fn.reason
+    pre = trials["generator-prefetch"]
+    assert pre.status in ("kept", "rejected"), (pre.status, pre.reason, pre.error)  # measured
+    assert pre.throughput is not None
+    assert "+gen = tfdoctor_prefetch(batch_generator(x_train, y_train, args.batch_size))" in pre.patch

@@ -165,6 +165,12 @@ def test_fix_repeat_keeps_every_trial_and_shows_differences() -> None:
     assert "run 2 not decided 1.100x [0.990x, 1.210x]: not decided (noisy machine)" in text
     assert "**tfdata-cache**: run 1 not tried; run 2 skipped: no tf.data pipeline" in text
     json.dumps(row)  # the results file holds it
+    assert row["same_fixes"] is False and "**differ**" in text
+    # the same fixes at another batch factor: told apart from a different set
+    one["kept"], two["kept"] = ["tf-function", "batch-scale ×8"], ["batch-scale ×4", "tf-function"]
+    row = fr.compare("corpus/x.py", one, two)
+    assert row["same_kept"] is False and row["same_fixes"] is True
+    assert "**same fixes, other factor**: tf-function, batch-scale ×8 / batch-scale ×4" in fr.render([row])
 
 
 def test_fix_repeat_names_corpus_scripts_with_their_manifest_arguments(

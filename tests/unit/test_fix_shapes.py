@@ -392,6 +392,55 @@ def test_generator_prefetch_sets_workers_on_a_pydataset_without_kwargs_or_withou
     )
 
 
+TRAIN_ON_BATCH = """
+import keras
+
+
+def batch_generator(x, y, batch_size):
+    while True:
+        idx = rng.integers(0, len(x), batch_size)
+        yield x[idx] / 255.0, y[idx]
+
+
+gen = batch_generator(x_train, y_train, 64)
+for epoch in range(3):
+    for step in range(100):
+        xb, yb = next(gen)
+        loss, acc = model.train_on_batch(xb, yb)
+"""
+
+
+def test_generator_prefetch_wraps_a_generator_the_loop_takes_next_of() -> None:
+    """``gen = batches(...)`` once, ``next(gen)`` in a ``train_on_batch`` loop (older Keras repositories):
+    the assignment is wrapped, so ``next`` takes from the prefetcher."""
+    out = run("generator-prefetch", TRAIN_ON_BATCH)
+    assert out.status == "changed", out.reason
+    helper_at = out.code.index("def tfdoctor_prefetch(")
+    assert helper_at < out.code.index("def batch_generator(")
+    assert out.code.replace(out.code[helper_at : out.code.index("def batch_generator(")], "") == d(
+        TRAIN_ON_BATCH.replace(
+            "gen = batch_generator(x_train, y_train, 64)",
+            "gen = tfdoctor_prefetch(batch_generator(x_train, y_train, 64))",
+        )
+    )
+    assert "batch_generator() at line 10 (as gen) runs in a background thread" in out.reason
+    # iterating the name, in a while loop that calls a step function: the same
+    loop = TRAIN_ON_BATCH.replace(
+        "for epoch in range(3):\n    for step in range(100):\n        xb, yb = next(gen)\n"
+        "        loss, acc = model.train_on_batch(xb, yb)",
+        "it = 0\nwhile it < 300:\n    for xb, yb in gen:\n        train_step(xb, yb)\n        it += 1",
+    )
+    assert "while it < 300" in loop
+    out = run("generator-prefetch", loop)
+    assert out.status == "changed" and "gen = tfdoctor_prefetch(batch_generator(" in out.code
+    # next(gen) outside any training loop (a batch drawn to look at): nothing feeds training
+    assert_skipped(
+        "generator-prefetch",
+        TRAIN_ON_BATCH.split("for epoch")[0] + "sample = next(gen)\nprint(sample[0].shape)\n",
+        "no Python generator feeds the training loop",
+    )
+
+
 def test_generator_prefetch_unchanged_without_a_generator() -> None:
     assert_skipped(
         "generator-prefetch", "import tensorflow as tf\nmodel.fit(x, y)\n", "no Python generator function"
@@ -711,6 +760,7 @@ CORPUS_CHANGED = {
         "batch-scale",
     },
     "quickstart_closure.py": {"generator-prefetch", "xla-jit", "mixed-precision", "batch-scale"},
+    "train_on_batch.py": {"generator-prefetch", "xla-jit", "mixed-precision", "batch-scale"},
     "notebook_style.py": {"tf-function", "tfdata-prefetch", "mixed-precision", "batch-scale"},
     "tfdata_progbar_fit.py": {
         "steps-per-execution",
@@ -732,7 +782,7 @@ def test_which_fixes_find_their_pattern_in_each_corpus_script(script: str) -> No
     src = path.read_text()
     if script.endswith("_fit.py"):
         facts = Facts(loop_kind="keras_fit", step_kind="tf.function")
-    elif script in ("quickstart_closure.py", "mirrored_ctl.py"):
+    elif script in ("quickstart_closure.py", "mirrored_ctl.py", "train_on_batch.py"):
         facts = Facts(loop_kind="custom", step_kind="tf.function")
     else:  # an eager custom loop: the hooks record where its optimizer update ran
         line = next(

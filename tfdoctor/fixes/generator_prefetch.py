@@ -113,7 +113,7 @@ def _nested_generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
 
 def _step_names(tree: cst.Module) -> set[str]:
     """Functions and methods holding a training step (their calls in a loop make it a training loop)."""
-    names = {"train_step", "step"}
+    names = {"train_step", "step", "train_on_batch"}
     for fn in walk(tree):
         if isinstance(fn, cst.FunctionDef) and _is_step_body(fn.body):
             names.add(fn.name.value)
@@ -156,24 +156,43 @@ class GeneratorPrefetchCodemod(FixCodemod):
                 return call_name(it) or it.func.attr.value
             return None
 
-        for loop in (n for n in walk(tree) if isinstance(n, cst.For)):
+        # a generator assigned to a name (``gen = batches(...)``), the loop taking ``next(gen)`` or
+        # iterating ``gen``: the assignment is wrapped (every one of that name)
+        made: dict[str, list[cst.Call]] = {}
+        for a in walk(tree):
+            if (
+                isinstance(a, cst.Assign)
+                and len(a.targets) == 1
+                and isinstance(a.targets[0].target, cst.Name)
+                and generator_call(a.value) is not None
+            ):
+                assert isinstance(a.value, cst.Call)
+                made.setdefault(a.targets[0].target.value, []).append(a.value)
+
+        def target(it: cst.BaseExpression) -> None:
+            if isinstance(it, cst.Call) and call_name(it) in ("enumerate", "zip", "iter") and it.args:
+                it = it.args[0].value
+            calls = made.get(it.value, []) if isinstance(it, cst.Name) else [it]
+            for call in calls:
+                if id(call) not in self.targets and (name := generator_call(call)) is not None:
+                    self.targets.add(id(call))
+                    via = f" (as {it.value})" if isinstance(it, cst.Name) else ""
+                    used.append(f"{name}() at line {self.line(call)}{via}")
+
+        for loop in (n for n in walk(tree) if isinstance(n, (cst.For, cst.While))):
             if not (
                 _is_step_body(loop.body)
                 or any(isinstance(c, cst.Call) and attr_name(c) in steps for c in walk(loop.body))
             ):
                 continue
-            it = loop.iter
-            if isinstance(it, cst.Call) and call_name(it) in ("enumerate", "zip") and it.args:
-                it = it.args[0].value
-            if (name := generator_call(it)) is not None:
-                self.targets.add(id(it))
-                used.append(f"{name}() at line {self.line(it)}")
+            if isinstance(loop, cst.For):
+                target(loop.iter)
+            for c in walk(loop.body):  # xb, yb = next(gen)
+                if isinstance(c, cst.Call) and call_name(c) == "next" and c.args:
+                    target(c.args[0].value)
         for c in walk(tree):
             if isinstance(c, cst.Call) and attr_name(c) == "fit" and c.args:
-                v = c.args[0].value
-                if (name := generator_call(v)) is not None:
-                    self.targets.add(id(v))
-                    used.append(f"{name}() at line {self.line(v)}")
+                target(c.args[0].value)
         if not self.targets:
             if loaders:
                 return super().transform_module_impl(tree)
@@ -344,7 +363,9 @@ class GeneratorPrefetch(Fix):
     """Produce the next batches while the current step trains: the Python generator runs in a thread.
 
     What it changes: a generator function or generator method that feeds the training loop
-    (``for ... in batches(...)``, ``enumerate(self.batches())``, ``model.fit(batches(...))``) is wrapped in
+    (``for ... in batches(...)``, ``enumerate(self.batches())``, ``model.fit(batches(...))``, or
+    ``gen = batches(...)`` assigned once and a loop taking ``next(gen)``, as ``train_on_batch`` loops
+    do: then the assignment) is wrapped in
     ``tfdoctor_prefetch(...)``, a small helper added to the script that runs the generator in a
     background thread, up to 4 batches ahead (same items, same order, exceptions re-raised in the loop;
     stops when the loop stops). It overlaps input with the step where the step releases the GIL
