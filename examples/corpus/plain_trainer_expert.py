@@ -1,6 +1,7 @@
 """Expert twin of plain_trainer.py: the same model, batch size (64), Adam(1e-3) and float32, but
-``train_step`` is a ``tf.function``, the standardisation map runs in parallel and is cached (it is
-deterministic; the shuffle comes after the cache), and the pipeline prefetches.
+``train_step`` is a ``tf.function`` compiled with XLA (``jit_compile=True``: it pays on this GELU/LayerNorm
+MLP on a CPU), the standardisation map runs in parallel and is cached (it is deterministic; the shuffle
+comes after the cache), and the pipeline prefetches.
 
     python examples/corpus/plain_trainer_expert.py --epochs 1
 """
@@ -59,7 +60,7 @@ class Trainer:
         self.accuracy = keras.metrics.SparseCategoricalAccuracy()
         self.dataset = make_dataset(batch_size)
 
-    @tf.function
+    @tf.function(jit_compile=True)
     def train_step(self, x, y):
         with tf.GradientTape() as tape:
             logits = self.model(x, training=True)

@@ -433,6 +433,11 @@ def test_generator_prefetch_wraps_a_generator_the_loop_takes_next_of() -> None:
     assert "while it < 300" in loop
     out = run("generator-prefetch", loop)
     assert out.status == "changed" and "gen = tfdoctor_prefetch(batch_generator(" in out.code
+    # a generator made once and handed to fit by name (the old fit_generator shape)
+    fit = TRAIN_ON_BATCH.split("for epoch")[0] + "model.fit(gen, steps_per_epoch=100, epochs=3)\n"
+    out = run("generator-prefetch", fit)
+    assert out.status == "changed" and "gen = tfdoctor_prefetch(batch_generator(" in out.code
+    assert "model.fit(gen, steps_per_epoch=100, epochs=3)" in out.code
     # next(gen) outside any training loop (a batch drawn to look at): nothing feeds training
     assert_skipped(
         "generator-prefetch",
