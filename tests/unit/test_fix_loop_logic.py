@@ -20,6 +20,7 @@ from tfdoctor.model import Facts, Finding, FixSummary, Report, StepTiming, Throu
 from tfdoctor.report.terminal import fix_table
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import (
+    ESCALATE,
     MEMO_COLD,
     Event,
     FixLoop,
@@ -1125,6 +1126,7 @@ def test_a_trial_whose_run_ends_before_its_timing_window_is_not_measured_and_say
         },
     )
     summary = loop.run()
+    print([(t.name, t.status, t.reason) for t in summary.trials], loop.measured)
     x2, x4 = summary.trials
     assert x2.status == "kept" and x4.status == "skipped"
     assert x4.reason.startswith("not measured: the script ended by itself after 4 of 40 steps")
@@ -1220,3 +1222,52 @@ def test_a_change_to_the_training_must_clear_the_worth_bar_not_the_noise_bar() -
     )
     assert changed.decision is not None and changed.decision.verdict == "not faster", changed.decision
     assert "any gain is under 5 %" in changed.decision.reason
+
+
+def test_a_bigger_batch_over_a_kept_smaller_one_must_clear_the_escalation_bar(tmp_path: Path) -> None:
+    """batch ×2 kept at 3x; ×4 then measures a steady 1.10x over the ×2 state: above the 1.05x bar a
+    first change to the training clears, under the 15 % a further step up must earn (ESCALATE). It is
+    "not faster", ×2 stays kept and ×8 is not tried. The same ×4 at 1.30x supersedes ×2."""
+    assert keep_bar(["batch-scale"], over_kept=True) == ESCALATE > WORTH
+    two, four = Facts(step_kind="tf.function", batch_size=64), Facts(step_kind="tf.function", batch_size=128)
+
+    def rates_for(x4: float) -> dict[str, float]:  # steps/s: ×2 at 15 (64 each) is 3x the baseline's 10
+        return {
+            "batch-scale ×2": 15.0,
+            "batch-scale ×2: reference, paired round 1": 10.0,
+            "batch-scale ×2: reference, paired round 2": 10.0,
+            "batch-scale ×4": x4,
+            **{f"batch-scale ×4: reference, paired round {i}": 15.0 for i in range(1, 7)},
+            **{f"batch-scale ×4: paired round {i}": x4 for i in range(2, 7)},
+            "combined": 15.0,
+            **{f"combined vs the baseline: reference, paired round {i}": 10.0 for i in range(1, 7)},
+            **{f"combined vs the baseline: trial, paired round {i}": 15.0 for i in range(1, 7)},
+        }
+
+    labels = rates_for(0)
+    facts = {"batch-scale ×2": two, "combined": two}
+    facts |= {k: two for k in labels if k.startswith(("batch-scale ×4: ref", "combined vs"))}
+    facts |= {k: four for k in labels if k.startswith("batch-scale ×4") and ": ref" not in k}
+    loop = _scripted(tmp_path, rates_for(8.25), ["batch-scale"], facts=facts, allow_unchecked=True)
+    summary = loop.run()
+    x2, x4 = summary.trials
+    assert (x2.name, x2.status) == ("batch-scale ×2", "kept"), x2.reason
+    assert (x4.name, x4.status, x4.verdict) == ("batch-scale ×4", "rejected", "not faster"), x4.reason
+    assert x4.speedup == pytest.approx(1.10, abs=0.01) and "any gain is under 15 %" in x4.reason
+    assert "a step up over the batch-scale kept must gain 1.15x: the smaller one stays" in x4.reason
+    assert summary.kept == ["batch-scale ×2"]
+    assert not any(m.startswith("batch-scale ×8") for m in loop.measured)
+
+    final = {**rates_for(9.75), "combined": 9.75}
+    final |= {f"combined vs the baseline: trial, paired round {i}": 9.75 for i in range(1, 7)}
+    facts |= {"combined": four} | {
+        f"combined vs the baseline: trial, paired round {i}": four for i in range(1, 7)
+    }
+    loop = _scripted(
+        tmp_path / "2", final, ["batch-scale"], facts=facts, allow_unchecked=True, fail={"batch-scale ×8"}
+    )
+    summary = loop.run()
+    x2, x4, x8 = summary.trials
+    assert (x4.status, x2.status, x8.status) == ("kept", "rejected", "failed"), x4.reason
+    assert x2.reason.startswith("superseded by batch-scale ×4") and "above the 1.15x bar" in x4.reason
+    assert summary.kept == ["batch-scale ×4"]

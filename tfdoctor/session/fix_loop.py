@@ -390,13 +390,13 @@ def _judge_rounds(
             d is not None
             and d.verdict == "undecided"
             and budget == max_rounds >= 2
-            and d.estimate.ratio >= WORTH
+            and d.estimate.ratio >= max(WORTH, keep_above)
             and EXTRA_ROUNDS > 0
         ):
             budget += EXTRA_ROUNDS  # a gain worth having, not yet decided: a few more rounds
             d = None
         if d is not None:
-            r.decision = with_notes(d, r.set_aside, max_rounds, budget - max_rounds)
+            r.decision = with_notes(d, r.set_aside, max_rounds, budget - max_rounds, max(WORTH, keep_above))
             return r
         i = len(r.pairs) + (r.set_aside is not None) + 1
         order: Literal["AB", "BA"] = (
@@ -414,6 +414,7 @@ def _judge_rounds(
                     r.set_aside,
                     max_rounds,
                     budget - max_rounds,
+                    max(WORTH, keep_above),
                 )
                 return r
             if side == "reference" and previous is not None:
@@ -423,15 +424,20 @@ def _judge_rounds(
 
 
 def with_notes(
-    d: Decision | None, set_aside: tuple[int, float, float] | None, budget: int = 0, extra: int = 0
+    d: Decision | None,
+    set_aside: tuple[int, float, float] | None,
+    budget: int = 0,
+    extra: int = 0,
+    worth: float = WORTH,
 ) -> Decision | None:
     """``d`` with its reason saying which round was set aside as disturbed, and why, and whether the
-    ``budget`` of rounds was extended (``extra`` rounds) for a worthwhile gain still undecided."""
+    ``budget`` of rounds was extended (``extra`` rounds) for a gain still undecided whose estimate stood
+    above ``worth``."""
     if d is None:
         return d
     reason = d.reason
     if extra:
-        why = f"as its estimate stood above {WORTH:.2f}x when the budget was spent"
+        why = f"as its estimate stood above {worth:.2f}x when the budget was spent"
         spent = f"after the round budget ({budget + extra})"
         if spent in reason:
             reason = reason.replace(
@@ -488,13 +494,24 @@ def examples_per_step(steps: list[StepTiming], facts: Facts | None) -> int | Non
     return facts.batch_size if facts else None
 
 
-def keep_bar(fix_ids: Sequence[str]) -> float:
+#: the bar for a bigger variant of a fix over a smaller one kept already (batch ×4 over ×2, ×8 over ×4):
+#: each step up moves the training further from what the user chose, and between two batch factors a
+#: few percent apart the one a run kept was a coin toss (fix_repeat: naive_loop, epoch_counter and
+#: eager_apply kept the same fixes at another factor from one run to the next). With this bar the factor
+#: agreed in both repeats measured (docs/benchmarks.md §6); a gain under 15 % stays with the smaller step
+ESCALATE = 1.15
+
+
+def keep_bar(fix_ids: Sequence[str], *, over_kept: bool = False) -> float:
     """The bar a trial's interval must clear to be kept: :data:`~tfdoctor.fixes.judge.KEEP_ABOVE` (2 %)
     for a fix that keeps the training as it is, :data:`~tfdoctor.fixes.judge.WORTH` (5 %) for one that
-    changes it (precision, batch size and learning rate: :data:`CHANGES_TRAINING`). A change the user
-    has to weigh must earn more than noise-level gains, and a bigger batch over a smaller one kept
-    already must earn it again: among batch factors whose throughput differs by a few percent, the
-    largest that happened to clear a 2 % bar changed from one run to the next."""
+    changes it (precision, batch size and learning rate: :data:`CHANGES_TRAINING`): a change the user
+    has to weigh must earn more than noise-level gains. ``over_kept``: the trial is a bigger variant of
+    the same fix over a smaller one kept already (batch ×4 over ×2): it must clear :data:`ESCALATE`
+    (15 %), as among batch factors whose throughput differs by a few percent, the largest that happened
+    to clear a lower bar changed from one run to the next."""
+    if over_kept:
+        return max(ESCALATE, WORTH)
     return WORTH if any(f in CHANGES_TRAINING for f in fix_ids) else KEEP_ABOVE
 
 
@@ -674,7 +691,8 @@ class FixLoop:
                     label=label,
                 )
                 expected = before.examples * outcome.examples_factor if before.examples else None
-                trial, state = self.trial(fix, outcome, state, before, expected, label)
+                over_kept = k > 0 and not fallback  # a bigger batch over the smaller one just kept
+                trial, state = self.trial(fix, outcome, state, before, expected, label, over_kept)
                 if k > 0 and trial.status == "kept" and not fallback:  # a bigger batch beat the smaller one
                     trials[-1] = trials[-1].model_copy(
                         update={"status": "rejected", "reason": f"superseded by {label}; {trials[-1].reason}"}
@@ -1090,8 +1108,11 @@ class FixLoop:
         before: _State,
         expected: float | None,
         label: str,
+        over_kept: bool = False,
     ) -> tuple[FixTrial, _State]:
-        """Measure ``outcome`` (applied to ``before``) and judge it against ``ref`` (the state to beat).
+        """Measure ``outcome`` (applied to ``before``) and judge it against ``ref`` (the state to beat;
+        ``over_kept``: a bigger variant of a fix over its smaller one in ``ref``, held to :func:`keep_bar`'s
+        higher bar).
         Returns the trial and the state to go on from: the fix's when kept, else ``ref``; either with its
         latest measurement after the paired rounds. A :class:`Pooled` fix (several fixes' outcome applied
         together) passes each member's sanity checks (in effect, training changes, loss) and is judged
@@ -1219,7 +1240,7 @@ class FixLoop:
             scale=factor,
             max_rounds=self.rounds,
             pool=self.paired_logs,
-            keep_above=keep_bar(ids),
+            keep_above=keep_bar(ids, over_kept=over_kept),
         )
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
@@ -1241,6 +1262,8 @@ class FixLoop:
             verdict=d.verdict,
         )
         note = f"; {r.note}" if r.note else ""
+        if over_kept and d.verdict != "faster":  # why its bar is higher than the smaller step's
+            note += f"; a step up over the {fix.ID} kept must gain {ESCALATE:.2f}x: the smaller one stays"
         # the loss again, now with every run of the reference (its run-to-run spread learned)
         loss = loss_check(ref.loss_runs, res.steps, per_update="batch-scale" in ids)
         if loss.bad:
@@ -1307,6 +1330,7 @@ def run_fix_loop(
 
 __all__ = [
     "DEFAULT_ROUNDS",
+    "ESCALATE",
     "MEMO_COLD",
     "Event",
     "FixLoop",
