@@ -379,6 +379,11 @@ class FixSummary(_Frozen):
     # same training, faster
     training_changes: dict[str, str] = Field(default_factory=dict)
     allow_unchecked: bool = False  # fixes that change the training were allowed without a loss check
+    # the kept trials' own figures chained (the product of each one's ratio to the state before it,
+    # superseded batch rungs included), [ratio, low, high], and whether the combined check reproduced
+    # it (their intervals overlap); None: not computed (nothing kept, no combined measurement)
+    trials_chained: list[float] | None = None
+    reproduced: bool | None = None
 
 
 class ReplicaTiming(_Frozen):

@@ -5,6 +5,7 @@ result's verification, fixes that change the training, the patch (and its header
 from __future__ import annotations
 
 import inspect
+import math
 import subprocess
 from pathlib import Path
 
@@ -14,9 +15,10 @@ from rich.console import Console
 from tfdoctor.capture.child.clock import Windows
 from tfdoctor.capture.runner import CaptureResult
 from tfdoctor.fixes import all_fixes
-from tfdoctor.fixes.judge import KEEP_ABOVE, WORTH, Pair, Sample, estimate
+from tfdoctor.fixes.judge import KEEP_ABOVE, WORTH, Estimate, Pair, Sample, chained, disjoint, estimate
 from tfdoctor.fixes.workspace import backup_path, make_workspace, unified_diff
-from tfdoctor.model import Facts, Finding, FixSummary, Report, StepTiming, Throughput
+from tfdoctor.model import Facts, Finding, FixSummary, FixTrial, Report, StepTiming, Throughput
+from tfdoctor.report.format import fix_headline, ratio_ci
 from tfdoctor.report.terminal import fix_table
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import (
@@ -26,12 +28,14 @@ from tfdoctor.session.fix_loop import (
     FixLoop,
     LoopConfig,
     Measured,
+    chain_trials,
     examples_per_step,
     judge_rounds,
     keep_bar,
     memo_problem,
     order_candidates,
     patch_header,
+    reproduction,
     run_length,
 )
 from tfdoctor.session.kernel import kernel_fix_loop
@@ -1271,3 +1275,89 @@ def test_a_bigger_batch_over_a_kept_smaller_one_must_clear_the_escalation_bar(tm
     assert (x4.status, x2.status, x8.status) == ("kept", "rejected", "failed"), x4.reason
     assert x2.reason.startswith("superseded by batch-scale ×4") and "above the 1.15x bar" in x4.reason
     assert summary.kept == ["batch-scale ×4"]
+
+
+def test_a_kept_figure_the_combined_check_does_not_reproduce_is_marked_in_the_trial_and_headline(
+    tmp_path: Path,
+) -> None:
+    """tf-function kept at 1.68x on two rounds whose reference ran at 10 steps/s (another process on
+    the machine only during the trial's reference runs); the combined check then finds the baseline at
+    16.5 against the final state's 16.8: 1.02x, its interval far from the trial's. The headline is the
+    combined figure and says the trial's did not reproduce; the trial's reason says it too."""
+    rates = {
+        "tf-function": 16.8,
+        "tf-function: reference, paired round 1": 10.0,
+        "tf-function: reference, paired round 2": 10.0,
+        "tf-function: paired round 2": 16.8,
+        **{f"combined vs the baseline: reference, paired round {i}": 16.5 for i in range(1, 7)},
+        **{f"combined vs the baseline: trial, paired round {i}": 16.8 for i in range(1, 7)},
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function"])
+    summary = loop.run()
+    (trial,) = summary.trials
+    assert trial.status == "kept" and trial.speedup == pytest.approx(1.68)
+    assert summary.combined_speedup == pytest.approx(1.018, abs=0.005)
+    assert summary.reproduced is False and summary.trials_chained is not None
+    assert summary.trials_chained[0] == pytest.approx(1.68)
+    assert trial.reason.endswith(
+        f"; not reproduced: the combined check against the baseline measured {ratio_ci(summary.combined_speedup, summary.combined_ci)}"
+    )
+    head = fix_headline(summary)
+    assert head.startswith("Combined: 1.018x [") and "The kept trial measured 1.68x [" in head
+    assert head.endswith(": not reproduced side by side; the combined figure stands.")
+    assert loop.baseline.report().fix.reproduced is False  # report.json carries it
+
+
+def test_kept_figures_that_reproduce_leave_the_headline_alone(tmp_path: Path) -> None:
+    """The same trial with the baseline steady at 10 in the combined check: 1.68x both times."""
+    rates = {
+        "tf-function": 16.8,
+        "tf-function: reference, paired round 1": 10.0,
+        "tf-function: reference, paired round 2": 10.0,
+        "tf-function: paired round 2": 16.8,
+        **{f"combined vs the baseline: reference, paired round {i}": 10.0 for i in range(1, 7)},
+        **{f"combined vs the baseline: trial, paired round {i}": 16.8 for i in range(1, 7)},
+    }
+    summary = _scripted(tmp_path, rates, ["tf-function"]).run()
+    assert summary.reproduced is True and "not reproduced" not in fix_headline(summary)
+    assert "not reproduced" not in summary.trials[0].reason
+
+
+def test_a_ladder_and_a_pooled_pair_chain_through_the_states_the_final_one_went_through() -> None:
+    """The chain the combined check is compared with: kept trials, a pooled trial for its kept members,
+    a batch rung superseded by a bigger one still kept; not a rejected trial, not a rung whose successor
+    was dropped. Ratios multiply; the interval's log half-widths add in quadrature."""
+
+    def t(fix_id: str, status: str, ratio: float, reason: str = "", **kw) -> FixTrial:
+        return FixTrial(
+            fix_id=fix_id,
+            description="d",
+            status=status,
+            reason=reason or status,
+            speedup=ratio,
+            speedup_ci=[ratio * 0.9, ratio * 1.1],
+            paired_ratios=[ratio, ratio],
+            **kw,
+        )
+
+    trials = [
+        t("tf-function", "kept", 3.0),
+        t("generator-prefetch", "kept", 1.04, "kept together with tfdata-cache: ..."),
+        t("xla-jit", "rejected", 0.5, "slower: 0.50x"),
+        t("tfdata-cache", "kept", 1.03, "kept together with generator-prefetch: ..."),
+        t("batch-scale", "rejected", 1.3, "superseded by batch-scale ×4; faster", label="batch-scale ×2"),
+        t("batch-scale", "kept", 1.2, label="batch-scale ×4"),
+        t("pooled", "kept", 1.1, members=["generator-prefetch", "tfdata-cache"]),
+    ]
+    assert chain_trials(trials) == [0, 4, 5, 6]
+    chain, ok = reproduction(list(trials), Estimate(3.0, 2.5, 3.5, 4))
+    assert chain is not None and chain[0] == pytest.approx(3.0 * 1.3 * 1.2 * 1.1, rel=1e-3) and ok is False
+    dropped = [*trials[:4], trials[4], trials[5].model_copy(update={"status": "rejected"}), trials[6]]
+    assert chain_trials(dropped) == [0, 6]  # ×4 dropped: the ×2 state was left behind with it
+    e = chained([Estimate(2.0, 1.8, 2.2, 2), Estimate(1.5, 1.4, 1.6, 2)])
+    assert e is not None and e.ratio == pytest.approx(3.0)
+    below = math.hypot(math.log(2.0 / 1.8), math.log(1.5 / 1.4))
+    assert e.low == pytest.approx(3.0 * math.exp(-below)) and e.rounds == 4
+    assert chained([]) is None
+    assert disjoint(Estimate(1.68, 1.12, 2.52, 3), Estimate(1.02, 0.9, 1.1, 4))
+    assert not disjoint(Estimate(1.68, 1.12, 2.52, 3), Estimate(1.02, 0.9, 1.15, 4))

@@ -325,6 +325,27 @@ def floor(
     return floor_quantile(confidence, df) * s * math.sqrt(2 / n)
 
 
+def chained(estimates: Sequence[Estimate]) -> Estimate | None:
+    """The ratio of the last state to the first over a chain of states each measured against the one
+    before it (the kept trials of a --fix run, in order): the product of the ratios, its interval the
+    log half-widths added in quadrature on each side (the trials' rounds are separate runs: independent
+    errors). None for an empty chain."""
+    if not estimates:
+        return None
+    logs = [math.log(e.ratio) for e in estimates]
+    below = math.sqrt(sum((x - math.log(e.low)) ** 2 for x, e in zip(logs, estimates, strict=True)))
+    above = math.sqrt(sum((math.log(e.high) - x) ** 2 for x, e in zip(logs, estimates, strict=True)))
+    point = sum(logs)
+    return Estimate(
+        math.exp(point), math.exp(point - below), math.exp(point + above), sum(e.rounds for e in estimates)
+    )
+
+
+def disjoint(a: Estimate, b: Estimate) -> bool:
+    """Two measurements of the same ratio whose intervals do not overlap: one of them did not reproduce."""
+    return a.low > b.high or b.low > a.high
+
+
 @dataclass(frozen=True)
 class Decision:
     """The judge's word on one trial: its verdict, the estimate it rests on, and the sentence citing it."""
@@ -408,8 +429,10 @@ __all__ = [
     "Sample",
     "Verdict",
     "between_runs",
+    "chained",
     "comparable",
     "decide",
+    "disjoint",
     "disturbed",
     "estimate",
     "floor",

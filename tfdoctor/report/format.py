@@ -148,7 +148,14 @@ def fix_headline(fx: FixSummary) -> str:
         "undecided": " (not decided: noisy machine)",
         "not faster": " (not faster side by side)",
     }.get(fx.combined_verdict or "", "")
-    return f"Combined: {fig} vs the baseline, side by side{verdict}; {training(fx.training_changes, fx.combined_verdict)} ({what})."
+    line = f"Combined: {fig} vs the baseline, side by side{verdict}; {training(fx.training_changes, fx.combined_verdict)} ({what})."
+    if fx.reproduced is False and fx.trials_chained:
+        chain, one = fx.trials_chained, len(fx.kept) == 1
+        line += (
+            f" The kept {'trial' if one else 'trials'} measured {ratio_ci(chain[0], chain[1:])}"
+            f"{'' if one else ' together'}: not reproduced side by side; the combined figure stands."
+        )
+    return line
 
 
 __all__ = [

@@ -43,10 +43,13 @@ from tfdoctor.fixes.judge import (
     KEEP_ABOVE,
     WORTH,
     Decision,
+    Estimate,
     Pair,
     Sample,
+    chained,
     comparable,
     decide,
+    disjoint,
     disturbed,
     log_ratios,
     steady,
@@ -173,6 +176,48 @@ def kept_together(t: FixTrial, names: tuple[str, ...] | list[str], pooled: FixTr
     return t.model_copy(
         update={"status": "kept", "reason": f"kept together with {others}: {together}; {alone}"}
     )
+
+
+# -- do the kept trials' figures reproduce together (both loops) --------------------------------------
+def chain_trials(trials: Sequence[FixTrial]) -> list[int]:
+    """The trials the final state went through, in order: each kept trial (a kept pooled trial for its
+    members), and a batch rung superseded by a bigger one of the same fix still kept (×2 then ×4: each
+    measured against the state before it, so their ratios multiply)."""
+    kept = [t for t in trials if t.status == "kept"]
+    members = {m for t in kept for m in t.members}
+    kept_fixes = {t.fix_id for t in kept if t.name not in members}
+    return [
+        j
+        for j, t in enumerate(trials)
+        if (t.status == "kept" and t.name not in members)
+        or (t.status == "rejected" and t.reason.startswith("superseded by ") and t.fix_id in kept_fixes)
+    ]
+
+
+def reproduction(trials: list[FixTrial], combined: Estimate) -> tuple[list[float] | None, bool | None]:
+    """The kept trials' own figures chained (:func:`~tfdoctor.fixes.judge.chained`: [ratio, low, high])
+    and whether the combined check against the baseline reproduced them (the intervals overlap). When
+    it did not and one trial carries the whole chain, that trial's reason says so (it is the same
+    comparison measured again). ``trials`` is updated in place; (None, None) when a trial has no
+    interval."""
+    idx = chain_trials(trials)
+    ests = [trials[j] for j in idx]
+    if not ests or any(t.speedup is None or not t.speedup_ci for t in ests):
+        return None, None
+    chain = chained(
+        [Estimate(t.speedup, t.speedup_ci[0], t.speedup_ci[1], len(t.paired_ratios)) for t in ests]  # type: ignore[arg-type,index]
+    )
+    assert chain is not None
+    ok = not disjoint(chain, combined)
+    if not ok and len(idx) == 1:
+        j = idx[0]
+        trials[j] = trials[j].model_copy(
+            update={
+                "reason": f"{trials[j].reason}; not reproduced: the combined check against the baseline "
+                f"measured {ratio_ci(combined.ratio, [combined.low, combined.high])}"
+            }
+        )
+    return [round(chain.ratio, 4), round(chain.low, 4), round(chain.high, 4)], ok
 
 
 @dataclass
@@ -749,6 +794,8 @@ class FixLoop:
         comes last, outside the comparison."""
         dropped: list[str] = []
         ci: list[float] | None = None
+        chain: list[float] | None = None
+        reproduced: bool | None = None
         rounds_note = ""
         speedup: float | None = None
         verdict = None
@@ -814,6 +861,7 @@ class FixLoop:
                         r.decision.verdict,
                     )
                     note += f"vs the baseline: {r.decision.reason}"
+                    chain, reproduced = reproduction(trials, est)
                     rounds_note = (
                         f"{len(r.pairs)} paired round{'s' if len(r.pairs) != 1 else ''}, side by side"
                     )
@@ -853,6 +901,8 @@ class FixLoop:
             dropped=dropped,
             training_changes=changes,
             allow_unchecked=self.cfg.allow_unchecked,
+            trials_chained=chain,
+            reproduced=reproduced,
             patch=patch,
             kept=kept,
             combined_run_id=run_id,
@@ -1338,6 +1388,7 @@ __all__ = [
     "Measured",
     "Pooled",
     "Rounds",
+    "chain_trials",
     "judge_rounds",
     "keep_bar",
     "kept_together",
@@ -1346,6 +1397,7 @@ __all__ = [
     "patch_header",
     "poolable",
     "reference_switches",
+    "reproduction",
     "run_fix_loop",
     "run_length",
     "state_key",

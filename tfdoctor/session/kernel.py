@@ -327,6 +327,7 @@ def kernel_fix_loop(
         keep_bar,
         kept_together,
         poolable,
+        reproduction,
         run_length,
         unchecked_block,
     )
@@ -528,6 +529,8 @@ def kernel_fix_loop(
             history.append(state)
 
     combined = speedup = ci = verdict = None
+    chain: list[float] | None = None
+    reproduced: bool | None = None
     run_id = None
     note = ""
     if state.fixes:
@@ -551,6 +554,7 @@ def kernel_fix_loop(
             est = r.decision.estimate
             speedup, ci, verdict = est.ratio, [round(est.low, 4), round(est.high, 4)], r.decision.verdict
             note = r.decision.reason
+            chain, reproduced = reproduction(trials, est)
         combined, run_id = r.trial or state.throughput, state.run_id
     if subprocess_only:
         notes.append(
@@ -574,6 +578,8 @@ def kernel_fix_loop(
         combined_note=note,
         training_changes=changes_all,
         allow_unchecked=allow_unchecked,
+        trials_chained=chain,
+        reproduced=reproduced,
         kept=list(state.fixes),
         combined_run_id=run_id,
         wall_s=time.monotonic() - t0,
