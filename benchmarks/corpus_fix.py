@@ -69,6 +69,18 @@ def corpus_scripts() -> list[str]:
     )
 
 
+def corpus_name(given: str, known: list[str]) -> str:
+    """A script named on the command line as the corpus names it (``mirrored_ctl.py``,
+    ``multifile/train.py``), also when given as a path (``examples/corpus/mirrored_ctl.py``)."""
+    path = Path(given).resolve()
+    name = path.relative_to(CORPUS).as_posix() if path.is_relative_to(CORPUS) else given
+    if name not in known:
+        raise SystemExit(
+            f"corpus_fix.py: {given} is not a corpus script with an expert twin ({', '.join(known)})"
+        )
+    return name
+
+
 def fix_run(script: Path, home: Path, run_id: str, steps: int, skip: str | None, rounds: int) -> dict:
     """``tfdoctor profile SCRIPT --fix`` in a subprocess (the command a user runs): the summary and patch."""
     cmd = [sys.executable, "-m", "tfdoctor", "profile", str(script), "--steps", str(steps), "--fix"]
@@ -592,7 +604,8 @@ def main() -> int:
     if args.fix_rounds is None:
         args.fix_rounds = 1 if args.quick else DEFAULT_ROUNDS
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    names = args.scripts or corpus_scripts()
+    known = corpus_scripts()
+    names = [corpus_name(n, known) for n in args.scripts] or known
     results = []
     for name in names:
         work = Path(tempfile.mkdtemp(prefix="tfdoctor-bench-corpus-"))

@@ -371,3 +371,32 @@ def test_fit_steps_carry_each_batchs_own_loss_not_kerass_running_mean(tfd_home, 
         assert sum(own[: k + 1]) / (k + 1) == pytest.approx(shown[k], rel=1e-4, abs=1e-6)
     assert own[0] == pytest.approx(shown[0], rel=1e-6)
     assert max(own) > max(shown[k] for k in range(20)) * 1.0001 or min(own) < min(shown[k] for k in range(20))
+
+
+def test_a_timing_window_with_a_floor_on_time_grows_and_a_script_may_end_within_the_growth(tfd_home):
+    """A timing-only run with ``min_timing_s``: the tiny loop's ~ms steps would fill 5 planned timing
+    steps in a few ms; the window grows until it lasts 0.4 s (or 20 times its steps), and the rate comes
+    from all of it. The same loop ending by itself (``--steps 40``) inside the growth is a complete run
+    with no "ended early" message: it ran past its plan."""
+    res, run = capture(
+        tfd_home, TINY, "--loop", "function", profile=False, steps=8, warmup=3, min_timing_s=0.4
+    )
+    assert res.ok and not res.message, (res.message, res.error)
+    timed = [s for s in res.steps if s.window == "timing"]
+    span = (timed[-1].end_ns - timed[0].start_ns) / 1e9
+    assert 5 < len(timed) <= 100 and (span >= 0.4 or len(timed) == 100), (len(timed), span)
+    assert run.read_json("harness.json")["windows_actual"]["timing"] == len(timed)
+    res, _ = capture(
+        tfd_home,
+        TINY,
+        "--loop",
+        "function",
+        "--steps",
+        "40",
+        profile=False,
+        steps=8,
+        warmup=3,
+        min_timing_s=30,
+    )
+    assert res.ok and res.message is None, res.message
+    assert [s.window for s in res.steps] == ["warmup"] * 3 + ["timing"] * 37

@@ -13,6 +13,7 @@ import pytest
 from tfdoctor.capture.child.clock import (
     MEMO_WARMUP_MAX_S,
     MEMO_WARMUP_MAX_STEPS,
+    TIMING_GROWTH_MAX,
     MemoScanner,
     MemoStats,
     StepClock,
@@ -237,7 +238,9 @@ def test_helpers_find_batches_losses_and_user_code(tmp_path):
 MS = 1_000_000
 
 
-def drive(tmp_path, windows, warmup, duration_ms, *, traced=(), each_step=None, markers=None):
+def drive(
+    tmp_path, windows, warmup, duration_ms, *, traced=(), each_step=None, markers=None, min_timing_ns=0
+):
     """Run a fake training loop on a fake clock until the clock stops it: step ``i`` lasts
     ``duration_ms(i)``, traces a tf.function when ``i in traced``, and calls ``each_step(i)`` while it
     runs (a memo cache being looked up). Returns the clock, the steps written and the windows entered."""
@@ -250,6 +253,7 @@ def drive(tmp_path, windows, warmup, duration_ms, *, traced=(), each_step=None, 
         clock=lambda: now[0],
         on_window=entered.append,
         warmup=warmup,
+        min_timing_ns=min_timing_ns,
     )
     i = 0
     while i < 10_000:
@@ -569,3 +573,19 @@ def test_a_run_that_ended_early_says_what_it_lacks() -> None:
     assert w.ended_early("the script", 35, traced=True) == "the script ended by itself after 35 of 40 steps"
     timing_only = Windows(warmup=6, timing=34, profile=0)
     assert timing_only.ended_early("the script", 20, traced=False).endswith("after 20 of 40 steps")
+
+
+def test_a_timing_window_with_a_floor_on_time_grows_until_it_lasts_that_long(tmp_path):
+    """Steps of 10 ms, 5 planned timing steps (50 ms) and a 200 ms floor: the timing window grows to 20
+    steps (200 ms), then the profile window runs as planned. Steps of 100 ms already fill it with the
+    planned 5. A floor the growth cap cannot reach stops at 20 times the planned steps."""
+    floor = 200 * MS
+    clock, steps, entered = drive(tmp_path, Windows(3, 5, 2), None, lambda i: 10, min_timing_ns=floor)
+    assert windows_of(steps) == ["warmup"] * 3 + ["timing"] * 20 + ["profile"] * 2
+    assert entered == ["timing", "profile"] and clock.windows.timing == 20 and clock.planned.timing == 5
+    (tmp_path / "slow").mkdir()
+    _, slow, _ = drive(tmp_path / "slow", Windows(3, 5, 2), None, lambda i: 100, min_timing_ns=floor)
+    assert windows_of(slow) == ["warmup"] * 3 + ["timing"] * 5 + ["profile"] * 2
+    (tmp_path / "cap").mkdir()
+    _, capped, _ = drive(tmp_path / "cap", Windows(3, 5, 0), None, lambda i: 0.1, min_timing_ns=floor)
+    assert windows_of(capped) == ["warmup"] * 3 + ["timing"] * (TIMING_GROWTH_MAX * 5)

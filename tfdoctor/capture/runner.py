@@ -70,6 +70,9 @@ class CaptureConfig:
     # a fix trial's write guard (capture/child/guard.py): {"root": the copy's folder, "since_ns": the
     # fix loop's start}; None: the script writes where it likes (a profile of the user's own script)
     guard: dict[str, str] | None = None
+    # the timing window goes on past its planned steps until it has lasted this long (at most 20 times
+    # its steps: capture/child/clock.py, StepClock); 0: exactly the planned steps
+    min_timing_s: float = 0.0
 
     def windows(self) -> Windows:
         """The planned windows (an adaptive warm-up may grow past ``warmup``)."""
@@ -287,11 +290,14 @@ class _Pump:
 def actual_windows(
     planned: Windows, steps: list[StepTiming], harness: dict[str, Any] | None = None
 ) -> Windows:
-    """``planned`` with the warm-up as long as it became: harness.json's, else the warm-up steps seen."""
+    """``planned`` with the warm-up as long as it became (harness.json's, else the warm-up steps seen)
+    and the timing window as long as the timing steps seen (grown to its floor on time:
+    ``CaptureConfig.min_timing_s``; a script that ended within that growth ended after its plan)."""
     seen = sum(1 for s in steps if s.window == "warmup")
     said = ((harness or {}).get("warmup") or {}).get("steps")
     warmup = max(planned.warmup, seen, said if isinstance(said, int) else 0)
-    return dataclasses.replace(planned, warmup=warmup)
+    timing = max(planned.timing, sum(1 for s in steps if s.window == "timing"))
+    return dataclasses.replace(planned, warmup=warmup, timing=timing)
 
 
 def _rate(steps: list[StepTiming]) -> float | None:
@@ -403,6 +409,7 @@ def run_capture(
         "timeout_s": cfg.timeout_s,
         "env": dict(cfg.env),
         "guard": dict(cfg.guard) if cfg.guard else None,
+        "min_timing_s": cfg.min_timing_s,
     }
     atomic_write_json(run.file(CAPTURE), capture)
     tail = StepTail(run)

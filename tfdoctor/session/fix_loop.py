@@ -87,6 +87,11 @@ DEFAULT_ROUNDS = 4
 #: gain undecided in one --fix run and kept in the next (docs/benchmarks.md §6), and those are the
 #: trials worth the runs; a budget under 2 rounds (--fix-rounds 0 or 1) is never extended
 EXTRA_ROUNDS = 2
+#: a timing-only run's timing window goes on past its planned steps until it has lasted this long
+#: (capture/child/clock.py, StepClock; at most 20 times its steps): a fast state's planned window is a
+#: few tens of milliseconds, whose rate one thread wake-up or an epoch boundary (a shuffle buffer
+#: refilled, a log line) moves by 10-30 %; the fixes that matter most make states fast
+MIN_TIMING_S = 1.0
 
 
 @dataclass
@@ -109,6 +114,8 @@ class LoopConfig:
     # keep fixes that change the training (precision, batch, learning rate) even when no loss could be
     # read to check them by
     allow_unchecked: bool = False
+    # each timing-only run's timing window lasts at least this long (0: exactly its planned steps)
+    min_timing_s: float = MIN_TIMING_S
 
 
 @dataclass
@@ -1117,6 +1124,8 @@ class FixLoop:
                 switches=dict(switches),
                 cwd=cwd,
                 guard={"root": str(work), "since_ns": str(self.since_ns)},
+                # the profiled run's timing window stays as planned: its profile window follows it
+                min_timing_s=0.0 if profile else self.cfg.min_timing_s,
             )
             res = run_capture(ccfg, run, progress=self.on_capture)
             rep = finish_run(self.store, run, res)
@@ -1382,6 +1391,7 @@ __all__ = [
     "DEFAULT_ROUNDS",
     "ESCALATE",
     "MEMO_COLD",
+    "MIN_TIMING_S",
     "Event",
     "FixLoop",
     "LoopConfig",

@@ -460,6 +460,10 @@ def step_line(
     )
 
 
+#: a timing window with a floor on its length grows to at most this many times its planned steps
+TIMING_GROWTH_MAX = 20
+
+
 class StepClock:
     """Turns hook events into steps; writes ``steps.jsonl``; drives windows and markers.
 
@@ -467,6 +471,12 @@ class StepClock:
     the plan, and ``self.windows`` is then the windows as they happen (the warm-up as long as it has
     become so far, the timing and profile windows as planned, after it). Without one, the warm-up is
     exactly ``windows.warmup`` steps.
+
+    ``min_timing_ns``: the timing window goes on past its planned steps, a step at a time, until it has
+    lasted this long (at most :data:`TIMING_GROWTH_MAX` times its planned steps); the profile window
+    follows it. A fast step's planned window is otherwise a few tens of milliseconds, which one thread
+    wake-up or a shuffle buffer's refill moves by 10-20 % (docs/fixes.md, "How long a run is timed").
+    0: the planned steps exactly.
     """
 
     def __init__(
@@ -478,10 +488,13 @@ class StepClock:
         clock: Callable[[], int] = time.time_ns,
         on_window: Callable[[Window], None] | None = None,
         warmup: Warmup | None = None,
+        min_timing_ns: int = 0,
     ):
         self.planned = windows
         self.windows = windows
         self.warmup = warmup
+        self.min_timing_ns = min_timing_ns
+        self.timing_start_ns: int | None = None  # where the timing window's first step began
         self.traces = 0  # tf.function traces seen during the step in progress
         self.first_start_ns: int | None = None
         self.markers = markers
@@ -569,6 +582,8 @@ class StepClock:
         self.compute_ns = later
         if window == "warmup" and self.warmup is not None and not self.warmup.done:
             t = self._decide_warmup(index, end - start, start, t)
+        if window == "timing":
+            self._decide_timing(start, end)
         self.traces = 0
         if self.index >= self.windows.total:
             self._stop_profiler()
@@ -619,6 +634,21 @@ class StepClock:
         if goes_on and self.index >= self.windows.warmup:
             self.windows = dataclasses.replace(self.windows, warmup=self.index + 1)
         return max(t, self.clock()) if deciding else t
+
+    def _decide_timing(self, start: int, end: int) -> None:
+        """After a timing step (``start``-``end``): when it was the window's last and the window is still
+        shorter than ``min_timing_ns``, one step more (within :data:`TIMING_GROWTH_MAX`)."""
+        if self.timing_start_ns is None:
+            self.timing_start_ns = start
+        w = self.windows
+        last = self.index == w.warmup + w.timing
+        if (
+            last
+            and self.min_timing_ns > 0
+            and end - self.timing_start_ns < self.min_timing_ns
+            and w.timing < TIMING_GROWTH_MAX * self.planned.timing
+        ):
+            self.windows = dataclasses.replace(w, timing=w.timing + 1)
 
     def _begin(self, t: int) -> None:
         self.start_ns = t

@@ -321,7 +321,14 @@ def main(argv: list[str] | None = None) -> int:
                 pass
 
     warmup = make_warmup(windows, cfg, harness["started_ns"])
-    clock = StepClock(windows, run_dir / STEPS, markers, on_window=on_window, warmup=warmup)
+    clock = StepClock(
+        windows,
+        run_dir / STEPS,
+        markers,
+        on_window=on_window,
+        warmup=warmup,
+        min_timing_ns=int(float(cfg.get("min_timing_s") or 0.0) * 1e9),
+    )
     tracker = Tracker(clock, cfg.get("switches") or {})
     hooks = PostImportHooks()
     install(tracker, hooks)
@@ -354,7 +361,11 @@ def main(argv: list[str] | None = None) -> int:
             "steps": warmup.steps,
             "note": warmup.note,
         },
-        windows_actual={"warmup": clock.windows.warmup, "timing": windows.timing, "profile": windows.profile},
+        windows_actual={
+            "warmup": clock.windows.warmup,
+            "timing": clock.windows.timing,
+            "profile": windows.profile,
+        },
         ended_ns=time.time_ns(),
         why_no_steps=None if clock.index else tracker.why_no_steps(),
         hook_errors=tracker.errors + ([facts_error] if facts_error else []),
