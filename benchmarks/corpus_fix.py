@@ -49,7 +49,7 @@ from tfdoctor.capture.runner import CaptureConfig, run_capture
 from tfdoctor.fixes.judge import Estimate, Pair, Sample, estimate
 from tfdoctor.model import CACHE_FILL_SWITCH
 from tfdoctor.session.build import finish_run
-from tfdoctor.session.fix_loop import DEFAULT_ROUNDS
+from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, MIN_TIMING_S
 from tfdoctor.store import RunStore
 
 CORPUS = ROOT / "examples" / "corpus"
@@ -124,8 +124,16 @@ def measure(store: RunStore, script: Path, steps: int, label: str) -> float | No
     run = store.new_run(str(script), [], kind="bench")
     store.update(run, fix=label)
     # every variant in its steady state: in-memory tf.data caches filled before the timed steps (the
-    # expert twins cache; a kept tfdata-cache is judged so by the fix loop), as from the second epoch on
-    cfg = CaptureConfig(script=script, steps=steps, profile=False, cwd=script.parent, switches=dict(STEADY))
+    # expert twins cache; a kept tfdata-cache is judged so by the fix loop), as from the second epoch on;
+    # timed for at least as long as the fix loop times its runs (MIN_TIMING_S, from 2026-11-26 20:00 UTC)
+    cfg = CaptureConfig(
+        script=script,
+        steps=steps,
+        profile=False,
+        cwd=script.parent,
+        switches=dict(STEADY),
+        min_timing_s=MIN_TIMING_S,
+    )
     res = run_capture(cfg, run)
     rep = finish_run(store, run, res)
     tp = rep.throughput if res.ok else None
