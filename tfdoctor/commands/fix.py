@@ -92,10 +92,11 @@ def add_fix_options(parser: argparse.ArgumentParser, defaults: bool = True) -> N
         default=d(DEFAULT_ROUNDS),
         metavar="N",
         help="paired rounds at most per fix: the fix and the state it must beat measured back to back "
-        "(order alternating) until the 95 %% interval of their ratio lies above 1.02x (kept; 1.05x for "
-        "a fix that changes the training) or below "
+        "(order alternating, each run timed for at least 1 s) until the 95 %% interval of their ratio "
+        "lies above 1.02x (kept; 1.05x for a fix that changes the training, 1.15x for a bigger batch "
+        "over a smaller one kept) or below "
         f"1.05x (rejected), a keep on 2 rounds at least; still straddling after N rounds with an "
-        f"estimate at 1.05x or more: {EXTRA_ROUNDS} more rounds, once; then 'not decided (noisy "
+        f"estimate at its bar or more: {EXTRA_ROUNDS} more rounds, once; then 'not decided (noisy "
         f"machine)', not kept unless the undecided fixes tried together (one pooled trial) are "
         f"kept (default {DEFAULT_ROUNDS}; 0: judge each fix on its one run)",
     )
@@ -185,8 +186,9 @@ class FixCommand:
     noise (a fix that changes the training, precision or batch, is not kept when no loss can be read,
     unless --allow-unchecked). Then it and the state it must beat are measured back to back in
     paired rounds (order alternating, --fix-rounds at most) until the 95 % interval of their ratio
-    decides: kept above 1.02x (above 1.05x for a fix that changes the training: precision, batch),
-    rejected below 1.05x, else "not decided (noisy machine)". Two or more
+    decides: kept above 1.02x (above 1.05x for a fix that changes the training: precision, batch;
+    above 1.15x for a bigger batch over a smaller one kept), rejected below 1.05x (below its bar), else
+    "not decided (noisy machine)"; each of these runs is timed for at least 1 s. Two or more
     undecided fixes that measured above 1.0x alone (none that changes the training) are then applied
     together and judged as one trial: kept together, each is kept. The final
     state is measured side by side against the best intermediate state (later fixes that lower it are
