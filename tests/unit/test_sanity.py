@@ -111,6 +111,11 @@ def test_periodic_lines_are_expected_in_proportion_to_the_runs_length() -> None:
     assert "fewer 'Start of training'" in (
         output_change(ref, ref.replace("Start of training\n", ""), length=1.2) or ""
     )
+    # a print every 50 steps that a 55-step reference ran once and a 30-step trial never reached (a bigger
+    # batch: its 1 s timing floor filled with fewer steps), with a one-off line before training kept
+    once = "Number of devices: 1\nbatch 50: loss 2.1\n"
+    assert output_change(once, "Number of devices: 1\n", length=30 / 55) is None
+    assert "fewer 'batch #: loss #'" in (output_change(once, "Number of devices: 1\n", length=1.0) or "")
     # under tf.function a print in the step runs while tracing only: 12 lines down to 1 in 12 steps
     traced = "one step done\n" * 12
     assert "11× fewer 'one step done'" in (output_change(traced, "one step done\n", length=1.0) or "")
