@@ -1277,6 +1277,19 @@ def test_a_bigger_batch_over_a_kept_smaller_one_must_clear_the_escalation_bar(tm
     assert summary.kept == ["batch-scale ×4"]
 
 
+def _kept_at_1_68(baseline_later: float) -> dict[str, float]:
+    """tf-function at 16.8 against a reference at 10 in both its rounds, then the combined check with the
+    baseline at ``baseline_later``."""
+    return {
+        "tf-function": 16.8,
+        "tf-function: reference, paired round 1": 10.0,
+        "tf-function: reference, paired round 2": 10.0,
+        "tf-function: paired round 2": 16.8,
+        **{f"combined vs the baseline: reference, paired round {i}": baseline_later for i in range(1, 7)},
+        **{f"combined vs the baseline: trial, paired round {i}": 16.8 for i in range(1, 7)},
+    }
+
+
 def test_a_kept_figure_the_combined_check_does_not_reproduce_is_marked_in_the_trial_and_headline(
     tmp_path: Path,
 ) -> None:
@@ -1284,15 +1297,7 @@ def test_a_kept_figure_the_combined_check_does_not_reproduce_is_marked_in_the_tr
     the machine only during the trial's reference runs); the combined check then finds the baseline at
     16.5 against the final state's 16.8: 1.02x, its interval far from the trial's. The headline is the
     combined figure and says the trial's did not reproduce; the trial's reason says it too."""
-    rates = {
-        "tf-function": 16.8,
-        "tf-function: reference, paired round 1": 10.0,
-        "tf-function: reference, paired round 2": 10.0,
-        "tf-function: paired round 2": 16.8,
-        **{f"combined vs the baseline: reference, paired round {i}": 16.5 for i in range(1, 7)},
-        **{f"combined vs the baseline: trial, paired round {i}": 16.8 for i in range(1, 7)},
-    }
-    loop = _scripted(tmp_path, rates, ["tf-function"])
+    loop = _scripted(tmp_path, _kept_at_1_68(baseline_later=16.5), ["tf-function"])
     summary = loop.run()
     (trial,) = summary.trials
     assert trial.status == "kept" and trial.speedup == pytest.approx(1.68)
@@ -1310,15 +1315,7 @@ def test_a_kept_figure_the_combined_check_does_not_reproduce_is_marked_in_the_tr
 
 def test_kept_figures_that_reproduce_leave_the_headline_alone(tmp_path: Path) -> None:
     """The same trial with the baseline steady at 10 in the combined check: 1.68x both times."""
-    rates = {
-        "tf-function": 16.8,
-        "tf-function: reference, paired round 1": 10.0,
-        "tf-function: reference, paired round 2": 10.0,
-        "tf-function: paired round 2": 16.8,
-        **{f"combined vs the baseline: reference, paired round {i}": 10.0 for i in range(1, 7)},
-        **{f"combined vs the baseline: trial, paired round {i}": 16.8 for i in range(1, 7)},
-    }
-    summary = _scripted(tmp_path, rates, ["tf-function"]).run()
+    summary = _scripted(tmp_path, _kept_at_1_68(baseline_later=10.0), ["tf-function"]).run()
     assert summary.reproduced is True and "not reproduced" not in fix_headline(summary)
     assert "not reproduced" not in summary.trials[0].reason
 

@@ -367,6 +367,7 @@ def _judge_rounds(
     ``measure(side, round)`` runs one side. ``pool``: see :func:`judge_rounds`.
     """
     r = Rounds(ref=ref_prev, trial=first_trial)
+    worth = max(WORTH, keep_above)  # "not faster" below it; undecided above it: worth more rounds
 
     def pair(trial: Throughput, ref: Throughput, order: Literal["AB", "BA"], b2b: bool = True) -> Pair:
         t, a, _ = comparable(trial, ref, scale)
@@ -403,7 +404,7 @@ def _judge_rounds(
         return tp
 
     def judged(**how: Any) -> Decision | None:  # the judge, with this trial's bar
-        return decide(r.pairs, keep_above=keep_above, worth=max(WORTH, keep_above), **how)
+        return decide(r.pairs, keep_above=keep_above, worth=worth, **how)
 
     def alone() -> Rounds:  # the first run judged against the reference's earlier measurement
         r.pairs = [pair(first_trial, ref_prev, "AB", b2b=False)]
@@ -442,13 +443,13 @@ def _judge_rounds(
             d is not None
             and d.verdict == "undecided"
             and budget == max_rounds >= 2
-            and d.estimate.ratio >= max(WORTH, keep_above)
+            and d.estimate.ratio >= worth
             and EXTRA_ROUNDS > 0
         ):
             budget += EXTRA_ROUNDS  # a gain worth having, not yet decided: a few more rounds
             d = None
         if d is not None:
-            r.decision = with_notes(d, r.set_aside, max_rounds, budget - max_rounds, max(WORTH, keep_above))
+            r.decision = with_notes(d, r.set_aside, max_rounds, budget - max_rounds, worth)
             return r
         i = len(r.pairs) + (r.set_aside is not None) + 1
         order: Literal["AB", "BA"] = (
@@ -466,7 +467,7 @@ def _judge_rounds(
                     r.set_aside,
                     max_rounds,
                     budget - max_rounds,
-                    max(WORTH, keep_above),
+                    worth,
                 )
                 return r
             if side == "reference" and previous is not None:
@@ -563,7 +564,7 @@ def keep_bar(fix_ids: Sequence[str], *, over_kept: bool = False) -> float:
     (15 %), as among batch factors whose throughput differs by a few percent, the largest that happened
     to clear a lower bar changed from one run to the next."""
     if over_kept:
-        return max(ESCALATE, WORTH)
+        return ESCALATE
     return WORTH if any(f in CHANGES_TRAINING for f in fix_ids) else KEEP_ABOVE
 
 
@@ -745,7 +746,7 @@ class FixLoop:
                 expected = before.examples * outcome.examples_factor if before.examples else None
                 over_kept = k > 0 and not fallback  # a bigger batch over the smaller one just kept
                 trial, state = self.trial(fix, outcome, state, before, expected, label, over_kept)
-                if k > 0 and trial.status == "kept" and not fallback:  # a bigger batch beat the smaller one
+                if over_kept and trial.status == "kept":  # a bigger batch beat the smaller one
                     trials[-1] = trials[-1].model_copy(
                         update={"status": "rejected", "reason": f"superseded by {label}; {trials[-1].reason}"}
                     )
