@@ -301,6 +301,18 @@ def test_fix_wraps_an_eager_step_function_on_a_copy(shell):
     assert trial.fix_id == "tf-function" and trial.status in ("kept", "rejected")
     assert trial.runtime_switch["kernel"] == "eager_step = tf.function(eager_step)"
     assert store.get(trial.run_id).report().facts.step_kind == "tf.function"
+    # the trial's runs in the kernel are timed for at least MIN_TIMING_S, as the script loop's are: the
+    # ~ms steps of the compiled tiny step grow the 12-step plan's timing window to the floor or its cap
+    from tfdoctor.capture.child.clock import TIMING_GROWTH_MAX, Windows
+    from tfdoctor.session.fix_loop import MIN_TIMING_S
+
+    planned = Windows.split(12, None, None).timing
+    timed = [s for s in store.get(trial.run_id).steps() if s.window == "timing"]
+    lasted = (timed[-1].end_ns - timed[0].start_ns) / 1e9
+    assert len(timed) > planned, len(timed)
+    assert lasted >= MIN_TIMING_S or len(timed) == TIMING_GROWTH_MAX * planned, (lasted, len(timed))
+    # the baseline's profiled cell keeps its planned window (its profile window follows it)
+    assert sum(s.window == "timing" for s in store.get(base["id"]).steps()) == planned
     no_patches_left()
 
 
@@ -408,4 +420,16 @@ def test_fix_compiles_the_gradient_function_of_an_earlier_cell(shell):
     assert trial.fix_id == "tf-function" and trial.status != "skipped", trial.reason
     assert trial.runtime_switch["kernel"].startswith("grad = tf.function(grad)")
     assert store.get(trial.run_id).report().facts.step_kind == "tf.function"
+    # the trial's runs in the kernel are timed for at least MIN_TIMING_S, as the script loop's are: the
+    # ~ms steps of the compiled tiny step grow the 12-step plan's timing window to the floor or its cap
+    from tfdoctor.capture.child.clock import TIMING_GROWTH_MAX, Windows
+    from tfdoctor.session.fix_loop import MIN_TIMING_S
+
+    planned = Windows.split(12, None, None).timing
+    timed = [s for s in store.get(trial.run_id).steps() if s.window == "timing"]
+    lasted = (timed[-1].end_ns - timed[0].start_ns) / 1e9
+    assert len(timed) > planned, len(timed)
+    assert lasted >= MIN_TIMING_S or len(timed) == TIMING_GROWTH_MAX * planned, (lasted, len(timed))
+    # the baseline's profiled cell keeps its planned window (its profile window follows it)
+    assert sum(s.window == "timing" for s in store.get(base["id"]).steps()) == planned
     no_patches_left()

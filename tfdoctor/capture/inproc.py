@@ -82,8 +82,12 @@ class InProcessCapture:
         label: str = "<cell>",
         profiler_options: dict[str, int] | None = None,
         soft_stop: bool = False,
+        min_timing_s: float = 0.0,
     ):
         self.run = run
+        #: the timing window grows past its planned steps until it has lasted this long (the fix loops'
+        #: timing floor, :class:`~tfdoctor.capture.child.clock.StepClock`'s ``min_timing_ns``)
+        self.min_timing_s = min_timing_s
         self.windows = windows
         self.label = label
         self.profiler_options = profiler_options
@@ -124,7 +128,9 @@ class InProcessCapture:
             },
         )
         self.markers = ProfilerMarkers(run.logdir, self.profiler_options) if windows.profile else None
-        self.clock = StepClock(windows, run.file(STEPS), self.markers)
+        self.clock = StepClock(
+            windows, run.file(STEPS), self.markers, min_timing_ns=int(self.min_timing_s * 1e9)
+        )
         tracker = hooks.Tracker(self.clock, {})
         if self.soft_stop:
             tracker.soft_stop_fit = True
@@ -180,7 +186,7 @@ class InProcessCapture:
         else:  # the code's own error, SystemExit included: a result, not ours
             outcome = "error"
             error = _user_tb(exc, skip=skip_frames)
-        planned_done = clock.index >= windows.total
+        planned_done = clock.index >= clock.windows.total  # the timing window as it grew to its floor
         self._uninstall()
         if planned_done and outcome != "interrupted":
             outcome, error, exc = "complete", None, None  # a failure caused by our stop is not the user's
@@ -207,6 +213,7 @@ class InProcessCapture:
                 "profile_stopped_ns": markers.stopped_ns if markers is not None else None,
             },
         )
+        from tfdoctor.capture.runner import actual_windows
         from tfdoctor.rundir import load_steps
 
         steps = load_steps(run)
@@ -233,7 +240,7 @@ class InProcessCapture:
         result = CaptureResult(
             status=status,
             returncode=None,
-            windows=windows,
+            windows=actual_windows(windows, steps),  # the timing window as long as it became
             steps=steps,
             facts=facts,
             trace_files=run.trace_files(),
@@ -288,14 +295,24 @@ def capture_in_process(
     label: str = "<cell>",
     profiler_options: dict[str, int] | None = None,
     soft_stop: bool = False,
+    min_timing_s: float = 0.0,
 ) -> InProcessResult:
-    """Run ``execute()`` with the step hooks installed, for at most ``windows.total`` steps.
+    """Run ``execute()`` with the step hooks installed, for at most ``windows.total`` steps (more with
+    ``min_timing_s``: the timing window grows, a step at a time, until it has lasted that long; code that
+    ends within that growth ended after its plan).
 
     Never raises for the code's own failures: they are in the result (``exception``, ``capture.error``).
     Raises :class:`TensorFlowMissing` when TensorFlow cannot be imported, :class:`CaptureBusy` when
     called from inside another in-process capture.
     """
-    cap = InProcessCapture(run, windows, label=label, profiler_options=profiler_options, soft_stop=soft_stop)
+    cap = InProcessCapture(
+        run,
+        windows,
+        label=label,
+        profiler_options=profiler_options,
+        soft_stop=soft_stop,
+        min_timing_s=min_timing_s,
+    )
     cap.start()  # creates the run directory
     try:
         log: CappedLog | None = CappedLog(run.file(STDOUT))

@@ -319,6 +319,7 @@ def kernel_fix_loop(
     from tfdoctor.session.build import finish_run
     from tfdoctor.session.fix_loop import (
         DEFAULT_ROUNDS,
+        MIN_TIMING_S,
         Measured,
         Side,
         examples_per_step,
@@ -356,7 +357,14 @@ def kernel_fix_loop(
                 for fid in fix_ids
             ]
             run = store.new_run(f"{cell.label} + {what}", [], kind="notebook-fix", parent=base_run.id)
-            res = capture_in_process(cell.execute, run, cell.windows, label=f"{cell.label} + {what}")
+            # timed for at least MIN_TIMING_S, as the script loop's timing-only runs are
+            res = capture_in_process(
+                cell.execute,
+                run,
+                cell.windows,
+                label=f"{cell.label} + {what}",
+                min_timing_s=MIN_TIMING_S,
+            )
             why_not = None
             for kf in applied:
                 if kf.check is not None:
