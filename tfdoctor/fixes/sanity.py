@@ -239,14 +239,25 @@ def aligned_losses(
 ) -> tuple[list[tuple[float, float]], str]:
     """The reference's and the trial's losses at the same point of the training, and how they were
     matched. Steps of the same size are matched by index; steps of other sizes (steps_per_execution runs
-    8 batches per step, a bigger batch more examples) by the examples seen by their end, so the trial's
-    loss after 512 examples is compared with the reference's after 512, not after 64. ``by="steps"``:
-    by index whatever the steps' sizes (the same number of optimizer updates, for a bigger batch)."""
+    8 batches per step, a bigger batch more examples) by the examples seen, so the trial's loss after
+    512 examples is compared with the reference's after 512, not after 64: over the same stretch of
+    examples on both sides (:func:`_blocks`), each side's loss the mean over its steps in it, weighted
+    by their examples. A step's loss is over its own examples (a ``steps_per_execution=8`` step's is
+    the mean of its 8 batches'), so one 64-example reference step against it would compare the end of
+    the stretch with its middle: early in a training, a falling loss then reads higher for the trial
+    although both ran the same numbers. Where the two sides share too few step ends, the nearest
+    reference step to each trial step (within half a step). ``by="steps"``: by index whatever the
+    steps' sizes (the same number of optimizer updates, for a bigger batch)."""
     lb, lt = losses(ref), losses(new)
     pb, pt = _progress(ref), _progress(new)
     if by == "examples" and pb and pt and any(pb[i] != pt[i] for i in set(pb) & set(pt)):
         size_b = {s.index: s.examples or 0 for s in ref}
         size_t = {s.index: s.examples or 0 for s in new}
+        blocks = _blocks(lb, pb, size_b, lt, pt, size_t)
+        if len(blocks) >= LOSS_MIN_STEPS:
+            return [(b, t) for _, b, t in blocks], (
+                f"the first {blocks[-1][0]} examples ({len(blocks)} stretches of the same examples)"
+            )
         at = {pb[i]: i for i in lb if i in pb}
         keys = sorted(at)
         pairs: list[tuple[float, float]] = []
@@ -265,6 +276,44 @@ def aligned_losses(
     common = sorted(set(lb) & set(lt))
     span = f"steps {common[0]}-{common[-1]}" if common else "no common step"
     return [(lb[i], lt[i]) for i in common], span
+
+
+def _blocks(
+    lb: dict[int, float],
+    pb: dict[int, int],
+    size_b: dict[int, int],
+    lt: dict[int, float],
+    pt: dict[int, int],
+    size_t: dict[int, int],
+) -> list[tuple[int, float, float]]:
+    """``(examples seen at its end, reference loss, trial loss)`` per stretch of examples between two
+    step ends both sides share, each side's loss the examples-weighted mean of its steps in the stretch;
+    a stretch with a step of unknown loss on either side is left out."""
+
+    def means(loss: dict[int, float], progress: dict[int, int], size: dict[int, int]) -> dict[int, float]:
+        out: dict[int, float] = {}
+        cuts = sorted(common)
+        at = 0
+        total = weight = 0.0
+        complete = True
+        for i in sorted(progress):
+            e = progress[i]
+            if i in loss and size[i] > 0:
+                total += loss[i] * size[i]
+                weight += size[i]
+            else:
+                complete = False
+            if at < len(cuts) and e == cuts[at]:
+                if complete and weight > 0:
+                    out[e] = total / weight
+                total = weight = 0.0
+                complete = True
+                at += 1
+        return out
+
+    common = set(pb.values()) & set(pt.values())
+    mb, mt = means(lb, pb, size_b), means(lt, pt, size_t)
+    return [(e, mb[e], mt[e]) for e in sorted(set(mb) & set(mt))]
 
 
 def loss_check(
