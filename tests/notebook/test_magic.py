@@ -41,6 +41,21 @@ def only_run(home: Path, kind: str = "notebook") -> dict:
     return runs[0]
 
 
+def timed_to_the_floor(store: RunStore, trial_run: str, base_run: str, steps: int = 12) -> None:
+    """The fix trial's runs in the kernel are timed for at least MIN_TIMING_S, as the script loop's are:
+    the ~ms steps of a compiled tiny step grow the ``steps`` plan's timing window to the floor or its cap;
+    the baseline's profiled cell keeps its planned window (its profile window follows it)."""
+    from tfdoctor.capture.child.clock import TIMING_GROWTH_MAX, Windows
+    from tfdoctor.session.fix_loop import MIN_TIMING_S
+
+    planned = Windows.split(steps, None, None).timing
+    timed = [s for s in store.get(trial_run).steps() if s.window == "timing"]
+    lasted = (timed[-1].end_ns - timed[0].start_ns) / 1e9
+    assert len(timed) > planned, len(timed)
+    assert lasted >= MIN_TIMING_S or len(timed) == TIMING_GROWTH_MAX * planned, (lasted, len(timed))
+    assert sum(s.window == "timing" for s in store.get(base_run).steps()) == planned
+
+
 def no_patches_left() -> None:
     import keras
     from tensorflow.python.eager.polymorphic_function import polymorphic_function
@@ -301,18 +316,7 @@ def test_fix_wraps_an_eager_step_function_on_a_copy(shell):
     assert trial.fix_id == "tf-function" and trial.status in ("kept", "rejected")
     assert trial.runtime_switch["kernel"] == "eager_step = tf.function(eager_step)"
     assert store.get(trial.run_id).report().facts.step_kind == "tf.function"
-    # the trial's runs in the kernel are timed for at least MIN_TIMING_S, as the script loop's are: the
-    # ~ms steps of the compiled tiny step grow the 12-step plan's timing window to the floor or its cap
-    from tfdoctor.capture.child.clock import TIMING_GROWTH_MAX, Windows
-    from tfdoctor.session.fix_loop import MIN_TIMING_S
-
-    planned = Windows.split(12, None, None).timing
-    timed = [s for s in store.get(trial.run_id).steps() if s.window == "timing"]
-    lasted = (timed[-1].end_ns - timed[0].start_ns) / 1e9
-    assert len(timed) > planned, len(timed)
-    assert lasted >= MIN_TIMING_S or len(timed) == TIMING_GROWTH_MAX * planned, (lasted, len(timed))
-    # the baseline's profiled cell keeps its planned window (its profile window follows it)
-    assert sum(s.window == "timing" for s in store.get(base["id"]).steps()) == planned
+    timed_to_the_floor(store, trial.run_id, base["id"])
     no_patches_left()
 
 
@@ -420,16 +424,5 @@ def test_fix_compiles_the_gradient_function_of_an_earlier_cell(shell):
     assert trial.fix_id == "tf-function" and trial.status != "skipped", trial.reason
     assert trial.runtime_switch["kernel"].startswith("grad = tf.function(grad)")
     assert store.get(trial.run_id).report().facts.step_kind == "tf.function"
-    # the trial's runs in the kernel are timed for at least MIN_TIMING_S, as the script loop's are: the
-    # ~ms steps of the compiled tiny step grow the 12-step plan's timing window to the floor or its cap
-    from tfdoctor.capture.child.clock import TIMING_GROWTH_MAX, Windows
-    from tfdoctor.session.fix_loop import MIN_TIMING_S
-
-    planned = Windows.split(12, None, None).timing
-    timed = [s for s in store.get(trial.run_id).steps() if s.window == "timing"]
-    lasted = (timed[-1].end_ns - timed[0].start_ns) / 1e9
-    assert len(timed) > planned, len(timed)
-    assert lasted >= MIN_TIMING_S or len(timed) == TIMING_GROWTH_MAX * planned, (lasted, len(timed))
-    # the baseline's profiled cell keeps its planned window (its profile window follows it)
-    assert sum(s.window == "timing" for s in store.get(base["id"]).steps()) == planned
+    timed_to_the_floor(store, trial.run_id, base["id"])
     no_patches_left()

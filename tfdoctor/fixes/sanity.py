@@ -290,9 +290,10 @@ def _blocks(
     step ends both sides share, each side's loss the examples-weighted mean of its steps in the stretch;
     a stretch with a step of unknown loss on either side is left out."""
 
+    cuts = sorted(set(pb.values()) & set(pt.values()))  # the step ends both sides share, in order
+
     def means(loss: dict[int, float], progress: dict[int, int], size: dict[int, int]) -> dict[int, float]:
         out: dict[int, float] = {}
-        cuts = sorted(common)
         at = 0
         total = weight = 0.0
         complete = True
@@ -311,7 +312,6 @@ def _blocks(
                 at += 1
         return out
 
-    common = set(pb.values()) & set(pt.values())
     mb, mt = means(lb, pb, size_b), means(lt, pt, size_t)
     return [(e, mb[e], mt[e]) for e in sorted(set(mb) & set(mt))]
 
