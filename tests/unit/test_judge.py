@@ -268,17 +268,25 @@ def test_the_paired_spread_pools_each_trials_rounds_around_its_own_mean() -> Non
 
 def test_the_paired_floor_takes_over_once_it_has_as_many_degrees_of_freedom() -> None:
     """A run's first trial has only its own repeats: the per-state floor. With enough earlier rounds in
-    the pool the floor is t·s_d/√n at the pooled degrees of freedom, whichever is narrower."""
+    the pool the floor is t·s_d/√n at the pooled degrees of freedom, whichever is narrower, s_d the
+    rounds' robust scale, never below the trial's own rounds' standard deviation."""
     two = [Pair(Sample(100.0), Sample(130.0), "BA"), Pair(Sample(90.0), Sample(120.0), "AB")]
     s, df = between_runs(two, ref_earlier=[110.0])
     assert floor(two, ref_earlier=[110.0]) == pytest.approx(floor_quantile(0.95, df) * s)
     small_pool = [[0.1, 0.12]]  # own 1 df + 1 df = 2 < 3: still the per-state floor
     assert floor(two, ref_earlier=[110.0], pool=small_pool) == pytest.approx(floor_quantile(0.95, df) * s)
     pool = [[0.10, 0.14, 0.12, 0.08], [0.5, 0.52, 0.49], [-0.3, -0.33]]  # 3 + 2 + 1 + own 1 = 7 df
-    sd, dfd = paired_spread(two, pool)
-    assert dfd == 7
+    _, dfd = paired_spread(two, pool)
+    robust, _ = round_scale([log_ratios(two), *pool])
+    own, _ = paired_spread(two)
+    assert dfd == 7 and robust > own
     assert floor(two, ref_earlier=[110.0], pool=pool) == pytest.approx(
-        floor_quantile(0.95, 7) * sd / math.sqrt(2)
+        floor_quantile(0.95, 7) * robust / math.sqrt(2)
+    )
+    # a trial scattering more than the run's rounds keeps its own spread
+    wide = [Pair(Sample(100.0), Sample(160.0), "BA"), Pair(Sample(100.0), Sample(100.0), "AB")]
+    assert floor(wide, ref_earlier=[110.0], pool=pool) == pytest.approx(
+        floor_quantile(0.95, 7) * paired_spread(wide)[0] / math.sqrt(2)
     )
 
 
@@ -317,6 +325,83 @@ def test_without_common_drift_the_paired_floor_still_covers() -> None:
     for seed in range(100):
         rng = random.Random(9000 + seed)
         for k, (pairs, earlier, pool) in enumerate(_pooled_run(rng, trues, 3, 0.08, 0.0)):
+            if k >= 2:
+                est = estimate(pairs, ref_earlier=[earlier], pool=pool)
+                total += 1
+                covered += est.low <= trues[k] <= est.high
+    assert covered >= 0.9 * total, (covered, total)
+
+
+def _spiky_run(rng: random.Random, trues: list[float], rounds: int, spiky: set[int]):
+    """As _pooled_run (3 % noise a run, 3 % drift a round), but in the trials of ``spiky`` each run is hit
+    by a load spike with probability 1/4, slowing it by 20-50 %: the rounds of a prefetch thread
+    competing for two cores, most calm, some far off."""
+
+    def run(rate: float, p: float) -> Sample:
+        spike = rng.uniform(0.2, 0.5) if rng.random() < p else 0.0
+        return _sample(rate * math.exp(rng.gauss(0, 0.03) - spike), rng, noise=0.02)
+
+    pool: list[list[float]] = []
+    for k, true in enumerate(trues):
+        p = 0.25 if k in spiky else 0.0
+        earlier = run(100.0, p).rate
+        pairs = []
+        for i in range(rounds):
+            c = math.exp(rng.gauss(0, 0.03))
+            pairs.append(Pair(run(100.0 * c, p), run(100.0 * true * c, p), "BA" if i % 2 == 0 else "AB"))
+        yield pairs, earlier, list(pool)
+        pool.append(log_ratios(pairs))
+
+
+#: class_trainer's run 2 (benchmarks/fix_repeat.py, 2026-11-26 21:15 UTC): the round ratios of the trials
+#: judged before batch ×2 (tf-function, generator-prefetch, xla-jit, mixed-precision)
+RUN_2_POOL = [
+    [3.1545, 3.218],
+    [0.9872, 0.9527, 1.5678, 1.1452, 0.6553, 1.0676],
+    [0.4826, 0.5926],
+    [1.3142, 1.3577, 1.3222, 1.333],
+]
+
+
+def test_one_trials_spikes_do_not_widen_a_calm_trial_after_it() -> None:
+    """class_trainer, 2026-11-26, run 2 of a repeat pair: batch ×2 measured six rounds of 1.07-1.20x, yet
+    was not decided at [0.962x, 1.294x], because generator-prefetch before it scattered (1.57x, 0.66x
+    among rounds near 1) and the pooled standard deviation took its measure from those. With the
+    rounds' robust scale it is decided as run 1 decided it (1.11x [1.05x, 1.18x])."""
+    logs = [[math.log(x) for x in g] for g in RUN_2_POOL]
+    est = estimate(_b2b([1.1285, 1.0823, 1.066, 1.1376, 1.0891, 1.1957]), pool=logs)
+    assert 1.05 < est.low < est.ratio < est.high < 1.2, est
+    # the trial with the spikes keeps its own, wide interval
+    spiky = estimate(_b2b(RUN_2_POOL[1]), pool=[logs[0]])
+    assert spiky.low < 0.9 and spiky.high > 1.2, spiky
+
+
+def test_with_load_spikes_in_one_trial_the_others_are_still_decided_and_covered() -> None:
+    """300 simulated --fix runs: tf-function (3x), a neutral trial hit by load spikes, then a calm 1.11x
+    gain over 6 rounds. The calm gain is kept in most runs (a standard deviation over the pool kept it in
+    about a quarter), every trial's interval still covers its true ratio ≥ 90 % of the time."""
+    trues = [3.0, 1.0, 1.11]
+    kept = 0
+    covered = [0, 0, 0]
+    for seed in range(300):
+        for k, (pairs, earlier, pool) in enumerate(_spiky_run(random.Random(100 + seed), trues, 6, {1})):
+            est = estimate(pairs, ref_earlier=[earlier], pool=pool)
+            covered[k] += est.low <= trues[k] <= est.high
+            kept += k == 2 and est.low > KEEP_ABOVE
+    assert kept >= 0.8 * 300, kept
+    assert min(covered) >= 0.9 * 300, covered
+
+
+def test_with_load_spikes_everywhere_the_intervals_still_cover() -> None:
+    """Every trial's runs spiky (1 in 4 slowed by 20-50 %), 4 rounds each: the later trials' intervals,
+    on the robust scale of heavy-tailed rounds, still cover their true ratio ≥ 90 % of the time (each
+    trial's own spikes widen its own interval: the floor never goes below its rounds' own spread)."""
+    trues = [1.5, 1.0, 1.15, 1.3, 1.15]
+    covered = total = 0
+    for seed in range(200):
+        for k, (pairs, earlier, pool) in enumerate(
+            _spiky_run(random.Random(300 + seed), trues, 4, set(range(5)))
+        ):
             if k >= 2:
                 est = estimate(pairs, ref_earlier=[earlier], pool=pool)
                 total += 1
