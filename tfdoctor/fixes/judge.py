@@ -41,8 +41,9 @@ coverage checks): a neutral trial three times as noisy as the others is kept 11 
 4 % with each state's own spread; a 1.15x gain is kept 97 % of the time under 3 % drift a round (89 %
 before) and 97 % under 12 % drift (27 % before).
 
-The scale ``s_d`` taken from the pooled rounds is **robust** (:func:`round_scale`, Shamos's estimator),
-not their standard deviation: a run's rounds are heavy-tailed (most within a few %, a few 30-60 % off
+The scale ``s_d`` taken from the pooled rounds is **robust** (:func:`round_scale`, Shamos's estimator)
+once it rests on :data:`DISTURBED_DF` differences of two rounds (before, a median of two or three
+differences is a worse scale than their standard deviation, which stays), not their standard deviation: a run's rounds are heavy-tailed (most within a few %, a few 30-60 % off
 when a load spike hits one run), and a standard deviation would take its measure from one trial's
 spikes and widen every later trial's interval. class_trainer, 2026-11-26: batch ×2's six rounds all
 stood at 1.07-1.20x, yet it was *not decided* at [0.96x, 1.29x] because generator-prefetch before it
@@ -325,7 +326,8 @@ def floor(
     """The between-run floor of the interval's half-width in log space over ``pairs``: ``t·s_d/√n`` when
     the run's paired rounds have at least as many degrees of freedom (:func:`paired_spread`) as the
     per-state spread (and at least 2), ``s_d`` their robust scale (:func:`round_scale` over this trial's
-    and ``pool``'s rounds) and never below the standard deviation of the trial's own rounds, else
+    and ``pool``'s rounds, once it rests on :data:`DISTURBED_DF` differences; their standard deviation
+    before) and never below the standard deviation of the trial's own rounds, else
     ``t·s·√(2/n)`` from each state's repeats (:func:`between_runs`); 0 with neither (no state measured
     twice, no pool)."""
     n = len(pairs)
@@ -334,7 +336,10 @@ def floor(
     if dfd >= max(df, 2):
         # the run's common scatter, not its spikes (round_scale); a trial noisier than the run's others
         # (its own rounds scatter more, spikes included) is not narrowed by them
-        sd = max(round_scale([log_ratios(pairs), *pool])[0], paired_spread(pairs)[0])
+        robust, diffs = round_scale([log_ratios(pairs), *pool])
+        if diffs >= DISTURBED_DF:  # a median of a few differences is no better a scale than their SD
+            sd = robust
+        sd = max(sd, paired_spread(pairs)[0])
         return floor_quantile(confidence, dfd) * sd / math.sqrt(n)
     return floor_quantile(confidence, df) * s * math.sqrt(2 / n)
 
