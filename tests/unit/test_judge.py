@@ -236,18 +236,32 @@ def test_two_round_keeps_cover_the_true_ratio_in_nearly_every_repeat() -> None:
     assert covered >= 90, covered
 
 
-def _pooled_run(rng: random.Random, trues: list[float], rounds: int, run_noise: float, drift: float):
+def _pooled_run(
+    rng: random.Random,
+    trues: list[float],
+    rounds: int,
+    run_noise: float,
+    drift: float,
+    spiky: frozenset[int] = frozenset(),
+):
     """One --fix run's trials, each ``rounds`` paired rounds (see _repeat: a round's drift hits both its
-    runs alike), judged in order with the earlier trials' round log ratios as the pool. Yields each
-    trial's (pairs, reference measured before, pool)."""
+    runs alike), judged in order with the earlier trials' round log ratios as the pool. In the trials of
+    ``spiky`` each run is hit by a load spike with probability 1/4, slowing it by 20-50 %: the rounds of
+    a prefetch thread competing for two cores, most calm, some far off. Yields each trial's (pairs,
+    reference measured before, pool)."""
     pool: list[list[float]] = []
-    for true in trues:
-        earlier = 100.0 * math.exp(rng.gauss(0, drift) + rng.gauss(0, run_noise))
+    for k, true in enumerate(trues):
+
+        def log_rate(k: int = k) -> float:  # one run's log-rate noise, its spike included
+            noise = rng.gauss(0, run_noise)
+            return noise - rng.uniform(0.2, 0.5) if k in spiky and rng.random() < 0.25 else noise
+
+        earlier = 100.0 * math.exp(rng.gauss(0, drift) + log_rate())
         pairs = []
         for i in range(rounds):
             c = rng.gauss(0, drift)
-            ref = _sample(100.0 * math.exp(c + rng.gauss(0, run_noise)), rng, noise=0.02)
-            trial = _sample(100.0 * true * math.exp(c + rng.gauss(0, run_noise)), rng, noise=0.02)
+            ref = _sample(100.0 * math.exp(c + log_rate()), rng, noise=0.02)
+            trial = _sample(100.0 * true * math.exp(c + log_rate()), rng, noise=0.02)
             pairs.append(Pair(ref=ref, trial=trial, order="BA" if i % 2 == 0 else "AB"))
         yield pairs, earlier, list(pool)
         pool.append(log_ratios(pairs))
@@ -332,27 +346,6 @@ def test_without_common_drift_the_paired_floor_still_covers() -> None:
     assert covered >= 0.9 * total, (covered, total)
 
 
-def _spiky_run(rng: random.Random, trues: list[float], rounds: int, spiky: set[int]):
-    """As _pooled_run (3 % noise a run, 3 % drift a round), but in the trials of ``spiky`` each run is hit
-    by a load spike with probability 1/4, slowing it by 20-50 %: the rounds of a prefetch thread
-    competing for two cores, most calm, some far off."""
-
-    def run(rate: float, p: float) -> Sample:
-        spike = rng.uniform(0.2, 0.5) if rng.random() < p else 0.0
-        return _sample(rate * math.exp(rng.gauss(0, 0.03) - spike), rng, noise=0.02)
-
-    pool: list[list[float]] = []
-    for k, true in enumerate(trues):
-        p = 0.25 if k in spiky else 0.0
-        earlier = run(100.0, p).rate
-        pairs = []
-        for i in range(rounds):
-            c = math.exp(rng.gauss(0, 0.03))
-            pairs.append(Pair(run(100.0 * c, p), run(100.0 * true * c, p), "BA" if i % 2 == 0 else "AB"))
-        yield pairs, earlier, list(pool)
-        pool.append(log_ratios(pairs))
-
-
 #: class_trainer's run 2 (benchmarks/fix_repeat.py, 2026-11-26 21:15 UTC): the round ratios of the trials
 #: judged before batch ×2 (tf-function, generator-prefetch, xla-jit, mixed-precision)
 RUN_2_POOL = [
@@ -384,7 +377,9 @@ def test_with_load_spikes_in_one_trial_the_others_are_still_decided_and_covered(
     kept = 0
     covered = [0, 0, 0]
     for seed in range(300):
-        for k, (pairs, earlier, pool) in enumerate(_spiky_run(random.Random(100 + seed), trues, 6, {1})):
+        for k, (pairs, earlier, pool) in enumerate(
+            _pooled_run(random.Random(100 + seed), trues, 6, 0.03, 0.03, frozenset({1}))
+        ):
             est = estimate(pairs, ref_earlier=[earlier], pool=pool)
             covered[k] += est.low <= trues[k] <= est.high
             kept += k == 2 and est.low > KEEP_ABOVE
@@ -400,7 +395,7 @@ def test_with_load_spikes_everywhere_the_intervals_still_cover() -> None:
     covered = total = 0
     for seed in range(200):
         for k, (pairs, earlier, pool) in enumerate(
-            _spiky_run(random.Random(300 + seed), trues, 4, set(range(5)))
+            _pooled_run(random.Random(300 + seed), trues, 4, 0.03, 0.03, frozenset(range(5)))
         ):
             if k >= 2:
                 est = estimate(pairs, ref_earlier=[earlier], pool=pool)

@@ -42,17 +42,17 @@ coverage checks): a neutral trial three times as noisy as the others is kept 11 
 before) and 97 % under 12 % drift (27 % before).
 
 The scale ``s_d`` taken from the pooled rounds is **robust** (:func:`round_scale`, Shamos's estimator)
-once it rests on :data:`DISTURBED_DF` differences of two rounds (before, a median of two or three
-differences is a worse scale than their standard deviation, which stays), not their standard deviation: a run's rounds are heavy-tailed (most within a few %, a few 30-60 % off
-when a load spike hits one run), and a standard deviation would take its measure from one trial's
-spikes and widen every later trial's interval. class_trainer, 2026-11-26: batch ×2's six rounds all
-stood at 1.07-1.20x, yet it was *not decided* at [0.96x, 1.29x] because generator-prefetch before it
-had rounds of 1.57x and 0.66x among rounds near 1; on the robust scale, [1.05x, 1.18x], as the repeat
-run had measured it. The trial with the spikes keeps its own wide interval (its own standard deviation
-is the larger). Simulated: a calm 1.11x gain over 6 rounds after a trial whose runs are slowed 20-50 %
-one time in four is kept in 95 % of runs (24 % with the standard deviation), every trial's interval
-still covering its true ratio ≥ 97 %; under normal noise the two scales decide alike (a 1.15x gain
-kept 92 % vs 94 %, coverage 97 % vs 95 %).
+rather than their standard deviation, once it rests on :data:`DISTURBED_DF` differences of two rounds
+(a median of two or three differences is a worse scale than their standard deviation, which stays until
+then). A run's rounds are heavy-tailed (most within a few %, a few 30-60 % off when a load spike hits
+one run), and a standard deviation would take its measure from one trial's spikes and widen every later
+trial's interval. class_trainer, 2026-11-26: batch ×2's six rounds all stood at 1.07-1.20x, yet it was
+*not decided* at [0.96x, 1.29x] because generator-prefetch before it had rounds of 1.57x and 0.66x among
+rounds near 1; on the robust scale, [1.05x, 1.18x], as the repeat run had measured it. The trial with
+the spikes keeps its own wide interval (its own standard deviation is the larger). Simulated: a calm
+1.11x gain over 6 rounds after a trial whose runs are slowed 20-50 % one time in four is kept in 94 % of
+runs (23 % with the standard deviation), every trial's interval still covering its true ratio ≥ 96 %;
+under normal noise the two scales decide alike (a 1.15x gain kept 92 % vs 94 %, coverage 97 % vs 95 %).
 ``benchmarks/fix_repeat.py`` checks what it buys on real runs: repeat runs agreeing on their kept set
 and their intervals overlapping.
 
@@ -337,9 +337,8 @@ def floor(
         # the run's common scatter, not its spikes (round_scale); a trial noisier than the run's others
         # (its own rounds scatter more, spikes included) is not narrowed by them
         robust, diffs = round_scale([log_ratios(pairs), *pool])
-        if diffs >= DISTURBED_DF:  # a median of a few differences is no better a scale than their SD
-            sd = robust
-        sd = max(sd, paired_spread(pairs)[0])
+        common = robust if diffs >= DISTURBED_DF else sd  # a median of a few differences: no better
+        sd = max(common, paired_spread(pairs)[0])
         return floor_quantile(confidence, dfd) * sd / math.sqrt(n)
     return floor_quantile(confidence, df) * s * math.sqrt(2 / n)
 
