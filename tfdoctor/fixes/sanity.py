@@ -69,9 +69,33 @@ def is_progress(line: str) -> bool:
     return bool(_PROGRESS.search(line))
 
 
+#: a run of numbers, separated by blanks or commas (``# # #``, ``#, #``), after :func:`mask`
+_NUMBERS = re.compile(r"#(?:[ ,]+#)+")
+#: a line that is a printed array's row (numbers, brackets, separators, numpy's ``...``), after mask
+_ARRAY_ROW = re.compile(r"[\[\](){},;:.…+\- ]*#[#\[\](){},;:.…+\- ]*")
+#: a printed array's last row followed by text (``#]], shape=(#), dtype=float#)``): the row is dropped
+_ARRAY_END = re.compile(r"^[#\[\],.…+\- ]*\]")
+
+
 def mask(line: str) -> str:
-    """The line with durations as ``<time>`` and every other number as ``#``."""
-    return _NUM.sub("#", _DURATION.sub("<time>", line))
+    """The line with durations as ``<time>``, every other number as ``#``, a run of numbers as one
+    ``#`` and blanks as one space: how a value is printed (its width, its sign, how many numbers fit on
+    a line before numpy wraps) is not what the line says. A printed array's last row followed by text
+    (``tf.Tensor([...]], shape=(5, 64), dtype=float32)``) keeps the text only."""
+    m = _NUMBERS.sub("#", re.sub(r"\s+", " ", _NUM.sub("#", _DURATION.sub("<time>", line)))).strip()
+    end = _ARRAY_END.match(m)
+    if end and "#" in end.group(0) and m[end.end() :].strip():
+        m = m[end.end() :].lstrip(" ,")
+    return m
+
+
+def is_array_row(line: str) -> bool:
+    """A line of nothing but numbers and brackets, a bracket or two numbers at least: a printed array's
+    row. How many rows a print takes depends on the numbers' widths (numpy wraps at 75 characters, a
+    minus sign widens every column), so they are not counted one by one. A bare number (``0.523``, a
+    loss printed each step) is not one: it counts as any line does."""
+    m = mask(line)
+    return bool(_ARRAY_ROW.fullmatch(m)) and ("[" in m or "]" in m or len(_NUM.findall(line)) >= 2)
 
 
 def is_timing(masked: str) -> bool:
@@ -86,12 +110,13 @@ class Output:
     lines: Counter[str]
     timing: frozenset[str]
     progress: int  # progress bar redraws dropped
+    array_rows: int = 0  # printed arrays' rows (is_array_row): whether there are any is compared
 
 
 def normalized_output(stdout: str) -> Output:
     lines: Counter[str] = Counter()
     timing: set[str] = set()
-    progress = 0
+    progress = rows = 0
     for ln in terminal_lines(stdout):
         if ln.startswith(_LOG_PREFIX):
             continue
@@ -99,11 +124,13 @@ def normalized_output(stdout: str) -> Output:
             progress += 1
             continue
         m = mask(ln)
-        if is_timing(m):
+        if is_array_row(ln):
+            rows += 1
+        elif is_timing(m):
             timing.add(m)
         else:
             lines[m] += 1
-    return Output(lines, frozenset(timing), progress)
+    return Output(lines, frozenset(timing), progress, rows)
 
 
 #: a new kind of line that means trouble even when the fixed run went further through the data
@@ -161,6 +188,8 @@ def output_change(
     if extra:
         line, n = extra.most_common(1)[0]
         bits.append(f"{n}× new '{line[:60]}'")
+    if b.array_rows and not a.array_rows and (length is None or length >= 0.99):
+        bits.append(f"no more printed arrays ({b.array_rows} rows before)")
     if gone_timing:
         bits.append(f"no more '{gone_timing[0][:60]}'")
     if new_timing:
