@@ -917,3 +917,58 @@ def test_a_metric_created_per_epoch_stays_outside_the_extracted_step() -> None:
     )
     assert out.changed, out.reason
     assert "        loss = train_step(xb, yb)\n        epoch_loss.update_state(loss)\n" in out.code
+
+
+WALKTHROUGH = """
+import tensorflow as tf
+
+
+def grad(model, inputs, targets):
+    with tf.GradientTape() as tape:
+        loss_value = loss(model, inputs, targets, training=True)
+    return loss_value, tape.gradient(loss_value, model.trainable_variables)
+
+
+for epoch in range(num_epochs):
+    epoch_loss_avg = keras.metrics.Mean()
+    for x, y in train_dataset:
+        loss_value, grads = grad(model, x, y)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        epoch_loss_avg.update_state(loss_value)
+"""
+
+
+def test_tf_function_extracts_a_gradient_function_and_the_update_after_its_call() -> None:
+    """TensorFlow's "Custom training: walkthrough": ``grad()`` holds the tape and returns the gradients,
+    the loop applies them. The call and the update are compiled together (decorating ``grad`` alone
+    left the optimizer's update eager); the metric created per epoch stays outside."""
+    out = run("tf-function", WALKTHROUGH)
+    assert out.changed, out.reason
+    assert out.reason.startswith(
+        "extracted the training step (line 13: grad() and the optimizer update after it) into "
+        "@tf.function train_step(x, y)"
+    )
+    assert (
+        "@tf.function\ndef train_step(x, y):\n"
+        "    loss_value, grads = grad(model, x, y)\n"
+        "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+        "    return loss_value\n"
+    ) in out.code
+    assert (
+        "        loss_value = train_step(x, y)\n        epoch_loss_avg.update_state(loss_value)\n" in out.code
+    )
+    assert "@tf.function\ndef grad(" not in out.code
+    ast.parse(out.code)
+
+
+def test_a_gradient_function_is_decorated_alone_when_the_loop_reads_values_before_the_update() -> None:
+    """What lies between the call and the update would run once under tf.function (a print, a Python
+    read of the loss): the gradient function is compiled alone, the loop left as it is."""
+    src = WALKTHROUGH.replace(
+        "        optimizer.apply_gradients",
+        "        print(float(loss_value))\n        optimizer.apply_gradients",
+    )
+    out = run("tf-function", src)
+    assert out.changed, out.reason
+    assert out.reason.startswith("@tf.function on grad() (line 4)"), out.reason
+    assert "@tf.function\ndef grad(" in out.code and "train_step" not in out.code

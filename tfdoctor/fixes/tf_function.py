@@ -446,6 +446,8 @@ class TfFunctionCodemod(FixCodemod):
                     keras_steps.append(f"{owner[id(runner)].name.value}.{runner.name.value}()")
                     continue
                 target, note = runner, f", which runs {name}() through strategy.run"
+            elif not _applies(fn.body) and self.find_split(tree, fn):
+                break  # the gradient function's call and the update after it: extracted together
             self.decorate.add(id(target))
             self.step_name = target.name.value
             self.effects(fn.body, fn)
@@ -454,9 +456,11 @@ class TfFunctionCodemod(FixCodemod):
             self.summary = f"@{self.tf}.function on {what}() (line {self.line(target)}){note}"
             self._counter_call_args(tree, target, target_cls is not None)
             break
-        if not self.decorate and compiled and not self.ran and not keras_steps and not in_strategy:
+        if self.extraction is not None:
+            pass  # a split step (find_split), planned above
+        elif not self.decorate and compiled and not self.ran and not keras_steps and not in_strategy:
             raise SkipFile(f"the training step is already a tf.function ({', '.join(compiled)})")
-        if not self.decorate and not self.find_inline(tree):
+        if self.extraction is None and not self.decorate and not self.find_inline(tree):
             ran = f" (the profiled run was eager: step at line {self.ran[0]})" if self.ran else ""
             if keras_steps:
                 raise SkipFile(KERAS_TRAIN_STEP.format(what=", ".join(keras_steps)))
@@ -581,6 +585,85 @@ class TfFunctionCodemod(FixCodemod):
                     warn(
                         f"line {line}: assigns into {base.value}, a Python object outside the step: done once, at trace time"
                     )
+
+    # -- a step split between a gradient function and the loop -----------------------------------
+    def find_split(self, tree: cst.Module, fn: cst.FunctionDef) -> bool:
+        """Plan the extraction of a step split in two: ``fn`` holds the tape but not the optimizer
+        update (``grad(model, x, y)`` returning the loss and the gradients, as TensorFlow's "Custom
+        training: walkthrough" writes it), and a loop calls it and applies the gradients right after.
+        The call and the update (and the metric updates after it) are extracted together, so the
+        update is compiled too: decorating the gradient function alone leaves the optimizer's update
+        eager, its ops dispatched one by one for every variable. False (``fn`` is decorated instead)
+        when no loop calls it and then updates, or when what lies between would change under
+        tf.function (a print, a Python read of a tensor, a break)."""
+        name = fn.name.value
+
+        def shallow(stmt: cst.BaseStatement) -> list[cst.CSTNode]:  # not into a nested loop's body
+            return [] if isinstance(stmt, (cst.For, cst.While)) else [stmt, *_own_nodes(stmt)]
+
+        def calls_fn(stmt: cst.BaseStatement) -> bool:
+            return any(
+                isinstance(n, cst.Call)
+                and (
+                    (isinstance(n.func, cst.Name) and n.func.value == name)
+                    or (isinstance(n.func, cst.Attribute) and n.func.attr.value == name)
+                )
+                for n in shallow(stmt)
+            )
+
+        def updates(stmt: cst.BaseStatement) -> bool:
+            return any(isinstance(n, cst.Call) and is_apply(n) for n in shallow(stmt))
+
+        scopes: list[cst.Module | cst.FunctionDef] = [
+            tree,
+            *(n for n in walk(tree) if isinstance(n, cst.FunctionDef) and n is not fn),
+        ]
+        found: list[
+            tuple[cst.Module | cst.FunctionDef, cst.BaseStatement, cst.For | cst.While, int, int]
+        ] = []
+        for scope in scopes:
+            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
+            for top in body:
+                if isinstance(top, (cst.FunctionDef, cst.ClassDef)) or not isinstance(top, cst.BaseStatement):
+                    continue
+                for loop in (n for n in [top, *_own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
+                    stmts = _suite(loop)
+                    first = next((i for i, st in enumerate(stmts) if calls_fn(st)), None)
+                    if first is None:
+                        continue
+                    last = next((i for i in range(first, len(stmts)) if updates(stmts[i])), None)
+                    if last is not None:
+                        found.append((scope, top, loop, first, last))
+        if self.ran:
+            found.sort(key=lambda f: not self._holds_ran_line(f[2]))
+        if not found:
+            return False
+        scope, top, loop, first, last = found[0]
+        stmts = _suite(loop)
+        bound = _stores(top)
+        while last + 1 < len(stmts) and _is_metric_update(stmts[last + 1], bound):
+            last += 1
+        block = stmts[first : last + 1]
+        if any(
+            isinstance(n, (cst.Break, cst.Continue, cst.Return, cst.Yield))
+            for st in block
+            for n in [st, *_own_nodes(st)]
+        ):
+            return False
+        before = list(self.side_effects)
+        self.effects(cst.IndentedBlock(body=block), None)
+        clean = self.side_effects == before
+        self.side_effects[:] = before
+        if not clean:
+            return False
+        self.plan_extract(tree, scope, top, loop, first, last)
+        self.effects(fn.body, fn)  # the gradient function is traced with the step
+        self.summary = self.summary.replace(
+            f"(line {self.line(stmts[first])})",
+            f"(line {self.line(stmts[first])}: {name}() and the optimizer update after it)",
+            1,
+        )
+        return True
 
     # -- an inline loop body -------------------------------------------------------------------
     def find_inline(self, tree: cst.Module) -> bool:
@@ -795,7 +878,12 @@ class TfFunction(Fix):
     (an index, ``range(..)``, an ``if`` test) stays one, and the result says the step retraces; when
     the tensor guess breaks the step, the trial fails and the fix is tried again with Python numbers.
     A step function the loop calls with a counter (``train_step(x, y, epoch)``) gets it the same way
-    at its calls in the loop.
+    at its calls in the loop. A step split in two, a function holding the tape and returning the
+    gradients (``grad(model, x, y)``, as TensorFlow's "Custom training: walkthrough" writes it) and
+    the loop applying them right after the call, is extracted the same way, from the call to the
+    update: decorating the gradient function alone would leave the optimizer's update eager. When
+    something between the two would run only once under tf.function (a ``print``, ``float(loss)``),
+    the gradient function alone is decorated.
 
     Which step: the one that ran. When the run's facts say the profiled step was eager, the function or
     loop holding the lines where the hooks saw it (its ``tape.gradient``, its optimizer update) is the
