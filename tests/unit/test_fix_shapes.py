@@ -972,3 +972,78 @@ def test_a_gradient_function_is_decorated_alone_when_the_loop_reads_values_befor
     assert out.changed, out.reason
     assert out.reason.startswith("@tf.function on grad() (line 4)"), out.reason
     assert "@tf.function\ndef grad(" in out.code and "train_step" not in out.code
+
+
+EPOCH_FUNCTION = """
+import tensorflow as tf
+
+
+def train_one_epoch(model, ds, loss_function, optimizer, steps_per_epoch):
+    for batch in ds.take(steps_per_epoch):
+        with tf.GradientTape() as tape:
+            loss = loss_function(batch[1], model(batch[0]))
+        if not tf.math.is_nan(loss):
+            gradients = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        metric.update_state(loss)
+
+
+for epoch in range(5):
+    train_one_epoch(model, ds, loss_fn, opt, 100)
+"""
+
+
+def test_a_step_inside_a_function_called_once_an_epoch_is_defined_once_beside_it() -> None:
+    """A per-epoch function holding the loop (a shape from user repositories): a tf.function defined
+    inside it would be a new one every epoch, traced (and with XLA compiled) again each time (measured:
+    5 epochs with XLA 3.4 s nested vs 1.5 s defined once). The step goes to module level, the names of
+    the function's frame it reads passed in (``gradients``, set inside the step, is not one of them; the
+    metric update after the optimizer's goes in with it)."""
+    out = run("tf-function", EPOCH_FUNCTION)
+    assert out.changed, out.reason
+    assert "train_step(batch, loss_function, model, optimizer)" in out.reason
+    assert out.code.startswith(
+        "import tensorflow as tf\n\n\n@tf.function\ndef train_step(batch, loss_function, model, optimizer):\n"
+        "    with tf.GradientTape() as tape:\n"
+    )
+    assert "    metric.update_state(loss)\n\n\ndef train_one_epoch(" in out.code
+    assert (
+        "    for batch in ds.take(steps_per_epoch):\n        train_step(batch, loss_function, model, optimizer)\n"
+        in out.code
+    )
+    ast.parse(out.code)
+    # called once (a main()), the step stays inside it, its closure intact
+    once = run(
+        "tf-function",
+        EPOCH_FUNCTION.replace("for epoch in range(5):\n    train_one_epoch", "train_one_epoch"),
+    )
+    assert once.changed and "    @tf.function\n    def train_step(batch):\n" in once.code
+
+
+def test_a_step_inside_a_method_called_once_an_epoch_becomes_a_method() -> None:
+    src = """
+    import tensorflow as tf
+
+
+    class Trainer:
+        def train_epoch(self, scale):
+            for x, y in self.ds:
+                with tf.GradientTape() as tape:
+                    loss = scale * self.loss_fn(y, self.model(x))
+                grads = tape.gradient(loss, self.model.trainable_variables)
+                self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+            return loss
+
+
+    for epoch in range(3):
+        trainer.train_epoch(2.0)
+    """
+    out = run("tf-function", src)
+    assert out.changed, out.reason
+    assert (
+        "class Trainer:\n    @tf.function\n    def train_step(self, x, y, scale):\n"
+        "        with tf.GradientTape() as tape:\n"
+    ) in out.code
+    assert "        return loss\n\n    def train_epoch(self, scale):\n" in out.code
+    assert "            loss = self.train_step(x, y, scale)\n        return loss\n" in out.code
+    ast.parse(out.code)

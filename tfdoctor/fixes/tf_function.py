@@ -395,6 +395,7 @@ class TfFunctionCodemod(FixCodemod):
         self.decorate: set[int] = set()
         self.extraction: tuple[cst.For | cst.While, int, int] | None = None  # not `extract`: a libcst method
         self.params: list[str] = []
+        self.method = False  # the extracted step is a method of the class it was extracted from
         self.tensor_args: dict[str, str] = {}  # loop counters passed as tensors -> their dtype
         self.call_args: dict[int, str] = {}  # id(call argument) of a counter passed to the step -> dtype
         self.returns: list[str] = []
@@ -765,6 +766,15 @@ class TfFunctionCodemod(FixCodemod):
         self.step_name = unique_name(tree, "train_step")
         self.extraction = (loop, first, last)
         self.anchor = top
+        hoisted = self._hoist(tree, scope)
+        if hoisted is not None:  # a function run once an epoch: the step is defined once, beside it
+            self.anchor, local, self.method = hoisted
+            bound = {n for st in block for n in _stores(st)}  # set by the step itself: not read in
+            params += [
+                r
+                for r in _exposed_reads(block)
+                if r in local and r not in params and r not in bound and not (self.method and r == "self")
+            ]
         self.params = params
         self.returns = returns
         self.effects(cst.IndentedBlock(body=block), None, params)
@@ -776,6 +786,51 @@ class TfFunctionCodemod(FixCodemod):
         self.summary += _counter_note(
             list(self.tensor_args), [c for c in counters if c not in self.tensor_args]
         )
+
+    def _hoist(
+        self, tree: cst.Module, scope: cst.Module | cst.FunctionDef
+    ) -> tuple[cst.BaseStatement, set[str], bool] | None:
+        """Where a step extracted from ``scope`` goes when ``scope`` is a function that a loop calls (a
+        ``train_one_epoch(model, ds, ...)`` called once an epoch): a tf.function defined inside it would
+        be a new one at every call, traced again (and, with XLA, compiled again) every epoch. Then the
+        step is defined once: at module level before the function, the names of its frame the step
+        reads passed as parameters; for a method (``self`` first), as a method of its class before it,
+        called ``self.train_step(...)``. Returns (the statement the step goes before, the names of
+        ``scope``'s frame, whether it is a method). None for the module, a function no loop calls, or
+        a function nested in another (its closure would be lost)."""
+        if not isinstance(scope, cst.FunctionDef):
+            return None
+        holder: cst.BaseStatement | None = None
+        method = False
+        for stmt in tree.body:
+            if stmt is scope:
+                holder = stmt
+            elif isinstance(stmt, cst.ClassDef) and any(f is scope for f in stmt.body.body):
+                first = scope.params.params[0].name.value if scope.params.params else ""
+                if first != "self" or scope.decorators:  # a static or class method: left as it is
+                    return None
+                holder, method = scope, True
+        if holder is None:
+            return None
+        name = scope.name.value
+        called = any(
+            isinstance(n, cst.Call)
+            and (
+                (isinstance(n.func, cst.Name) and n.func.value == name)
+                or (isinstance(n.func, cst.Attribute) and n.func.attr.value == name)
+            )
+            for loop in walk(tree)
+            if isinstance(loop, (cst.For, cst.While))
+            for n in _own_nodes(loop.body)
+        )
+        if not called:
+            return None
+        ps = scope.params
+        local = {p.name.value for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params)}
+        for star in (ps.star_arg, ps.star_kwarg):
+            if isinstance(star, cst.Param):
+                local.add(star.name.value)
+        return holder, local | _stores(scope.body), method
 
     def leave_FunctionDef(
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
@@ -789,7 +844,12 @@ class TfFunctionCodemod(FixCodemod):
         assert self.extraction is not None
         _, first, last = self.extraction
         stmts = _suite(loop)
-        call = cst.Call(func=cst.Name(self.step_name), args=[self._arg(p) for p in self.params])
+        func: cst.BaseExpression = (
+            cst.Attribute(cst.Name("self"), cst.Name(self.step_name))
+            if self.method
+            else cst.Name(self.step_name)
+        )
+        call = cst.Call(func=func, args=[self._arg(p) for p in self.params])
         small: cst.BaseSmallStatement
         if not self.returns:
             small = cst.Expr(call)
@@ -831,20 +891,23 @@ class TfFunctionCodemod(FixCodemod):
             body.append(cst.SimpleStatementLine([cst.Return(value)]))
         return cst.FunctionDef(
             name=cst.Name(self.step_name),
-            params=cst.Parameters([cst.Param(cst.Name(p)) for p in self.params]),
+            params=cst.Parameters(
+                [cst.Param(cst.Name(p)) for p in (["self"] if self.method else []) + self.params]
+            ),
             body=cst.IndentedBlock(body),
             decorators=[cst.Decorator(decorator=expr(f"{self.tf}.function"))],
         )
 
     def _insert(
-        self, body: Sequence[cst.BaseStatement], originals: Sequence[cst.BaseStatement]
+        self, body: Sequence[cst.BaseStatement], originals: Sequence[cst.BaseStatement], module: bool = False
     ) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []
         for new, old in zip(body, originals, strict=True):
             if old is self.anchor:
                 step = self._step_def().with_changes(leading_lines=_leading(new))
                 out.append(step)
-                out.append(new.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+                gap = 2 if module and isinstance(old, (cst.FunctionDef, cst.ClassDef)) else 1  # PEP 8
+                out.append(new.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * gap))
             else:
                 out.append(new)
         return out
@@ -858,7 +921,7 @@ class TfFunctionCodemod(FixCodemod):
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if self.anchor is not None and any(s is self.anchor for s in original_node.body):
-            return updated_node.with_changes(body=self._insert(updated_node.body, original_node.body))
+            return updated_node.with_changes(body=self._insert(updated_node.body, original_node.body, True))
         return updated_node
 
 
@@ -884,6 +947,10 @@ class TfFunction(Fix):
     update: decorating the gradient function alone would leave the optimizer's update eager. When
     something between the two would run only once under tf.function (a ``print``, ``float(loss)``),
     the gradient function alone is decorated.
+    A step extracted from a function that a loop calls (``train_one_epoch(model, ds, ...)`` once an
+    epoch) is defined once, at module level before that function (the names of its frame the step
+    reads become parameters), or as a method of its class called ``self.train_step(...)``: a
+    tf.function defined inside it would be a new one every epoch, traced and, with XLA, compiled again.
 
     Which step: the one that ran. When the run's facts say the profiled step was eager, the function or
     loop holding the lines where the hooks saw it (its ``tape.gradient``, its optimizer update) is the
