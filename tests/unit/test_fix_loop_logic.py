@@ -1201,6 +1201,23 @@ def test_a_worthwhile_gain_still_undecided_gets_two_more_rounds() -> None:
     assert "past the budget" not in r.decision.reason
 
 
+def test_a_gain_decided_one_round_past_the_budget_says_one_round() -> None:
+    """The two extra rounds are a ceiling: a trial kept on the first of them says "1 round past the
+    budget" (it said 2, the rounds granted, not the rounds measured)."""
+    rates = {1: 12.2, 2: 10.2, 3: 12.4, 4: 10.3, 5: 12.3, 6: 12.3}
+    r = judge_rounds(
+        lambda side, i: Measured(
+            run_id="x", status="complete", throughput=_banded(10.0 if side == "reference" else rates[i])
+        ),
+        first_trial=_banded(12.2),
+        ref_prev=_banded(10.0),
+        max_rounds=4,
+    )
+    assert r.ratios == [1.22, 1.02, 1.24, 1.03, 1.23]
+    assert r.decision is not None and r.decision.verdict == "faster"
+    assert "; decided in 1 round past the budget of 4, as its estimate stood above 1.05x" in r.decision.reason
+
+
 def test_a_change_to_the_training_must_clear_the_worth_bar_not_the_noise_bar() -> None:
     """Four tight rounds of 1.035x: a fix that keeps the training as it is clears the 2 % bar; the same
     rounds for a fix that changes the training (a bigger batch, bf16) are "not faster": any gain is

@@ -449,7 +449,9 @@ def _judge_rounds(
             budget += EXTRA_ROUNDS  # a gain worth having, not yet decided: a few more rounds
             d = None
         if d is not None:
-            r.decision = with_notes(d, r.set_aside, max_rounds, budget - max_rounds, worth)
+            r.decision = with_notes(
+                d, r.set_aside, max_rounds, budget - max_rounds, worth, len(r.pairs) - max_rounds
+            )
             return r
         i = len(r.pairs) + (r.set_aside is not None) + 1
         order: Literal["AB", "BA"] = (
@@ -482,10 +484,12 @@ def with_notes(
     budget: int = 0,
     extra: int = 0,
     worth: float = WORTH,
+    past: int | None = None,
 ) -> Decision | None:
     """``d`` with its reason saying which round was set aside as disturbed, and why, and whether the
     ``budget`` of rounds was extended (``extra`` rounds) for a gain still undecided whose estimate stood
-    above ``worth``."""
+    above ``worth``; ``past``: the rounds a decision took past the budget (``extra`` when not given; a
+    keep may come before the extension is spent)."""
     if d is None:
         return d
     reason = d.reason
@@ -497,7 +501,8 @@ def with_notes(
                 spent, f"after the round budget ({budget}) and {extra} more rounds, {why}"
             )
         else:
-            reason += f"; decided in {extra} rounds past the budget of {budget}, {why}"
+            n = extra if past is None else max(1, min(past, extra))
+            reason += f"; decided in {n} round{'s' if n != 1 else ''} past the budget of {budget}, {why}"
     if set_aside is not None:
         k, ratio, sds = set_aside
         reason += (
