@@ -178,3 +178,19 @@ def test_a_generator_the_train_on_batch_loop_takes_next_of_is_prefetched(tfd_hom
     assert pre.status in ("kept", "rejected"), (pre.status, pre.reason, pre.error)  # measured
     assert pre.throughput is not None
     assert "+gen = tfdoctor_prefetch(batch_generator(x_train, y_train, args.batch_size))" in pre.patch
+
+
+def test_walkthrough_gets_its_split_step_compiled_and_its_tensor_print_is_not_a_change(tfd_home, tmp_path):
+    # grad() holds the tape, the loop applies the gradients: both go into the extracted step; the script
+    # prints a multi-line tensor of a shuffled batch, whose rows wrap differently in every run
+    trials = _fix(tfd_home, tmp_path, "walkthrough.py", "tf-function")
+    tf_fn = trials["tf-function"]
+    assert tf_fn.status in ("kept", "rejected"), (tf_fn.status, tf_fn.reason, tf_fn.error)
+    assert "output changed" not in tf_fn.reason, tf_fn.reason
+    assert tf_fn.throughput is not None and tf_fn.speedup is not None
+    assert "+def train_step(x, y):\n+    loss_value, grads = grad(model, x, y)\n" in tf_fn.patch
+    assert (
+        "+    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n+    return loss_value\n"
+        in (tf_fn.patch)
+    )
+    assert "+        loss_value = train_step(x, y)\n" in tf_fn.patch

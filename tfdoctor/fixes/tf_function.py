@@ -433,7 +433,11 @@ class TfFunctionCodemod(FixCodemod):
                 keras_steps.append(f"{cls.name.value}.{name}()")
                 continue
             if self.ran and not self._holds_ran_line(fn):
-                continue  # a step function the profiled run did not use
+                # a gradient function whose update the loop that ran makes (the hooks saw the update
+                # there, maybe not the tape): the split step; else a step function the run did not use
+                if not _applies(fn.body) and self.find_split(tree, fn, ran_only=True):
+                    break
+                continue
             target: cst.FunctionDef = fn
             note = ""
             runner = run_in.get(name)
@@ -588,7 +592,7 @@ class TfFunctionCodemod(FixCodemod):
                     )
 
     # -- a step split between a gradient function and the loop -----------------------------------
-    def find_split(self, tree: cst.Module, fn: cst.FunctionDef) -> bool:
+    def find_split(self, tree: cst.Module, fn: cst.FunctionDef, ran_only: bool = False) -> bool:
         """Plan the extraction of a step split in two: ``fn`` holds the tape but not the optimizer
         update (``grad(model, x, y)`` returning the loss and the gradients, as TensorFlow's "Custom
         training: walkthrough" writes it), and a loop calls it and applies the gradients right after.
@@ -596,7 +600,8 @@ class TfFunctionCodemod(FixCodemod):
         update is compiled too: decorating the gradient function alone leaves the optimizer's update
         eager, its ops dispatched one by one for every variable. False (``fn`` is decorated instead)
         when no loop calls it and then updates, or when what lies between would change under
-        tf.function (a print, a Python read of a tensor, a break)."""
+        tf.function (a print, a Python read of a tensor, a break). ``ran_only``: only a loop holding
+        a line where the run's hooks saw the step (its optimizer update)."""
         name = fn.name.value
 
         def shallow(stmt: cst.BaseStatement) -> list[cst.CSTNode]:  # not into a nested loop's body
@@ -635,6 +640,8 @@ class TfFunctionCodemod(FixCodemod):
                     last = next((i for i in range(first, len(stmts)) if updates(stmts[i])), None)
                     if last is not None:
                         found.append((scope, top, loop, first, last))
+        if ran_only:  # only the loop the profiled run went through
+            found = [f for f in found if self._holds_ran_line(f[2])]
         if self.ran:
             found.sort(key=lambda f: not self._holds_ran_line(f[2]))
         if not found:
