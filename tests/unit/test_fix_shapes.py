@@ -772,7 +772,13 @@ CORPUS_CHANGED = {
     "quickstart_closure.py": {"generator-prefetch", "xla-jit", "mixed-precision", "batch-scale"},
     "train_on_batch.py": {"generator-prefetch", "xla-jit", "mixed-precision", "batch-scale"},
     "notebook_style.py": {"tf-function", "tfdata-prefetch", "mixed-precision", "batch-scale"},
-    "walkthrough.py": {"tf-function", "tfdata-parallel-map", "tfdata-prefetch", "mixed-precision", "batch-scale"},
+    "walkthrough.py": {
+        "tf-function",
+        "tfdata-parallel-map",
+        "tfdata-prefetch",
+        "mixed-precision",
+        "batch-scale",
+    },
     "tfdata_progbar_fit.py": {
         "steps-per-execution",
         "tfdata-parallel-map",
