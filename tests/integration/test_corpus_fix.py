@@ -189,8 +189,12 @@ def test_walkthrough_gets_its_split_step_compiled_and_its_tensor_print_is_not_a_
     assert "output changed" not in tf_fn.reason, tf_fn.reason
     assert tf_fn.throughput is not None and tf_fn.speedup is not None
     assert "+def train_step(x, y):\n+    loss_value, grads = grad(model, x, y)\n" in tf_fn.patch
+    assert "+    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n" in tf_fn.patch
+    # the metrics the tutorial creates every epoch: created once, reset, and updated inside the step
     assert (
-        "+    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n+    return loss_value\n"
-        in (tf_fn.patch)
+        "+    epoch_accuracy.update_state(y, model(x, training=True))\n+    return loss_value\n"
+        in tf_fn.patch
     )
+    assert "+epoch_loss_avg = keras.metrics.Mean()\n" in tf_fn.patch
+    assert "+    epoch_loss_avg.reset_state()\n" in tf_fn.patch
     assert "+        loss_value = train_step(x, y)\n" in tf_fn.patch

@@ -331,7 +331,7 @@ def test_a_step_failing_with_its_counter_as_a_tensor_is_tried_again_with_python_
     assert "tried again as: extracted the training step" in first.reason
     assert "epoch passed as Python numbers" in first.reason
     assert again.status in ("kept", "rejected"), again.reason  # ran, measured and decided
-    assert "+        train_step(epoch, x, y)" in again.patch and "tf.constant(epoch" not in again.patch
+    assert "+        loss = train_step(epoch, x, y)" in again.patch and "tf.constant(epoch" not in again.patch
     assert again.label == "tf-function (loop counters as Python numbers)"
     assert script.read_text() == COUNTER_NEEDS_INT
 

@@ -95,7 +95,8 @@ def train_step(x, y):
 
 def test_tf_function_decides_from_what_ran_when_the_file_has_several_steps() -> None:
     # the run's facts: the profiled step was eager, its optimizer update at line 10 (the eager loop);
-    # the metric update right after it goes into the step (a global metric: TF state, no retrace)
+    # the metric update right after it goes into the step (a global metric: TF state, no retrace); the
+    # loss is returned although the loop does not read it: the run's hooks read the loss there
     ran = Facts(step_kind="eager", loop_kind="custom", source={"apply_gradients": "/tmp/w/train.py:10"})
     assert_codemod(
         "tf-function",
@@ -111,10 +112,11 @@ def test_tf_function_decides_from_what_ran_when_the_file_has_several_steps() -> 
             grads = tape.gradient(loss_value, model.trainable_weights)
             optimizer.apply(grads, model.trainable_weights)
             train_acc_metric.update_state(y, logits)
+            return loss_value
 
         for epoch in range(2):
             for x, y in train_dataset:
-                train_step_2(x, y)
+                loss_value = train_step_2(x, y)
 
 
         @tf.function
@@ -907,23 +909,45 @@ def test_a_function_holding_a_nested_generator_is_not_a_generator() -> None:
     assert out.changed and "for xb in tfdoctor_prefetch(train_batches(2)):" in out.code
 
 
-def test_a_metric_created_per_epoch_stays_outside_the_extracted_step() -> None:
-    out = run(
-        "tf-function",
-        """
-        import tensorflow as tf
-        for epoch in range(3):
-            epoch_loss = keras.metrics.Mean()
-            for xb, yb in ds:
-                with tf.GradientTape() as tape:
-                    loss = loss_fn(yb, model(xb))
-                grads = tape.gradient(loss, model.trainable_variables)
-                optimizer.apply_gradients(zip(grads, model.trainable_variables))
-                epoch_loss.update_state(loss)
-        """,
-    )
+PER_EPOCH_METRIC = """
+import tensorflow as tf
+for epoch in range(3):
+    epoch_loss = keras.metrics.Mean()
+    for xb, yb in ds:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        epoch_loss.update_state(loss)
+    print(epoch, float(epoch_loss.result()))
+"""
+
+
+def test_a_metric_created_per_epoch_is_created_once_and_reset_to_go_into_the_step() -> None:
+    """A traced step holding a metric the loop replaces every epoch would update the first epoch's
+    object for ever: the metric is created once before the loop and reset where it was created, and
+    its update goes into the step (TF ops: an eager update a step cost as much as the step's own
+    dispatch on TensorFlow's walkthrough). The loss is still returned: the run reads it there."""
+    out = run("tf-function", PER_EPOCH_METRIC)
+    assert out.changed, out.reason
+    assert "epoch_loss created once before the loop and reset where it was created" in out.reason
+    assert (
+        "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+        "    epoch_loss.update_state(loss)\n    return loss\n\n"
+        "epoch_loss = keras.metrics.Mean()\nfor epoch in range(3):\n    epoch_loss.reset_state()\n"
+        "    for xb, yb in ds:\n        loss = train_step(xb, yb)\n"
+    ) in out.code
+    ast.parse(out.code)
+
+
+def test_a_metric_the_script_keeps_per_epoch_stays_outside_the_extracted_step() -> None:
+    """The script keeps each epoch's metric object (a history of them): creating it once would change
+    what it keeps, so the update stays outside the step and the loop creates it as before."""
+    src = PER_EPOCH_METRIC.replace("    print(epoch,", "    history.append(epoch_loss)\n    print(epoch,")
+    out = run("tf-function", src)
     assert out.changed, out.reason
     assert "        loss = train_step(xb, yb)\n        epoch_loss.update_state(loss)\n" in out.code
+    assert "    epoch_loss = keras.metrics.Mean()\n" in out.code and "reset_state" not in out.code
 
 
 WALKTHROUGH = """
@@ -948,7 +972,7 @@ for epoch in range(num_epochs):
 def test_tf_function_extracts_a_gradient_function_and_the_update_after_its_call() -> None:
     """TensorFlow's "Custom training: walkthrough": ``grad()`` holds the tape and returns the gradients,
     the loop applies them. The call and the update are compiled together (decorating ``grad`` alone
-    left the optimizer's update eager); the metric created per epoch stays outside."""
+    left the optimizer's update eager), the metric update with them (the metric created once)."""
     out = run("tf-function", WALKTHROUGH)
     assert out.changed, out.reason
     assert out.reason.startswith(
@@ -959,10 +983,12 @@ def test_tf_function_extracts_a_gradient_function_and_the_update_after_its_call(
         "@tf.function\ndef train_step(x, y):\n"
         "    loss_value, grads = grad(model, x, y)\n"
         "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+        "    epoch_loss_avg.update_state(loss_value)\n"
         "    return loss_value\n"
     ) in out.code
     assert (
-        "        loss_value = train_step(x, y)\n        epoch_loss_avg.update_state(loss_value)\n" in out.code
+        "    epoch_loss_avg.reset_state()\n    for x, y in train_dataset:\n        loss_value = train_step(x, y)\n"
+        in (out.code)
     )
     assert "@tf.function\ndef grad(" not in out.code
     ast.parse(out.code)
@@ -1013,9 +1039,9 @@ def test_a_step_inside_a_function_called_once_an_epoch_is_defined_once_beside_it
         "import tensorflow as tf\n\n\n@tf.function\ndef train_step(batch, loss_function, model, optimizer):\n"
         "    with tf.GradientTape() as tape:\n"
     )
-    assert "    metric.update_state(loss)\n\n\ndef train_one_epoch(" in out.code
+    assert "    metric.update_state(loss)\n    return loss\n\n\ndef train_one_epoch(" in out.code
     assert (
-        "    for batch in ds.take(steps_per_epoch):\n        train_step(batch, loss_function, model, optimizer)\n"
+        "    for batch in ds.take(steps_per_epoch):\n        loss = train_step(batch, loss_function, model, optimizer)\n"
         in out.code
     )
     ast.parse(out.code)

@@ -112,6 +112,68 @@ def _is_metric_update(stmt: cst.CSTNode, bound: set[str]) -> bool:
     )
 
 
+#: what a script may do with a metric that the step's extraction creates once and resets each epoch
+METRIC_USES = frozenset({"update_state", "result", "reset_state", "reset_states"})
+
+
+def _metric_receiver(stmt: cst.CSTNode) -> str | None:
+    """``name`` of a statement ``name.update_state(...)`` (any receiver name), else None."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        e = stmt.body[0]
+        if isinstance(e, cst.Expr) and isinstance(e.value, cst.Call):
+            f = e.value.func
+            if (
+                isinstance(f, cst.Attribute)
+                and f.attr.value in METRIC_UPDATES
+                and isinstance(f.value, cst.Name)
+            ):
+                return f.value.value
+    return None
+
+
+def _renewed_metrics(
+    everywhere: Iterable[cst.CSTNode], top: cst.BaseStatement
+) -> dict[str, cst.SimpleStatementLine]:
+    """Metrics the loop nest ``top`` creates anew every iteration of an outer loop (``epoch_loss_avg =
+    keras.metrics.Mean()`` in the epoch loop, as TensorFlow's walkthrough writes it) that can be created
+    once and reset instead: one such assignment in the nest, nothing of the nest in its arguments, and
+    the name used nowhere (``everywhere``: the nodes of its scope) but as ``.update_state`` /
+    ``.result`` / ``.reset_state(s)`` and that assignment. Name -> the assignment statement."""
+    nest = [n for n in _own_nodes(top) if isinstance(n, cst.SimpleStatementLine)]
+    bound_in_nest = _stores(top)
+    out: dict[str, cst.SimpleStatementLine] = {}
+    counts: dict[str, int] = {}
+    for st in nest:
+        for name in _stores(st):
+            counts[name] = counts.get(name, 0) + 1
+        if not (len(st.body) == 1 and isinstance(st.body[0], cst.Assign)):
+            continue
+        a = st.body[0]
+        if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
+            continue
+        call = a.value
+        made_by = call_name(call) if isinstance(call, cst.Call) else None
+        if not made_by or "metrics" not in made_by.split(".")[:-1] or names_in(call) & bound_in_nest:
+            continue
+        out[a.targets[0].target.value] = st
+    nodes = list(everywhere)
+    for name in list(out):
+        if counts.get(name) != 1:
+            del out[name]
+            continue
+        uses = sum(isinstance(n, cst.Name) and n.value == name for n in nodes)
+        allowed = 1 + sum(
+            isinstance(n, cst.Attribute)
+            and isinstance(n.value, cst.Name)
+            and n.value.value == name
+            and n.attr.value in METRIC_USES
+            for n in nodes
+        )
+        if uses != allowed:
+            del out[name]
+    return out
+
+
 def _tape_names(stmts: Iterable[cst.CSTNode]) -> set[str]:
     """Names a ``with tf.GradientTape() as <name>`` binds under ``stmts``."""
     out: set[str] = set()
@@ -396,6 +458,9 @@ class TfFunctionCodemod(FixCodemod):
         self.extraction: tuple[cst.For | cst.While, int, int] | None = None  # not `extract`: a libcst method
         self.params: list[str] = []
         self.method = False  # the extracted step is a method of the class it was extracted from
+        # metrics the loop created anew each epoch, now created once before it (metrics_top) and reset
+        self.renewed: dict[str, cst.SimpleStatementLine] = {}
+        self.metrics_top: cst.BaseStatement | None = None
         self.tensor_args: dict[str, str] = {}  # loop counters passed as tensors -> their dtype
         self.call_args: dict[int, str] = {}  # id(call argument) of a counter passed to the step -> dtype
         self.returns: list[str] = []
@@ -591,6 +656,46 @@ class TfFunctionCodemod(FixCodemod):
                         f"line {line}: assigns into {base.value}, a Python object outside the step: done once, at trace time"
                     )
 
+    # -- metric updates after the optimizer update ------------------------------------------------
+    def _take_metric_updates(
+        self,
+        tree: cst.Module,
+        scope: cst.Module | cst.FunctionDef,
+        top: cst.BaseStatement,
+        stmts: Sequence[cst.BaseStatement],
+        last: int,
+    ) -> int:
+        """The index of the step's last statement once the metric updates right after the optimizer
+        update are taken in (they are TF ops). A metric the nest creates anew every epoch would be a
+        stale capture in a traced step (the first epoch's object, updated for ever after): it is
+        created once before the loop and reset where it was created (``epoch_loss_avg.reset_state()``)
+        when :func:`_renewed_metrics` allows it; otherwise its update stays outside the step."""
+        bound = _stores(top)
+        everywhere = walk(tree) if isinstance(scope, cst.Module) else [scope, *_own_nodes(scope)]
+        renewed = _renewed_metrics(everywhere, top)
+        while last + 1 < len(stmts):
+            nxt = stmts[last + 1]
+            name = _metric_receiver(nxt)
+            if _is_metric_update(nxt, bound):
+                last += 1
+            elif name in renewed and _is_metric_update(nxt, bound - {name}):
+                self.renewed[name] = renewed[name]
+                last += 1
+            else:
+                break
+        if self.renewed:
+            self.metrics_top = top
+        return last
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        for name, st in self.renewed.items():
+            if st is original_node:  # created once before the loop now: reset where it was created
+                reset = cst.Expr(cst.Call(cst.Attribute(cst.Name(name), cst.Name("reset_state"))))
+                return updated_node.with_changes(body=[reset])
+        return updated_node
+
     # -- a step split between a gradient function and the loop -----------------------------------
     def find_split(self, tree: cst.Module, fn: cst.FunctionDef, ran_only: bool = False) -> bool:
         """Plan the extraction of a step split in two: ``fn`` holds the tape but not the optimizer
@@ -648,9 +753,7 @@ class TfFunctionCodemod(FixCodemod):
             return False
         scope, top, loop, first, last = found[0]
         stmts = _suite(loop)
-        bound = _stores(top)
-        while last + 1 < len(stmts) and _is_metric_update(stmts[last + 1], bound):
-            last += 1
+        last = self._take_metric_updates(tree, scope, top, stmts, last)
         block = stmts[first : last + 1]
         if any(
             isinstance(n, (cst.Break, cst.Continue, cst.Return, cst.Yield))
@@ -701,9 +804,7 @@ class TfFunctionCodemod(FixCodemod):
         if last is None:  # no optimizer update in the loop: the step ends with its gradients
             last = max((i for i in range(first, len(stmts)) if _calls(stmts[i], "gradient")), default=first)
         else:  # metric updates right after the update go into the step too (they are TF ops)
-            bound = _stores(top)
-            while last + 1 < len(stmts) and _is_metric_update(stmts[last + 1], bound):
-                last += 1
+            last = self._take_metric_updates(tree, scope, top, stmts, last)
         block = stmts[first : last + 1]
         for s in block:
             for n in [s, *_own_nodes(s)]:
@@ -741,6 +842,7 @@ class TfFunctionCodemod(FixCodemod):
                     if not isinstance(n, (cst.For,))
                     else _stores(cst.Assign(targets=[cst.AssignTarget(n.target)], value=cst.Name("_")))
                 )
+        varying -= set(self.renewed)  # created once before the loop now: captured, not passed
         augs = {
             n.target.value
             for s in block
@@ -770,6 +872,8 @@ class TfFunctionCodemod(FixCodemod):
                         "is used after the optimizer update: cannot extract the step into a function"
                     )
                 returns.append(name)
+        if not returns:  # the loss, returned all the same: what the run's hooks read the loss from
+            returns = [n for n in stored if "loss" in n.lower() and n not in tapes][:1]
         self.step_name = unique_name(tree, "train_step")
         self.extraction = (loop, first, last)
         self.anchor = top
@@ -793,6 +897,12 @@ class TfFunctionCodemod(FixCodemod):
         self.summary += _counter_note(
             list(self.tensor_args), [c for c in counters if c not in self.tensor_args]
         )
+        if self.renewed:
+            names = ", ".join(self.renewed)
+            self.summary += (
+                f"; {names} created once before the loop and reset where {'it was' if len(self.renewed) == 1 else 'they were'} "
+                "created (reset_state()): a traced step must not hold a metric replaced every epoch"
+            )
 
     def _hoist(
         self, tree: cst.Module, scope: cst.Module | cst.FunctionDef
@@ -910,11 +1020,22 @@ class TfFunctionCodemod(FixCodemod):
     ) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []
         for new, old in zip(body, originals, strict=True):
+            lead = _leading(new)
+            made = (  # the metrics the loop created anew each epoch, created once before it
+                [st.with_changes(leading_lines=[]) for st in self.renewed.values()]
+                if old is self.metrics_top
+                else []
+            )
             if old is self.anchor:
-                step = self._step_def().with_changes(leading_lines=_leading(new))
-                out.append(step)
+                out.append(self._step_def().with_changes(leading_lines=lead))
                 gap = 2 if module and isinstance(old, (cst.FunctionDef, cst.ClassDef)) else 1  # PEP 8
-                out.append(new.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * gap))
+                seq = [*made, new.with_changes(leading_lines=[])]
+                seq[0] = seq[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)] * gap)
+                out.extend(seq)
+            elif made:
+                out.extend(
+                    [made[0].with_changes(leading_lines=lead), *made[1:], new.with_changes(leading_lines=[])]
+                )
             else:
                 out.append(new)
         return out
@@ -922,12 +1043,12 @@ class TfFunctionCodemod(FixCodemod):
     def leave_IndentedBlock(
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
     ) -> cst.IndentedBlock:
-        if self.anchor is not None and any(s is self.anchor for s in original_node.body):
+        if any(s is self.anchor or s is self.metrics_top for s in original_node.body):
             return updated_node.with_changes(body=self._insert(updated_node.body, original_node.body))
         return updated_node
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        if self.anchor is not None and any(s is self.anchor for s in original_node.body):
+        if any(s is self.anchor or s is self.metrics_top for s in original_node.body):
             return updated_node.with_changes(body=self._insert(updated_node.body, original_node.body, True))
         return updated_node
 
@@ -958,6 +1079,14 @@ class TfFunction(Fix):
     epoch) is defined once, at module level before that function (the names of its frame the step
     reads become parameters), or as a method of its class called ``self.train_step(...)``: a
     tf.function defined inside it would be a new one every epoch, traced and, with XLA, compiled again.
+    Metric updates right after the optimizer update go into the step (TF ops). A metric the loop
+    creates anew every epoch (``epoch_loss_avg = keras.metrics.Mean()`` in the epoch loop, as the
+    walkthrough writes it) is created once before the loop and reset where it was created
+    (``epoch_loss_avg.reset_state()``): a traced step holding a metric replaced every epoch would keep
+    updating the first one. Only when the script uses it through ``update_state`` / ``result`` /
+    ``reset_state`` alone; otherwise its update stays outside the step. An extracted step returns its
+    loss even when the loop does not read it: the run reads the loss there (for the loss check of the
+    fixes after it).
 
     Which step: the one that ran. When the run's facts say the profiled step was eager, the function or
     loop holding the lines where the hooks saw it (its ``tape.gradient``, its optimizer update) is the
