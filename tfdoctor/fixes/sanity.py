@@ -89,12 +89,13 @@ def mask(line: str) -> str:
     return m
 
 
-def is_array_row(line: str) -> bool:
+def is_array_row(line: str, masked: str | None = None) -> bool:
     """A line of nothing but numbers and brackets, a bracket or two numbers at least: a printed array's
     row. How many rows a print takes depends on the numbers' widths (numpy wraps at 75 characters, a
     minus sign widens every column), so they are not counted one by one. A bare number (``0.523``, a
-    loss printed each step) is not one: it counts as any line does."""
-    m = mask(line)
+    loss printed each step) is not one: it counts as any line does. ``masked``: :func:`mask` of the line,
+    when the caller has it already."""
+    m = mask(line) if masked is None else masked
     return bool(_ARRAY_ROW.fullmatch(m)) and ("[" in m or "]" in m or len(_NUM.findall(line)) >= 2)
 
 
@@ -124,7 +125,7 @@ def normalized_output(stdout: str) -> Output:
             progress += 1
             continue
         m = mask(ln)
-        if is_array_row(ln):
+        if is_array_row(ln, m):
             rows += 1
         elif is_timing(m):
             timing.add(m)

@@ -98,18 +98,8 @@ METRIC_UPDATES = frozenset({"update_state", "assign_add", "assign_sub", "assign"
 def _is_metric_update(stmt: cst.CSTNode, bound: set[str]) -> bool:
     """``train_acc_metric.update_state(y, logits)`` on an object the loop does not rebind (a metric
     created per epoch would be a new tf.function argument every epoch: a retrace)."""
-    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
-        return False
-    e = stmt.body[0]
-    if not (isinstance(e, cst.Expr) and isinstance(e.value, cst.Call)):
-        return False
-    f = e.value.func
-    return (
-        isinstance(f, cst.Attribute)
-        and f.attr.value in METRIC_UPDATES
-        and isinstance(f.value, cst.Name)
-        and f.value.value not in bound
-    )
+    receiver = _metric_receiver(stmt)
+    return receiver is not None and receiver not in bound
 
 
 #: what a script may do with a metric that the step's extraction creates once and resets each epoch
@@ -117,7 +107,7 @@ METRIC_USES = frozenset({"update_state", "result", "reset_state", "reset_states"
 
 
 def _metric_receiver(stmt: cst.CSTNode) -> str | None:
-    """``name`` of a statement ``name.update_state(...)`` (any receiver name), else None."""
+    """``name`` of a statement ``name.update_state(...)`` (any receiver name, METRIC_UPDATES), else None."""
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         e = stmt.body[0]
         if isinstance(e, cst.Expr) and isinstance(e.value, cst.Call):
@@ -172,6 +162,32 @@ def _renewed_metrics(
         if uses != allowed:
             del out[name]
     return out
+
+
+def _calls_named(node: cst.CSTNode, name: str) -> bool:
+    """A call of ``name``: ``name(...)`` or ``obj.name(...)`` (a method called on any receiver)."""
+    return isinstance(node, cst.Call) and (
+        (isinstance(node.func, cst.Name) and node.func.value == name)
+        or (isinstance(node.func, cst.Attribute) and node.func.attr.value == name)
+    )
+
+
+def _loops(
+    tree: cst.Module, skip: cst.FunctionDef | None = None
+) -> Iterable[tuple[cst.Module | cst.FunctionDef, cst.BaseStatement, cst.For | cst.While]]:
+    """Every loop of the module and of its functions (``skip`` left out), as (its scope, the scope's
+    top-level statement holding it, the loop): where a step written in a loop is looked for."""
+    scopes: list[cst.Module | cst.FunctionDef] = [
+        tree,
+        *(n for n in walk(tree) if isinstance(n, cst.FunctionDef) and n is not skip),
+    ]
+    for scope in scopes:
+        body = scope.body if isinstance(scope, cst.Module) else scope.body.body
+        for top in body:
+            if isinstance(top, (cst.FunctionDef, cst.ClassDef)) or not isinstance(top, cst.BaseStatement):
+                continue
+            for loop in (n for n in [top, *_own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
+                yield scope, top, loop
 
 
 def _tape_names(stmts: Iterable[cst.CSTNode]) -> set[str]:
@@ -676,9 +692,9 @@ class TfFunctionCodemod(FixCodemod):
         while last + 1 < len(stmts):
             nxt = stmts[last + 1]
             name = _metric_receiver(nxt)
-            if _is_metric_update(nxt, bound):
+            if name is not None and name not in bound:
                 last += 1
-            elif name in renewed and _is_metric_update(nxt, bound - {name}):
+            elif name in renewed:
                 self.renewed[name] = renewed[name]
                 last += 1
             else:
@@ -713,38 +729,22 @@ class TfFunctionCodemod(FixCodemod):
             return [] if isinstance(stmt, (cst.For, cst.While)) else [stmt, *_own_nodes(stmt)]
 
         def calls_fn(stmt: cst.BaseStatement) -> bool:
-            return any(
-                isinstance(n, cst.Call)
-                and (
-                    (isinstance(n.func, cst.Name) and n.func.value == name)
-                    or (isinstance(n.func, cst.Attribute) and n.func.attr.value == name)
-                )
-                for n in shallow(stmt)
-            )
+            return any(_calls_named(n, name) for n in shallow(stmt))
 
         def updates(stmt: cst.BaseStatement) -> bool:
             return any(isinstance(n, cst.Call) and is_apply(n) for n in shallow(stmt))
 
-        scopes: list[cst.Module | cst.FunctionDef] = [
-            tree,
-            *(n for n in walk(tree) if isinstance(n, cst.FunctionDef) and n is not fn),
-        ]
         found: list[
             tuple[cst.Module | cst.FunctionDef, cst.BaseStatement, cst.For | cst.While, int, int]
         ] = []
-        for scope in scopes:
-            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
-            for top in body:
-                if isinstance(top, (cst.FunctionDef, cst.ClassDef)) or not isinstance(top, cst.BaseStatement):
-                    continue
-                for loop in (n for n in [top, *_own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
-                    stmts = _suite(loop)
-                    first = next((i for i, st in enumerate(stmts) if calls_fn(st)), None)
-                    if first is None:
-                        continue
-                    last = next((i for i in range(first, len(stmts)) if updates(stmts[i])), None)
-                    if last is not None:
-                        found.append((scope, top, loop, first, last))
+        for scope, top, loop in _loops(tree, skip=fn):
+            stmts = _suite(loop)
+            first = next((i for i, st in enumerate(stmts) if calls_fn(st)), None)
+            if first is None:
+                continue
+            last = next((i for i in range(first, len(stmts)) if updates(stmts[i])), None)
+            if last is not None:
+                found.append((scope, top, loop, first, last))
         if ran_only:  # only the loop the profiled run went through
             found = [f for f in found if self._holds_ran_line(f[2])]
         if self.ran:
@@ -779,21 +779,11 @@ class TfFunctionCodemod(FixCodemod):
     # -- an inline loop body -------------------------------------------------------------------
     def find_inline(self, tree: cst.Module) -> bool:
         """Plan the extraction of a step written inline in a loop; False when there is none."""
-        scopes: list[cst.Module | cst.FunctionDef] = [
-            tree,
-            *(n for n in walk(tree) if isinstance(n, cst.FunctionDef)),
-        ]
         found: list[tuple[cst.Module | cst.FunctionDef, cst.BaseStatement, cst.For | cst.While, int]] = []
-        for scope in scopes:
-            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
-            for top in body:
-                if isinstance(top, (cst.FunctionDef, cst.ClassDef)) or not isinstance(top, cst.BaseStatement):
-                    continue
-                for loop in (n for n in [top, *_own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
-                    stmts = _suite(loop)
-                    first = next((i for i, s in enumerate(stmts) if _is_tape(s)), None)
-                    if first is not None:
-                        found.append((scope, top, loop, first))
+        for scope, top, loop in _loops(tree):
+            first = next((i for i, s in enumerate(_suite(loop)) if _is_tape(s)), None)
+            if first is not None:
+                found.append((scope, top, loop, first))
         if self.ran:  # the loop the profiled run went through, where the facts say which
             found.sort(key=lambda f: not self._holds_ran_line(f[2]))
         if not found:
@@ -931,11 +921,7 @@ class TfFunctionCodemod(FixCodemod):
             return None
         name = scope.name.value
         called = any(
-            isinstance(n, cst.Call)
-            and (
-                (isinstance(n.func, cst.Name) and n.func.value == name)
-                or (isinstance(n.func, cst.Attribute) and n.func.attr.value == name)
-            )
+            _calls_named(n, name)
             for loop in walk(tree)
             if isinstance(loop, (cst.For, cst.While))
             for n in _own_nodes(loop.body)
