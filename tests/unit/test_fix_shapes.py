@@ -679,6 +679,45 @@ def test_tfdata_cache_follows_a_pipeline_reassigned_to_its_own_name() -> None:
     )
 
 
+def test_tfdata_cache_follows_a_pipeline_through_several_names() -> None:
+    """The TensorFlow text-generation tutorial: ids -> sequences (batch) -> dataset (map) -> dataset
+    (shuffle, batch). The map's source is two names up; a deterministic batch before it may be cached."""
+    assert_codemod(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        ids_dataset = tf.data.Dataset.from_tensor_slices(all_ids)
+        sequences = ids_dataset.batch(51, drop_remainder=True)
+        def split_input_target(sequence):
+            return sequence[:-1], sequence[1:]
+        dataset = sequences.map(split_input_target)
+        dataset = dataset.shuffle(10000).batch(64, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        """,
+        """
+        import tensorflow as tf
+        ids_dataset = tf.data.Dataset.from_tensor_slices(all_ids)
+        sequences = ids_dataset.batch(51, drop_remainder=True)
+        def split_input_target(sequence):
+            return sequence[:-1], sequence[1:]
+        dataset = sequences.map(split_input_target).cache()
+        dataset = dataset.shuffle(10000).batch(64, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        """,
+    )
+    # a shuffle two names up: the batches it makes differ every epoch, a cache would freeze them
+    assert_skipped(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        ids_dataset = tf.data.Dataset.from_tensor_slices(all_ids).shuffle(100)
+        sequences = ids_dataset.batch(51, drop_remainder=True)
+        def split_input_target(sequence):
+            return sequence[:-1], sequence[1:]
+        dataset = sequences.map(split_input_target)
+        """,
+        "dataset (line 6): the pipeline already ran shuffle() (line 2) before this line",
+    )
+
+
 def test_the_split_map_is_parallelised_whichever_fix_comes_first() -> None:
     """mirrored_ctl.py: tfdata-cache splits preprocess; the split maps keep the map's own arguments, so
     tfdata-parallel-map before or after it gives the same two parallel maps around the cache."""

@@ -386,12 +386,9 @@ class CacheCodemod(FixCodemod):
                     root, _ = method_chain(a.value)
                     if not (isinstance(root, cst.Name) and root.value in pipes.names) or not stages:
                         continue
-                    # the assignments of the name above this one (a later one has not run yet)
-                    prior = [
-                        b
-                        for b in pipes.assigns.get(root.value, [])
-                        if b is not a and self.line(b) < self.line(a)
-                    ]
+                    # the assignments above this one that built what it reads (a later one has not run
+                    # yet), through other names too: ids = from_tensor_slices(...); seqs = ids.batch(51)
+                    prior = self._upstream(pipes, root.value, self.line(a), a)
                     kind_from = next((c for b in prior if (c := pipes.stages(b.value)[0]) is not None), None)
                     if kind_from is None:
                         continue
@@ -515,11 +512,25 @@ class CacheCodemod(FixCodemod):
         new = super().transform_module_impl(tree)
         return self._add_split_functions(new) if self.split_uses else new
 
+    def _upstream(
+        self, pipes: Pipelines, name: str, line: int, skip: cst.Assign, seen: frozenset[str] = frozenset()
+    ) -> list[cst.Assign]:
+        """The assignments above ``line`` that built the dataset ``name`` reads, source first: those of
+        ``name`` itself and, when none of them starts from a source, those of the name they read."""
+        own = [b for b in pipes.assigns.get(name, []) if b is not skip and self.line(b) < line]
+        if not own or any(pipes.stages(b.value)[0] is not None for b in own):
+            return own
+        first = min(own, key=self.line)
+        root, _ = method_chain(first.value)
+        if isinstance(root, cst.Name) and root.value in pipes.names and root.value not in seen | {name}:
+            return [*self._upstream(pipes, root.value, self.line(first), first, seen | {name}), *own]
+        return own
+
     def _replayed(self, op: str, call: cst.Call, purity: _Purity) -> str | None:
         """Why a stage an earlier assignment ran may not come before the cache ("" for "it is not per
         element and deterministic"), or None when it may (a deterministic map/filter, shard, take, skip)."""
-        if op in ("shard", "take", "skip"):
-            return None
+        if op in ("shard", "take", "skip", "batch", "padded_batch", "unbatch", "prefetch"):
+            return None  # the same elements in the same order every epoch (a shuffle before is caught itself)
         if op in DETERMINISTIC_OPS and call.args:
             why = purity.fn_random(call.args[0].value)
             if why == "":
