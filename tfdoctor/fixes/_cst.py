@@ -85,10 +85,13 @@ class Aliases:
 
     tf: str | None = None  # "tf" for ``import tensorflow as tf``
     keras: str | None = None  # "keras" for ``from tensorflow import keras`` / ``import keras``
+    # how it spells tf.function: "tf.function", "function" for ``from tensorflow import function``
+    functions: frozenset[str] = frozenset()
 
 
 def aliases(module: cst.Module) -> Aliases:
     tf = keras = None
+    functions: set[str] = set()
     for node in walk(module):
         if isinstance(node, cst.Import):
             for n in node.names:
@@ -102,6 +105,12 @@ def aliases(module: cst.Module) -> Aliases:
             mod = dotted(node.module) if node.module is not None else None
             if mod == "tensorflow":
                 for n in node.names:
+                    if n.name.value == "function":
+                        functions.add(
+                            n.asname.name.value
+                            if n.asname and isinstance(n.asname.name, cst.Name)
+                            else "function"
+                        )
                     if n.name.value == "keras":
                         keras = keras or (
                             n.asname.name.value
@@ -110,7 +119,9 @@ def aliases(module: cst.Module) -> Aliases:
                         )
     if keras is None and tf is not None:
         keras = f"{tf}.keras"
-    return Aliases(tf, keras)
+    if tf is not None:
+        functions.add(f"{tf}.function")
+    return Aliases(tf, keras, frozenset(functions))
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -446,7 +446,7 @@ class TfFunctionCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         al = aliases(tree)
         self.tf = al.tf or "tf"
-        tf_function = {f"{al.tf}.function"} if al.tf else set()
+        tf_function = set(al.functions)
         wrapped: set[str] = set()
         for n in walk(tree):
             if isinstance(n, cst.Call) and call_name(n) in tf_function and n.args:

@@ -19,7 +19,7 @@ class XlaCodemod(FixCodemod):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         al = aliases(tree)
-        tf_function = f"{al.tf}.function" if al.tf else None
+        tf_function = al.functions  # tf.function, or function from ``from tensorflow import function``
         self.targets: set[int] = set()
         self.bare: set[int] = set()  # @tf.function without a call
         where: list[str] = []
@@ -41,21 +41,18 @@ class XlaCodemod(FixCodemod):
         for n in walk(tree):
             if isinstance(n, cst.FunctionDef) and n.name.value in step_names:
                 for d in n.decorators:
-                    if tf_function and dotted(d.decorator) == tf_function:
+                    if (spelled := dotted(d.decorator)) in tf_function:
                         self.bare.add(id(d))
-                        where.append(f"@{tf_function} on {n.name.value}() (line {self.line(n)})")
+                        where.append(f"@{spelled} on {n.name.value}() (line {self.line(n)})")
                     elif (
                         isinstance(d.decorator, cst.Call)
-                        and tf_function
-                        and call_name(d.decorator) == tf_function
+                        and (spelled := call_name(d.decorator)) in tf_function
                     ):
-                        self._consider(
-                            d.decorator, f"@{tf_function}(...) on {n.name.value}()", where, already
-                        )
-            elif isinstance(n, cst.Call) and tf_function and call_name(n) == tf_function and n.args:
+                        self._consider(d.decorator, f"@{spelled}(...) on {n.name.value}()", where, already)
+            elif isinstance(n, cst.Call) and (spelled := call_name(n)) in tf_function and n.args:
                 v = n.args[0].value
                 if isinstance(v, cst.Name) and v.value in step_names:
-                    self._consider(n, f"{tf_function}({v.value})", where, already)
+                    self._consider(n, f"{spelled}({v.value})", where, already)
         sites, notes = compile_sites(tree, self.line)
         for c, label in sites:
             self._consider(c, label, where, already)
