@@ -17,7 +17,7 @@ class CpuOnlyRun(Rule):
 
     Why it costs throughput:
         It does not. (On a CPU, low-precision advice is limited to bfloat16 on CPUs with AMX/AVX512-BF16:
-        TFD403.)
+        TFD403; a float16 policy on a CPU is told to leave it: TFD404.)
 
     Evidence:
         The devices recorded and the rules skipped.

@@ -910,6 +910,46 @@ def test_mixed_precision_never_where_it_slows_down() -> None:
     )
 
 
+def test_a_float16_policy_on_a_cpu_is_replaced_in_place() -> None:
+    """A GPU script's mixed_float16 on a CPU (TFD404): mixed_bfloat16 where the CPU has bf16, float32
+    otherwise; the output layer kept float32 for bf16; a LossScaleOptimizer left, with a word."""
+    FP16 = Facts(dtype_policy="mixed_float16")  # what the run's facts say
+    fp16 = MP_BEFORE.replace(
+        "from tensorflow import keras\n",
+        'from tensorflow import keras\n\nkeras.mixed_precision.set_global_policy("mixed_float16")\n',
+    )
+    status, code, warnings, reason = apply(
+        "mixed-precision", fp16, hardware=Hardware(cpu_bf16=True), facts=FP16
+    )
+    assert status == "changed", reason
+    assert 'set_global_policy("mixed_bfloat16")' in code and "mixed_float16" not in code
+    assert 'keras.layers.Dense(2, dtype="float32")' in code
+    assert reason.startswith("dtype policy 'mixed_float16' → 'mixed_bfloat16' (line 4)")
+    status, code, _, reason = apply("mixed-precision", fp16, hardware=Hardware(cpu_bf16=False), facts=FP16)
+    assert status == "changed" and 'set_global_policy("float32")' in code, reason
+    assert "keras.layers.Dense(2)" in code  # float32 everywhere: nothing to keep
+    # the older guide's Policy object, and a custom loop's loss scaling left in place
+    policy_obj = fp16.replace(
+        'keras.mixed_precision.set_global_policy("mixed_float16")',
+        "policy = keras.mixed_precision.Policy('mixed_float16')\nkeras.mixed_precision.set_global_policy(policy)",
+    ).replace(
+        "keras.optimizers.SGD(0.1)", "keras.mixed_precision.LossScaleOptimizer(keras.optimizers.SGD(0.1))"
+    )
+    status, code, warnings, reason = apply(
+        "mixed-precision", policy_obj, hardware=Hardware(cpu_bf16=True), facts=FP16
+    )
+    assert status == "changed" and "Policy('mixed_bfloat16')" in code, reason
+    assert any("LossScaleOptimizer stays" in w for w in warnings)
+    # on a GPU the script's own policy is its own
+    assert_skipped(
+        "mixed-precision",
+        fp16,
+        "already training with mixed_float16",
+        hardware=Hardware(gpu_compute_capability=(8.0,)),
+        facts=FP16,
+    )
+
+
 def test_cpu_bf16_detection_reads_the_flags(tmp_path: Path) -> None:
     from tfdoctor.fixes._base import cpu_has_bf16
 

@@ -261,6 +261,11 @@ def test_a_change_must_show_in_the_trials_facts() -> None:
         not_in_effect("mixed-precision", base, base.model_copy(update={"dtype_policy": "mixed_bfloat16"}))
         is None
     )
+    # a float16 policy on a CPU replaced by float32 (TFD404) shows as a change; float16 kept does not
+    fp16 = base.model_copy(update={"dtype_policy": "mixed_float16"})
+    assert not_in_effect("mixed-precision", fp16, base) is None
+    assert "mixed_float16 (was mixed_float16)" in (not_in_effect("mixed-precision", fp16, fp16) or "")
+    assert "float32 (was float32)" in (not_in_effect("mixed-precision", base, base) or "")
     eager = base.model_copy(update={"step_kind": "eager"})
     assert "still eager" in (not_in_effect("tf-function", eager, eager) or "")
     assert not_in_effect("tfdata-prefetch", base, base) is None  # no fact of its own to show it by

@@ -442,7 +442,11 @@ def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str
             return None
         return f"its facts show steps_per_execution {spe} (was {b.steps_per_execution})"
     if fix_id == "mixed-precision":
-        if (after.dtype_policy or "").startswith("mixed") and after.dtype_policy != b.dtype_policy:
+        # a 16-bit policy set, or a float16 one on a CPU replaced (by bf16 or float32: TFD404)
+        was_fp16 = b.dtype_policy in ("mixed_float16", "float16")
+        if after.dtype_policy != b.dtype_policy and (
+            (after.dtype_policy or "").startswith("mixed") or (was_fp16 and after.dtype_policy is not None)
+        ):
             return None
         return f"its facts show the dtype policy {after.dtype_policy} (was {b.dtype_policy})"
     if fix_id == "tfdata-cache" and after.extra.get(f"switch_{CACHE_FILL_SWITCH}") == "1":
