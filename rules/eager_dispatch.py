@@ -24,7 +24,9 @@ class EagerDispatch(Rule):
         steps with the most dispatch (time ranges), the step function's source line.
 
     Fix:
-        ``tf-function``: decorate the train step with ``@tf.function``. Estimated saving: 80 % of the
+        ``tf-function``: decorate the train step with ``@tf.function``; where the script switches eager
+        execution on itself (``compile(run_eagerly=True)``, ``tf.config.run_functions_eagerly(True)``:
+        debugging settings left in, named in the claim), switch it off. Estimated saving: 80 % of the
         dispatch + host-compute share (the op kernels themselves still run).
 
     Fix safety:
@@ -69,6 +71,10 @@ class EagerDispatch(Rule):
             f"{d.eager_ops_per_step:.0f} ops per step are dispatched one by one from Python; "
             f"dispatch and Python take {pct(overhead)} of step time"
         )
+        if ctx.facts.functions_run_eagerly:
+            claim += ": tf.config.run_functions_eagerly(True) is on, so the step's tf.function runs op by op"
+        elif ctx.facts.loop_kind == "keras_fit":
+            claim += ": Keras fit runs the step eagerly (run_eagerly=True, a debugging setting)"
         sev = "high" if overhead >= 0.5 else "medium"
         return self.finding(sev, claim, ev, est_saving=0.8 * overhead, fix_ids=["tf-function"])
 

@@ -117,6 +117,8 @@ class Facts(_Frozen):
     # XLA on the step: model.compile(jit_compile=...) or tf.function(jit_compile=...)
     jit_compile: bool | None = None
     auto_jit: bool | None = None  # tf.config.optimizer.get_jit()
+    # tf.config.run_functions_eagerly(True) was on: every tf.function (the step too) ran op by op
+    functions_run_eagerly: bool | None = None
     strategy: str | None = None  # class name of the active tf.distribute strategy
     num_replicas: int = 1
     steps_per_execution: int | None = None

@@ -400,3 +400,42 @@ def test_a_timing_window_with_a_floor_on_time_grows_and_a_script_may_end_within_
     )
     assert res.ok and res.message is None, res.message
     assert [s.window for s in res.steps] == ["warmup"] * 3 + ["timing"] * 37
+
+
+EAGER_SWITCH = """
+import numpy as np
+import tensorflow as tf
+
+tf.config.run_functions_eagerly(True)  # left from debugging
+model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(4)])
+opt = tf.keras.optimizers.SGD(0.01)
+
+
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((model(x) - y) ** 2)
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+
+x, y = np.ones((16, 8), "float32"), np.ones((16, 4), "float32")
+for _ in range(40):
+    train_step(x, y)
+"""
+
+
+def test_run_functions_eagerly_makes_the_decorated_step_eager_in_the_facts(tfd_home, tmp_path):
+    """tf.config.run_functions_eagerly(True): the step's tf.function runs op by op. The facts say so
+    (functions_run_eagerly, step_kind eager), so TFD201 fires and tf-function switches it off."""
+    script = tmp_path / "rfe.py"
+    script.write_text(EAGER_SWITCH)
+    res, _ = capture(tfd_home, script, profile=False, steps=8)
+    assert res.ok, res.error
+    assert res.facts.functions_run_eagerly is True
+    assert res.facts.loop_kind == "custom" and res.facts.step_kind == "eager"
+    # without the switch: a tf.function step, and the fact left out
+    script.write_text(EAGER_SWITCH.replace("tf.config.run_functions_eagerly(True)", "pass"))
+    res, _ = capture(tfd_home, script, profile=False, steps=8)
+    assert res.ok, res.error
+    assert res.facts.functions_run_eagerly is None and res.facts.step_kind == "tf.function"

@@ -221,6 +221,53 @@ def test_tf_function_skips_a_keras_train_step_override_saying_what_applies() -> 
     )
 
 
+def test_tf_function_turns_off_the_scripts_own_eager_switches() -> None:
+    """Debugging settings left in: fit with compile(run_eagerly=True) runs its step op by op, and
+    tf.config.run_functions_eagerly(True) makes every @tf.function eager. The run's facts say so (an
+    eager fit step; functions_run_eagerly), and the fix switches them off where they are written."""
+    fit = """
+        import tensorflow as tf
+        model.compile(optimizer="adam", loss="mse", run_eagerly=True)
+        model.run_eagerly = True
+        model.fit(x, y)
+        """
+    assert_codemod(
+        "tf-function",
+        fit,
+        fit.replace("run_eagerly=True", "run_eagerly=False").replace("= True", "= False"),
+        facts=Facts(loop_kind="keras_fit", step_kind="eager"),
+    )
+    loop = """
+        import tensorflow as tf
+        tf.config.run_functions_eagerly(True)
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        """
+    out = run(
+        "tf-function", loop, facts=Facts(loop_kind="custom", step_kind="eager", functions_run_eagerly=True)
+    )
+    assert out.status == "changed" and "tf.config.run_functions_eagerly(False)" in out.code
+    assert out.reason == (
+        "tf.config.run_functions_eagerly(True) → False (line 2): the script's own switch to eager execution, turned off"
+    )
+    # fit compiled as usual, or a switch the script computes (run_eagerly=args.debug): not touched
+    assert_skipped(
+        "tf-function",
+        fit,
+        "Keras fit already compiles",
+        facts=Facts(loop_kind="keras_fit", step_kind="tf.function"),
+    )
+    debug = fit.replace("run_eagerly=True", "run_eagerly=args.debug").replace(
+        "model.run_eagerly = True\n", ""
+    )
+    out = run("tf-function", debug, facts=Facts(loop_kind="keras_fit", step_kind="eager"))
+    assert out.status == "skipped" and out.code == d(debug)
+
+
 # a plain class (not a keras.Model) whose step method is *named* train_step, Keras 3 optimizer.apply,
 # driven by the user's own loop: nothing compiles it but the user
 PLAIN_TRAIN_STEP = """

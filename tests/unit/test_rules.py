@@ -167,6 +167,20 @@ def test_bf16_advice_only_where_the_cpu_has_it() -> None:
     assert not any(f.rule_id == "TFD403" for f in without)
 
 
+def test_eager_dispatch_names_the_scripts_own_switch_to_eager() -> None:
+    """A debugging setting left in is the cause to name: the fix switches it off (tf-function)."""
+    findings, _ = _eval("sample_traces/rules-eager-loop", functions_run_eagerly=True)
+    f = next(x for x in findings if x.rule_id == "TFD201")
+    assert f.claim.endswith(
+        "tf.config.run_functions_eagerly(True) is on, so the step's tf.function runs op by op"
+    )
+    findings, _ = _eval("sample_traces/rules-eager-loop", loop_kind="keras_fit")
+    f = next(x for x in findings if x.rule_id == "TFD201")
+    assert f.claim.endswith("Keras fit runs the step eagerly (run_eagerly=True, a debugging setting)")
+    findings, _ = _eval("sample_traces/rules-eager-loop")
+    assert "debugging" not in next(x for x in findings if x.rule_id == "TFD201").claim
+
+
 def test_eager_and_retracing_verdicts_name_the_cause() -> None:
     _, v = _eval("sample_traces/rules-eager-loop")
     assert "dispatched one by one" in v

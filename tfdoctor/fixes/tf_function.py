@@ -11,7 +11,17 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, names_in, unique_name, walk
+from tfdoctor.fixes._cst import (
+    aliases,
+    attr_name,
+    call_name,
+    dotted,
+    expr,
+    kwarg,
+    names_in,
+    unique_name,
+    walk,
+)
 
 MUTATORS = frozenset(
     {
@@ -439,11 +449,56 @@ def _tensor_dtype(name: str, block: Sequence[cst.CSTNode], tf: str) -> str | Non
     return "float32" if floaty else "int32"
 
 
+def eager_switches(tree: cst.Module) -> list[tuple[cst.Name, str]]:
+    """The script's own switches to eager execution, each as (its ``True``, what it is): the debugging
+    settings ``model.compile(..., run_eagerly=True)``, ``model.run_eagerly = True`` and
+    ``tf.config.run_functions_eagerly(True)`` (every tf.function then runs op by op)."""
+    out: list[tuple[cst.Name, str]] = []
+    for n in walk(tree):
+        if isinstance(n, cst.Call):
+            name = (call_name(n) or "").split(".")[-1]
+            if name in ("run_functions_eagerly", "experimental_run_functions_eagerly") and n.args:
+                v = n.args[0].value
+                if isinstance(v, cst.Name) and v.value == "True":
+                    out.append((v, f"{call_name(n)}(True)"))
+            elif name == "compile":
+                k = kwarg(n, "run_eagerly")
+                if k is not None and isinstance(k.value, cst.Name) and k.value.value == "True":
+                    out.append((k.value, f"{call_name(n)}(run_eagerly=True)"))
+        elif (
+            isinstance(n, cst.Assign)
+            and isinstance(n.value, cst.Name)
+            and n.value.value == "True"
+            and any(
+                isinstance(t.target, cst.Attribute) and t.target.attr.value == "run_eagerly"
+                for t in n.targets
+            )
+        ):
+            out.append((n.value, f"{dotted(n.targets[0].target)} = True"))
+    return out
+
+
+class EagerSwitchCodemod(cst.CSTTransformer):
+    """Turns the given ``True`` nodes into ``False``."""
+
+    def __init__(self, off: set[int]):
+        super().__init__()
+        self.off = off
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        return updated_node.with_changes(value="False") if id(original_node) in self.off else updated_node
+
+
 class TfFunctionCodemod(FixCodemod):
     DESCRIPTION = "@tf.function on the training step"
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        forced = eager_switches(tree)
+        if forced:  # the script itself runs eagerly (a debugging setting left in): switch it off
+            what = "; ".join(f"{label} → False (line {self.line(v)})" for v, label in forced)
+            self.summary = f"{what}: the script's own switch to eager execution, turned off"
+            return tree.visit(EagerSwitchCodemod({id(v) for v, _ in forced}))
         al = aliases(tree)
         self.tf = al.tf or "tf"
         tf_function = set(al.functions)
@@ -1082,6 +1137,12 @@ class TfFunction(Fix):
     on a ``step_fn`` that ``strategy.run`` calls inside a tf.function (a function calling
     ``strategy.run`` eagerly is the one decorated).
 
+    Where the script switches eager execution on itself, a debugging setting left in
+    (``model.compile(..., run_eagerly=True)``, ``model.run_eagerly = True``,
+    ``tf.config.run_functions_eagerly(True)``: the run's facts show an eager ``fit`` step or
+    ``functions_run_eagerly``), the fix is to switch it off where it is written (``True`` → ``False``),
+    and nothing else; a switch the script computes (``run_eagerly=args.debug``) is left alone.
+
     Python side effects in the step (``print``, appending to an outer list, ``float(tensor)``,
     ``time``/``random`` calls, ``global``) run only once under tf.function, when it traces: the codemod
     reports each one, and the loop rejects the fix (after measuring it) when there are any, or when the
@@ -1103,6 +1164,8 @@ class TfFunction(Fix):
 
     def precheck(self, ctx: FixContext) -> str | None:
         facts = ctx.facts
+        if facts.functions_run_eagerly or (facts.loop_kind == "keras_fit" and facts.step_kind == "eager"):
+            return None  # the script switches eager execution on itself (run_eagerly=True, ...): turned off
         if facts.loop_kind == "keras_fit":
             return (
                 "Keras fit already compiles the training step (a train_step override too) into a "

@@ -765,6 +765,15 @@ class Tracker:
             out["loop_kind"] = "custom"
             if self.step_kind_votes:
                 out["step_kind"] = self.step_kind_votes.most_common(1)[0][0]
+        tf = self.modules.get("tf")
+        try:
+            forced = bool(tf.config.functions_run_eagerly()) if tf is not None else False
+        except Exception:
+            forced = False
+        if forced:  # tf.config.run_functions_eagerly(True): the step's tf.function ran op by op
+            out["functions_run_eagerly"] = True
+            if "step_kind" in out:
+                out["step_kind"] = "eager"
         if self.input_kind:
             out["input_kind"] = self.input_kind
         fit_batch = self.facts.get("fit_batch_size")
