@@ -574,6 +574,36 @@ def test_mixed_precision_keeps_a_softmax_activation_after_the_last_dense_float32
     assert "model.add(Dense(5))" in out.code
 
 
+def test_mixed_precision_finds_each_builder_functions_own_output_layer() -> None:
+    """The pix2pix tutorial: Generator() and Discriminator() both write ``x = layer(...)(x)``; each
+    model's output is the last ``x`` of its own function (Generator's had been Discriminator's LeakyReLU)."""
+    src = """
+    import tensorflow as tf
+
+    def Generator():
+        inputs = tf.keras.layers.Input(shape=[32, 32, 3])
+        x = tf.keras.layers.Conv2D(16, 4, strides=2, padding="same")(inputs)
+        x = tf.keras.layers.Conv2DTranspose(3, 4, strides=2, padding="same", activation="tanh")(x)
+        return tf.keras.Model(inputs=inputs, outputs=x)
+
+    def Discriminator():
+        inp = tf.keras.layers.Input(shape=[32, 32, 3])
+        x = tf.keras.layers.Conv2D(16, 4, strides=2, padding="same")(inp)
+        x = tf.keras.layers.LeakyReLU()(x)
+        last = tf.keras.layers.Conv2D(1, 4, strides=1, padding="same")(x)
+        return tf.keras.Model(inputs=inp, outputs=last)
+
+    generator = Generator()
+    discriminator = Discriminator()
+    """
+    out = run("mixed-precision", src, hardware=BF16)
+    assert out.status == "changed", out.reason
+    assert 'activation="tanh", dtype="float32")(x)' in out.code
+    assert 'Conv2D(1, 4, strides=1, padding="same", dtype="float32")(x)' in out.code
+    assert "tf.keras.layers.LeakyReLU()(x)" in out.code
+    assert "Conv2DTranspose at line 6 (Generator())" in out.reason
+
+
 def test_mixed_precision_keeps_the_gan_discriminator_logits_float32_not_the_generator() -> None:
     src = """
     import keras

@@ -45,6 +45,18 @@ def _is_functional(call: cst.Call) -> bool:
     )
 
 
+def _own_nodes(scope: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    """Every node of ``scope`` in source order (pre-order), not entering the functions, classes and
+    lambdas defined in it."""
+    stack = [scope]
+    while stack:
+        n = stack.pop()
+        yield n
+        if n is not scope and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(reversed(n.children))
+
+
 def layer_classes_taking_dtype(tree: cst.Module) -> dict[str, bool]:
     """Layer classes defined in the file: whether their constructor passes ``dtype`` on (``**kwargs``)."""
     out: dict[str, bool] = {}
@@ -203,12 +215,15 @@ class Models:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Call):
             return expr.func
         if isinstance(expr, cst.Name):
+            # the last assignment of the name before the model is built, in the scope building it: two
+            # builder functions that both write ``x = ...(x)`` must not see each other's layers
             found = None
-            for a in self._assigns:
-                if a.value is before:
+            for a in _own_nodes(self._scope_of(before)):
+                if a is before:
                     break
                 if (
-                    len(a.targets) == 1
+                    isinstance(a, cst.Assign)
+                    and len(a.targets) == 1
                     and isinstance(a.targets[0].target, cst.Name)
                     and a.targets[0].target.value == expr.value
                 ):
@@ -216,6 +231,14 @@ class Models:
             if isinstance(found, cst.Call) and isinstance(found.func, cst.Call):
                 return found.func
         return None
+
+    def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The innermost function holding ``node`` (its body), or the module."""
+        scope: cst.CSTNode = self.tree
+        for fn in walk(self.tree):  # pre-order: a nested function comes after the one holding it
+            if isinstance(fn, cst.FunctionDef) and any(n is node for n in walk(fn.body)):
+                scope = fn.body
+        return scope
 
     # -- which models compute the loss ---------------------------------------------------------------
     def model_of(self, func: cst.BaseExpression) -> str | None:
