@@ -756,6 +756,23 @@ def test_tfdata_cache_follows_a_pipeline_reassigned_to_its_own_name() -> None:
     )
 
 
+def test_keras_dataset_utilities_are_pipelines_that_prefetch_themselves() -> None:
+    """keras-io's weather forecasting: timeseries_dataset_from_array is a tf.data source (it had been
+    "no tf.data pipeline"); like image_dataset_from_directory it ends with prefetch(AUTOTUNE) itself."""
+    src = """
+    import keras
+    dataset_train = keras.preprocessing.timeseries_dataset_from_array(
+        x_train, y_train, sequence_length=120, sampling_rate=6, batch_size=256
+    )
+    model.fit(dataset_train, epochs=10)
+    """
+    assert_skipped("tfdata-prefetch", src, "dataset_train: Keras's dataset utility prefetches itself")
+    assert_skipped("tfdata-cache", src, "dataset_train (line 2): no deterministic map before the end")
+    mapped = src.replace("    model.fit", "    dataset_train = dataset_train.map(scale)\n    model.fit")
+    out = run("tfdata-prefetch", mapped)
+    assert out.status == "changed" and "dataset_train.map(scale).prefetch(tf.data.AUTOTUNE)" in out.code
+
+
 def test_tfdata_cache_follows_a_pipeline_through_several_names() -> None:
     """The TensorFlow text-generation tutorial: ids -> sequences (batch) -> dataset (map) -> dataset
     (shuffle, batch). The map's source is two names up; a deterministic batch before it may be cached."""

@@ -43,7 +43,9 @@ DATASET_METHODS = frozenset(
     }
 )
 #: constructors whose data is already in memory (a cache of the decoded data is bounded by it)
-IN_MEMORY_SOURCES = frozenset({"from_tensor_slices", "from_tensors", "range", "from_generator"})
+IN_MEMORY_SOURCES = frozenset(
+    {"from_tensor_slices", "from_tensors", "range", "from_generator", "timeseries_dataset_from_array"}
+)
 
 
 def dotted(expr: cst.BaseExpression) -> str | None:
@@ -145,7 +147,8 @@ def method_chain(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, list[tup
 
 def is_dataset_source(expr: cst.BaseExpression) -> bool:
     """A call that creates a tf.data dataset: ``tf.data.Dataset.from_tensor_slices(...)``,
-    ``tf.data.TFRecordDataset(...)``, ``keras.utils.image_dataset_from_directory(...)``."""
+    ``tf.data.TFRecordDataset(...)``, ``keras.utils.image_dataset_from_directory(...)``,
+    ``keras.utils.timeseries_dataset_from_array(...)``."""
     if not isinstance(expr, cst.Call):
         return False
     name = call_name(expr) or ""
@@ -155,6 +158,7 @@ def is_dataset_source(expr: cst.BaseExpression) -> bool:
         or (len(parts) >= 2 and parts[-2] == "data" and parts[-1].endswith("Dataset"))
         or parts[-1].endswith("Dataset")
         or parts[-1].endswith("_dataset_from_directory")
+        or parts[-1].endswith("_dataset_from_array")  # keras.utils.timeseries_dataset_from_array
     )
 
 

@@ -8,7 +8,16 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
-from tfdoctor.fixes._cst import Pipelines, aliases, attr_name, chain_append, expr, method_chain, walk
+from tfdoctor.fixes._cst import (
+    Pipelines,
+    aliases,
+    attr_name,
+    call_name,
+    chain_append,
+    expr,
+    method_chain,
+    walk,
+)
 
 
 def _consumers(tree: cst.Module, pipes: Pipelines) -> set[str]:
@@ -44,6 +53,20 @@ def _consumers(tree: cst.Module, pipes: Pipelines) -> set[str]:
     return used
 
 
+def _prefetching_source(pipes: Pipelines, assigns: list[cst.Assign]) -> bool:
+    """The pipeline is a Keras dataset utility's result with nothing after it: those end with
+    ``prefetch(AUTOTUNE)`` themselves (``image_dataset_from_directory``, ``timeseries_dataset_from_array``)."""
+    for a in assigns:
+        source, stages = pipes.stages(a.value)
+        if stages:
+            return False
+        if source is not None:
+            last = (call_name(source) or "").split(".")[-1]
+            if not (last.endswith("_dataset_from_directory") or last.endswith("_dataset_from_array")):
+                return False
+    return any(pipes.stages(a.value)[0] is not None for a in assigns)
+
+
 class PrefetchCodemod(FixCodemod):
     DESCRIPTION = ".prefetch(tf.data.AUTOTUNE) at the end of the training pipeline"
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -63,6 +86,9 @@ class PrefetchCodemod(FixCodemod):
                 continue
             if any(n == "prefetch" for a in assigns for n, _ in method_chain(a.value)[1]):
                 done.append(name)
+                continue
+            if _prefetching_source(pipes, assigns):
+                done.append(f"{name}: Keras's dataset utility prefetches itself")
                 continue
             self.targets.add(id(assigns[-1]))
         if not self.targets:
