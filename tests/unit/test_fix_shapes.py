@@ -574,6 +574,34 @@ def test_mixed_precision_keeps_a_softmax_activation_after_the_last_dense_float32
     assert "model.add(Dense(5))" in out.code
 
 
+def test_mixed_precision_with_only_from_imports_adds_import_keras() -> None:
+    """A blog's Transformer: ``from keras import Model, layers`` and ``from tensorflow import ...``, no
+    name bound to keras or tensorflow (it had been "the script imports neither tensorflow nor keras")."""
+    assert_codemod(
+        "mixed-precision",
+        """
+        \"\"\"Train.\"\"\"
+        from keras import Model, layers
+        from tensorflow import GradientTape
+
+        inputs = layers.Input((8,))
+        model = Model(inputs, layers.Dense(4)(inputs))
+        """,
+        """
+        \"\"\"Train.\"\"\"
+        from keras import Model, layers
+        from tensorflow import GradientTape
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+
+        inputs = layers.Input((8,))
+        model = Model(inputs, layers.Dense(4, dtype="float32")(inputs))
+        """,
+        hardware=BF16,
+    )
+
+
 def test_mixed_precision_finds_each_builder_functions_own_output_layer() -> None:
     """The pix2pix tutorial: Generator() and Discriminator() both write ``x = layer(...)(x)``; each
     model's output is the last ``x`` of its own function (Generator's had been Discriminator's LeakyReLU)."""

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 from libcst.codemod import SkipFile
+from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext, FixOutcome
@@ -61,6 +62,22 @@ def policy_position(tree: cst.Module, keras_root: str) -> int | None:
     return None
 
 
+def _first_from_import(tree: cst.Module) -> int | None:
+    """Index of the first module statement importing from keras or tensorflow (``from keras import
+    layers``), or None."""
+    for i, stmt in enumerate(tree.body):
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        for n in walk(stmt):
+            if (
+                isinstance(n, cst.ImportFrom)
+                and n.module is not None
+                and (dotted(n.module) or "").split(".")[0] in ("keras", "tensorflow")
+            ):
+                return i
+    return None
+
+
 def policy_for(ctx: FixContext) -> str | None:
     hw = ctx.hardware
     if hw.gpu_compute_capability:
@@ -75,9 +92,13 @@ class MixedPrecisionCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.policy = self.fix.params.get("policy") or policy_for(self.fix) or "mixed_bfloat16"
         al = aliases(tree)
-        if al.keras is None:
+        # ``from keras import layers`` / ``from tensorflow import GradientTape`` alone bind no name for
+        # the policy call: ``import keras`` is added, the policy goes after the first such import
+        from_import = _first_from_import(tree)
+        if al.keras is None and from_import is None:
             raise SkipFile("the script imports neither tensorflow nor keras")
-        self.keras = al.keras
+        self.keras = al.keras or "keras"
+        self.add_keras = al.keras is None
         self.new_policy: dict[int, str] = {}  # id(the policy's string) -> the policy replacing it
         self.outputs: set[int] = set()
         self.wrap_opt: set[int] = set()
@@ -90,6 +111,8 @@ class MixedPrecisionCodemod(FixCodemod):
         if sets:
             return self._leave_float16(tree, sets)
         self.at = policy_position(tree, self.keras.split(".")[0])
+        if self.add_keras and from_import is not None:
+            self.at = max(imports_end(list(tree.body)), from_import + 1)
         if self.at is None and not self.fix.params.get("outputs_only"):
             raise SkipFile(
                 f"{self.keras} is not imported at the top level of the script: nowhere to set the policy "
@@ -136,7 +159,11 @@ class MixedPrecisionCodemod(FixCodemod):
         stmt = cst.parse_statement(f'{self.keras}.mixed_precision.set_global_policy("{self.policy}")\n')
         body = list(new.body)
         stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        return new.with_changes(body=[*body[: self.at], stmt, *body[self.at :]])
+        new = new.with_changes(body=[*body[: self.at], stmt, *body[self.at :]])
+        if self.add_keras:
+            AddImportsVisitor.add_needed_import(self.context, "keras")
+            new = AddImportsVisitor(self.context).transform_module(new)
+        return new
 
     def _leave_float16(self, tree: cst.Module, sets: list[cst.Call]) -> cst.Module:
         """The script sets its own policy: a float16 one on a CPU (a GPU script run where nothing
