@@ -439,3 +439,48 @@ def test_run_functions_eagerly_makes_the_decorated_step_eager_in_the_facts(tfd_h
     res, _ = capture(tfd_home, script, profile=False, steps=8)
     assert res.ok, res.error
     assert res.facts.functions_run_eagerly is None and res.facts.step_kind == "tf.function"
+
+
+LOSS_METRIC = """
+import numpy as np
+import tensorflow as tf
+
+model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(4)])
+opt = tf.keras.optimizers.SGD(0.01)
+train_loss = tf.keras.metrics.Mean(name="train_loss")
+train_accuracy = tf.keras.metrics.Mean(name="train_accuracy")
+
+
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((model(x) - y) ** 2)
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    train_loss(loss)
+    train_accuracy(1.0)
+
+
+x, y = np.ones((16, 8), "float32"), np.zeros((16, 4), "float32")
+for epoch in range(4):
+    train_loss.reset_state()
+    for _ in range(10):
+        train_step(x, y)
+"""
+
+
+def test_a_step_returning_nothing_is_read_from_its_loss_metric(tfd_home, tmp_path):
+    """TensorFlow's "quickstart for experts": the step returns nothing and updates train_loss(loss).
+    The loss is that metric's running mean (it had been no loss at all: no loss check, so no fix that
+    changes the training could be kept)."""
+    script = tmp_path / "qs.py"
+    script.write_text(LOSS_METRIC)
+    res, _ = capture(tfd_home, script, profile=False, steps=8)
+    assert res.ok, res.error
+    losses = [s.loss for s in res.steps]
+    assert all(v is not None and v > 0 for v in losses), losses
+    assert res.facts.extra["loss_source"] == "metric train_loss (running mean)"
+    # two metrics with "loss" in their names: which one is not guessed
+    script.write_text(LOSS_METRIC.replace('name="train_accuracy"', 'name="val_loss"'))
+    res, _ = capture(tfd_home, script, profile=False, steps=8)
+    assert res.ok, res.error
+    assert all(s.loss is None for s in res.steps) and "loss_source" not in res.facts.extra

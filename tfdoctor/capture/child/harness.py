@@ -198,6 +198,8 @@ def collect_facts(tracker: Tracker) -> Facts:
     data.update({k: v for k, v in learnt.items() if v is not None})
     data.update({k: v for k, v in tracker.clock.warmup_facts().items() if v is not None})
     extra = {f"seen_{k}": str(v) for k, v in counts.items()}
+    if learnt.get("loss_source"):  # where the steps' losses were read when the step returned none
+        extra["loss_source"] = str(data.pop("loss_source"))
     data.update(_cpu_facts())
     for k, v in tracker.switches.items():
         extra[f"switch_{k}"] = v

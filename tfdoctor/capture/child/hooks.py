@@ -292,6 +292,7 @@ class Tracker:
         self.facts: dict[str, Any] = {}
         self.source: dict[str, str] = {}
         self.step_kind_votes: Counter[str] = Counter()
+        self.loss_metric: Any = None  # the Keras metric holding the loss of a step returning none
         self.batch_votes: Counter[int] = Counter()
         self.modules: dict[str, Any] = {}
         self.errors: list[str] = []
@@ -608,10 +609,49 @@ class Tracker:
             return
         if kind == "apply_gradients" or self.mode == "tf.function":
             self._note_input()
+            if scalar_loss(result) is None:  # a step returning nothing: the loss metric it updates
+                result = self._metric_loss(fn)
             self._end("tf.function", loss=result)
         elif kind == "gradient_tape" and self.mode is None:
             # gradients computed in a tf.function: an eager apply_gradients may follow and count
             self.pending = ("tf.function", self.clock.clock(), scalar_loss(result))
+
+    def _metric_loss(self, fn: Any) -> Any:
+        """The result of the Keras metric a step returning nothing keeps its loss in: TensorFlow's
+        "quickstart for experts" writes ``train_loss(loss)`` (a ``keras.metrics.Mean`` named so) inside the
+        step. Found once among the step function's globals and closure: the one metric with ``loss`` in
+        its name or its variable's. Its result is the running mean since its last reset (the epoch's),
+        the same quantity at the same examples seen in a baseline and a trial."""
+        if self.loss_metric is None:
+            self.loss_metric = False
+            keras = self.modules.get("keras")
+            metric_cls = getattr(getattr(keras, "metrics", None), "Metric", None)
+            py = getattr(fn, "python_function", None)
+            if metric_cls is None or py is None:
+                return None
+            scope = dict(getattr(py, "__globals__", {}) or {})
+            code = getattr(py, "__code__", None)
+            for name, cell in zip(
+                getattr(code, "co_freevars", ()), getattr(py, "__closure__", None) or (), strict=False
+            ):
+                try:
+                    scope[name] = cell.cell_contents
+                except ValueError:
+                    pass
+            found = {
+                id(v): v
+                for k, v in scope.items()
+                if isinstance(v, metric_cls) and ("loss" in str(k).lower() or "loss" in str(v.name).lower())
+            }
+            if len(found) == 1:
+                self.loss_metric = next(iter(found.values()))
+                self.facts["loss_source"] = f"metric {self.loss_metric.name} (running mean)"
+        if self.loss_metric is False:
+            return None
+        try:
+            return self.loss_metric.result()
+        except Exception:
+            return None
 
     def _note_call_args(self, args: tuple[Any, ...]) -> None:
         iter_types = tuple(
