@@ -791,6 +791,26 @@ def test_xla_on_a_step_decorated_with_function_imported_from_tensorflow() -> Non
     assert_skipped("tf-function", src, "the training step is already a tf.function (train_step)")
 
 
+def test_xla_skips_a_step_writing_summaries_before_spending_a_run() -> None:
+    """pix2pix writes tf.summary.scalar inside its step: under jit_compile the run fails with "No
+    registered 'WriteSummary'" (it did, after a run); said before any run now."""
+    assert_skipped(
+        "xla-jit",
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(x, step):
+            with tf.GradientTape() as tape:
+                loss = f(x)
+            opt.apply_gradients(zip(tape.gradient(loss, v), v))
+            with writer.as_default():
+                tf.summary.scalar("loss", loss, step=step)
+        """,
+        "train_step() writes tf.summary.scalar() (line 9): XLA cannot compile summary ops",
+    )
+
+
 def test_xla_unchanged_when_the_script_decides_and_a_switch_when_the_step_is_elsewhere() -> None:
     assert_skipped("xla-jit", (EXAMPLES / "expert.py").read_text(), "already sets jit_compile")
     out = get_fix("xla-jit").apply(

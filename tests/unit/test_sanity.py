@@ -94,6 +94,16 @@ def test_two_runs_printing_a_tensor_say_the_same_things() -> None:
     assert output_change("0.52\n0.51\n0.49\n", "0.52\n") is not None
 
 
+def test_progress_dots_are_one_kind_of_text_whatever_their_number() -> None:
+    """The pix2pix tutorial prints "." every 10 steps (end=""): the last line's dots depend on where the
+    run stopped, so every fix had been rejected as "1× fewer '.....'"."""
+    before = "Step: 0k\n..........Time taken for 100 steps: 1.21 sec\n\nStep: 1k\n....."
+    after = "Step: 0k\n..........Time taken for 100 steps: 0.93 sec\n\nStep: 1k\n........"
+    assert output_change(before, after) is None
+    assert output_change(before, "Step: 0k\n..........\n") is not None  # the Step lines are gone
+    assert output_change("=" * 80 + "\nepoch 1\n", "=" * 40 + "\nepoch 1\n") is None
+
+
 def test_timing_lines_count_by_kind_not_by_number() -> None:
     """A script printing its speed every 2 s prints it more often in a slow run: not a change."""
     slow = "step 10\n" + "throughput 120 examples/sec\n" * 5

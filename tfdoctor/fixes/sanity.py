@@ -69,6 +69,9 @@ def is_progress(line: str) -> bool:
     return bool(_PROGRESS.search(line))
 
 
+#: progress marks printed one per few steps (``print(".", end="")``, as the pix2pix tutorial does): a
+#: run of one mark is one kind of text whatever its length, which depends on where the run stopped
+_DOTS = re.compile(r"([.*=>~+|_-])\1{2,}")
 #: a run of numbers, separated by blanks or commas (``# # #``, ``#, #``), after :func:`mask`
 _NUMBERS = re.compile(r"#(?:[ ,]+#)+")
 #: a line that is a printed array's row (numbers, brackets, separators, numpy's ``...``), after mask
@@ -79,10 +82,11 @@ _ARRAY_END = re.compile(r"^[#\[\],.…+\- ]*\]")
 
 def mask(line: str) -> str:
     """The line with durations as ``<time>``, every other number as ``#``, a run of numbers as one
-    ``#`` and blanks as one space: how a value is printed (its width, its sign, how many numbers fit on
+    ``#``, a run of one mark (``.......``) as three and blanks as one space: how a value is printed (its width, its sign, how many numbers fit on
     a line before numpy wraps) is not what the line says. A printed array's last row followed by text
     (``tf.Tensor([...]], shape=(5, 64), dtype=float32)``) keeps the text only."""
     m = _NUMBERS.sub("#", re.sub(r"\s+", " ", _NUM.sub("#", _DURATION.sub("<time>", line)))).strip()
+    m = _DOTS.sub(r"\1\1\1", m)
     end = _ARRAY_END.match(m)
     if end and "#" in end.group(0) and m[end.end() :].strip():
         m = m[end.end() :].lstrip(" ,")

@@ -53,6 +53,25 @@ class XlaCodemod(FixCodemod):
                 v = n.args[0].value
                 if isinstance(v, cst.Name) and v.value in step_names:
                     self._consider(n, f"{spelled}({v.value})", where, already)
+        # summary ops have no XLA kernel ("No registered 'WriteSummary'"): a step writing them fails to
+        # compile (the pix2pix tutorial writes tf.summary.scalar inside its step)
+        for n in walk(tree):
+            if isinstance(n, cst.FunctionDef) and n.name.value in step_names and (self.bare or self.targets):
+                writes = next(
+                    (
+                        c
+                        for c in walk(n.body)
+                        if isinstance(c, cst.Call) and ".summary." in f".{call_name(c) or ''}"
+                    ),
+                    None,
+                )
+                if writes is not None and any(
+                    id(d) in self.bare or id(d.decorator) in self.targets for d in n.decorators
+                ):
+                    raise SkipFile(
+                        f"{n.name.value}() writes {call_name(writes)}() (line {self.line(writes)}): XLA cannot "
+                        "compile summary ops (no XLA kernel for WriteSummary); write them outside the step"
+                    )
         sites, notes = compile_sites(tree, self.line)
         for c, label in sites:
             self._consider(c, label, where, already)
