@@ -1241,3 +1241,109 @@ def test_a_step_inside_a_method_called_once_an_epoch_becomes_a_method() -> None:
     assert "        return loss\n\n    def train_epoch(self, scale):\n" in out.code
     assert "            loss = self.train_step(x, y, scale)\n        return loss\n" in out.code
     ast.parse(out.code)
+
+
+# -- scripts in the shapes of public tutorials and examples (tests/data/shapes/) --------------------
+SHAPES = Path(__file__).resolve().parents[1] / "data" / "shapes"
+_FN = Facts(loop_kind="custom", step_kind="tf.function")
+_FIT = Facts(loop_kind="keras_fit", step_kind="tf.function")
+#: script -> (what its run's facts say, the fixes that change it, a phrase of each fix's reason)
+SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
+    # TF "Text generation with an RNN": a Model subclass's tf.function train_step called by the loop;
+    # ids -> sequences -> dataset pipeline; call() returns x, states
+    "text_generation.py": (
+        _FN,
+        {
+            "tfdata-parallel-map": "on 1 map/interleave (line 23)",
+            "tfdata-cache": "cache() after map() of dataset (line 23)",
+            "xla-jit": "@tf.function on train_step() (line 55)",
+            "mixed-precision": "kept float32: Dense at line 38 (MyModel)",
+            "batch-scale": "Adam at line 66: default 0.001 made explicit",
+        },
+    ),
+    # a blog's Transformer: from tensorflow import function, GradientTape; from keras import ...; the
+    # step returns nothing (train_loss(loss)); a LearningRateSchedule subclass
+    "transformer_blog.py": (
+        _FN,
+        {
+            "tfdata-prefetch": "at the end of the pipeline (line 50)",
+            "xla-jit": "@function on train_step() (line 96)",
+            "mixed-precision": "keras.mixed_precision.set_global_policy('mixed_bfloat16') before line 14",
+            "batch-scale": "LEARNING RATE NOT SCALED",
+        },
+    ),
+    # TF pix2pix: two builder functions writing x = ...(x); two tapes; tf.summary in the step; batch 1
+    "pix2pix.py": (
+        _FN,
+        {
+            "tfdata-prefetch": "(line 25)",
+            "tfdata-cache": "cache() after map() of train_dataset (line 23)",
+            "mixed-precision": "Conv2DTranspose at line 32 (Generator()), Conv2D at line 42 (Discriminator())",
+            "batch-scale": "Adam at line 64: 0.0002 → 0.0002828 (square-root scaling for Adam); Adam at line 65",
+        },
+    ),
+    # the Keras mixed precision guide run on a CPU
+    "fp16_guide_on_cpu.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", dtype_policy="mixed_float16"),
+        {
+            "steps-per-execution": "steps_per_execution=8",
+            "xla-jit": "model.compile() (line 17)",
+            "mixed-precision": "dtype policy 'mixed_float16' → 'mixed_bfloat16' (line 6)",
+            "batch-scale": "RMSprop at line 17: default 0.001 made explicit",
+        },
+    ),
+    # debugging settings left in
+    "fit_run_eagerly.py": (
+        Facts(loop_kind="keras_fit", step_kind="eager"),
+        {
+            "tf-function": "model.compile(run_eagerly=True) → False (line 16)",
+            "steps-per-execution": "steps_per_execution=8",
+            "xla-jit": "model.compile() (line 12)",
+            "mixed-precision": "Dense at line 10",
+            "batch-scale": "32 → 64",
+        },
+    ),
+    "run_functions_eagerly.py": (
+        Facts(loop_kind="custom", step_kind="eager", functions_run_eagerly=True),
+        {
+            "tf-function": "tf.config.run_functions_eagerly(True) → False (line 5)",
+            "tfdata-prefetch": "(line 9)",
+            "mixed-precision": "Dense at line 11",
+            "batch-scale": "32 → 64",
+        },
+    ),
+    # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
+    "keras_io_image_classification.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8",
+            "tfdata-parallel-map": "(line 28)",
+            "tfdata-cache": "cache() after map() of train_ds (line 28)",
+            "xla-jit": "model.compile() (line 59)",
+            "mixed-precision": "Dense at line 52 (make_model())",
+            "batch-scale": "Adam at line 60: 0.0003 → 0.0004243",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SHAPE_CASES))
+def test_each_fix_on_scripts_in_the_shapes_of_public_tutorials(script: str) -> None:
+    """Every fix on each script: the ones that apply change it (and say what, where), the others skip
+    with a reason; each finding here was a wrong or missing change before (see each case's comment)."""
+    facts, expected = SHAPE_CASES[script]
+    src = (SHAPES / script).read_text()
+    ctx = FixContext(hardware=BF16, filename=script, facts=facts)
+    got: dict[str, str] = {}
+    for fix in all_fixes():
+        if fix.precheck(ctx):
+            continue
+        out = fix.apply(src, ctx)
+        assert out.status != "failed", (fix.ID, out.reason)
+        assert out.reason, fix.ID
+        if out.changed:
+            ast.parse(out.code)
+            got[fix.ID] = out.reason
+    assert set(got) == set(expected), got
+    for fid, phrase in expected.items():
+        assert phrase in got[fid], (fid, got[fid])

@@ -188,14 +188,36 @@ class Models:
                     and (dotted(a.targets[0].target) or "").startswith("self.")
                 ):
                     attrs[(dotted(a.targets[0].target) or "")[5:]] = a.value
+        # a name returned: the layer last called to assign it in call() (``x = self.dense(x)`` ...
+        # ``return x``); a tuple returned (``return x, states``): its first element, the prediction
+        named: dict[str, cst.BaseExpression] = {}
+        for a in _own_nodes(call.body):
+            if isinstance(a, cst.Assign) and len(a.targets) == 1:
+                t = a.targets[0].target
+                if isinstance(t, cst.Name):
+                    named[t.value] = a.value
+                elif (
+                    isinstance(t, (cst.Tuple, cst.List))
+                    and t.elements
+                    and isinstance(t.elements[0].value, cst.Name)
+                ):
+                    named[t.elements[0].value.value] = a.value
         for r in walk(call.body):
             if isinstance(r, cst.Return) and r.value is not None:
-                for e in self._elements(r.value):
+                elements = (
+                    [r.value.elements[0].value]
+                    if isinstance(r.value, cst.Tuple) and r.value.elements
+                    else self._elements(r.value)
+                )
+                for e in elements:
+                    if isinstance(e, cst.Name) and e.value in named:
+                        e = named[e.value]
                     if (
                         isinstance(e, cst.Call)
                         and isinstance(e.func, cst.Attribute)
                         and dotted(e.func.value) == "self"
                         and e.func.attr.value in attrs
+                        and not any(o is attrs[e.func.attr.value] for o in d.outputs)
                     ):
                         d.outputs.append(attrs[e.func.attr.value])
         if not d.outputs:

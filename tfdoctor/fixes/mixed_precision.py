@@ -242,6 +242,11 @@ class MixedPrecisionCodemod(FixCodemod):
                     name = (call_name(layer) or "layer").split(".")[-1]
                     done.append(f"{name} at line {self.line(layer)} ({key})")
         if not done:
+            missing = [
+                f"{k}: {models.defs[k].unresolved}" for k in dict.fromkeys(keys) if not models.defs[k].outputs
+            ]
+            if missing:  # said as it is: not found, not "already set"
+                return f"output layer not found ({'; '.join(missing)}): make sure it computes in float32"
             return "output layers already set their dtype"
         how = (
             "which model computes the loss is not visible in the script: output layer of every model"
