@@ -738,6 +738,38 @@ def test_batch_scale_follows_a_module_constant_and_a_string_optimizer() -> None:
     )
 
 
+def test_batch_scale_follows_a_config_dict() -> None:
+    """config = {"batch_size": 32, "lr": 1e-3} read as config["batch_size"] / config["lr"] (it had been
+    "no batch size found to scale"); dict(...) the same."""
+    assert_codemod(
+        "batch-scale",
+        """
+        import tensorflow as tf
+        config = {"batch_size": 32, "lr": 1e-3, "epochs": 3}
+        opt = tf.keras.optimizers.Adam(config["lr"])
+        model.fit(x, y, batch_size=config["batch_size"], epochs=config["epochs"])
+        """,
+        """
+        import tensorflow as tf
+        config = {"batch_size": 64, "lr": 0.00141421, "epochs": 3}
+        opt = tf.keras.optimizers.Adam(config["lr"])
+        model.fit(x, y, batch_size=config["batch_size"], epochs=config["epochs"])
+        """,
+        params={"factor": "2"},
+    )
+    out = run(
+        "batch-scale",
+        """
+        import tensorflow as tf
+        CFG = dict(batch_size=64, learning_rate=0.1)
+        opt = tf.keras.optimizers.SGD(learning_rate=CFG["learning_rate"], momentum=0.9)
+        """,
+        params={"factor": "4"},
+    )
+    assert out.status == "changed" and "CFG = dict(batch_size=256, learning_rate=0.4)" in out.code
+    assert 'CFG["learning_rate"] (line 2) 0.1 → 0.4 (linear scaling for SGD)' in out.reason
+
+
 def test_batch_scale_says_so_in_the_result_and_the_patch_when_the_rate_cannot_be_scaled() -> None:
     out = run(
         "batch-scale",

@@ -111,6 +111,7 @@ class BatchScaleCodemod(FixCodemod):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.factor = int(self.fix.params.get("factor", "2"))
+        self.module_tree = tree
         self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
         self.note_at: int | None = None  # id of the statement that gets the "lr not scaled" comment
         args = list(self.fix.script_args)
@@ -163,6 +164,18 @@ class BatchScaleCodemod(FixCodemod):
             if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and (v := _number(s.value)) is not None:
                 self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
                 return f"{s.targets[0].target.value} = {v * self.factor:g}, line {self.line(s)}"
+        for dct in walk(tree):  # config = {"batch_size": 32, ...}
+            if isinstance(dct, cst.Dict):
+                for el in dct.elements:
+                    if (
+                        isinstance(el, cst.DictElement)
+                        and isinstance(el.key, cst.SimpleString)
+                        and isinstance(key := el.key.evaluated_value, str)
+                        and (BATCH_NAME.match(key) or BATCH_CONST.search(key))
+                        and (v := _number(el.value)) is not None
+                    ):
+                        self.edits[id(el.value)] = _fmt(v * self.factor, el.value)
+                        return f"{el.key.value}: {v * self.factor:g}, line {self.line(el)}"
         for c in walk(tree):  # .batch(32) / fit(batch_size=32)
             if isinstance(c, cst.Call):
                 target = None
@@ -279,6 +292,31 @@ class BatchScaleCodemod(FixCodemod):
         text = "; ".join(done) if done else "not changed"
         return text, "; ".join(missed)
 
+    def _dict_entry(self, name: str, key: object) -> cst.BaseExpression | None:
+        """The value of ``key`` in the one dict literal (or ``dict(...)`` call) assigned to ``name``."""
+        found: list[cst.BaseExpression] = []
+        for a in walk(self.module_tree):
+            if not (
+                isinstance(a, cst.Assign)
+                and len(a.targets) == 1
+                and isinstance(a.targets[0].target, cst.Name)
+                and a.targets[0].target.value == name
+            ):
+                continue
+            if isinstance(a.value, cst.Dict):
+                for el in a.value.elements:
+                    if (
+                        isinstance(el, cst.DictElement)
+                        and isinstance(el.key, cst.SimpleString)
+                        and el.key.evaluated_value == key
+                    ):
+                        found.append(el.value)
+            elif isinstance(a.value, cst.Call) and call_name(a.value) == "dict" and isinstance(key, str):
+                k = kwarg(a.value, key)
+                if k is not None:
+                    found.append(k.value)
+        return found[0] if len(found) == 1 else None
+
     def _optimizers(self, tree: cst.Module) -> list[tuple[cst.Call, str, cst.SimpleString | None]]:
         """Every optimizer the script builds: (constructor call or compile call, class, the string)."""
         out: list[tuple[cst.Call, str, cst.SimpleString | None]] = []
@@ -324,6 +362,16 @@ class BatchScaleCodemod(FixCodemod):
                 init = kwarg(defs[0].value, "initial_learning_rate")
                 if init is not None and _number(init.value) is not None:
                     return init.value, f"{value.value}'s initial_learning_rate (line {self.line(defs[0])})"
+        if (
+            isinstance(value, cst.Subscript)
+            and isinstance(value.value, cst.Name)
+            and len(value.slice) == 1
+            and isinstance(value.slice[0].slice, cst.Index)
+            and isinstance(key := value.slice[0].slice.value, cst.SimpleString)
+        ):  # config["lr"], config = {"lr": 1e-3, ...} or dict(lr=1e-3, ...)
+            found = self._dict_entry(value.value.value, key.evaluated_value)
+            if found is not None and _number(found) is not None:
+                return found, f"{value.value.value}[{key.value}] (line {self.line(found)})"
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Multiply, cst.Divide)):
             # LEARNING_RATE * 10: scaling the constant scales the product
             for side, other in ((value.left, value.right), (value.right, value.left)):
@@ -354,7 +402,8 @@ class BatchScale(Fix):
     """Train on bigger batches: batch size ×2, ×4, ×8 until throughput stops rising, learning rate scaled.
 
     What it changes: the batch size where the script sets it (an argparse ``--batch-size`` default, a
-    ``BATCH_SIZE = N`` constant, ``.batch(N)`` or ``batch_size=N``), and the learning rate with it:
+    ``BATCH_SIZE = N`` constant, a ``{"batch_size": N}`` config dict, ``.batch(N)`` or ``batch_size=N``),
+    and the learning rate with it (followed through ``config["lr"]`` too):
     **linear** scaling for SGD/momentum (Goyal et al., 2017), **square-root** scaling for Adam-style
     optimizers (Adam, AdamW, RMSprop, Adagrad, …). Every optimizer the script builds is scaled (a GAN's
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
