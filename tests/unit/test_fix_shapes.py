@@ -770,6 +770,28 @@ def test_batch_scale_follows_a_config_dict() -> None:
     assert 'CFG["learning_rate"] (line 2) 0.1 → 0.4 (linear scaling for SGD)' in out.reason
 
 
+def test_batch_scale_follows_absl_flags() -> None:
+    """Model-garden style: flags.DEFINE_integer("batch_size", 32, ...) read as FLAGS.batch_size."""
+    src = """
+    from absl import app, flags
+    import tensorflow as tf
+    FLAGS = flags.FLAGS
+    flags.DEFINE_integer("batch_size", 32, "Batch size.")
+    flags.DEFINE_float("learning_rate", 0.01, "Learning rate.")
+
+    def main(argv):
+        opt = tf.keras.optimizers.SGD(FLAGS.learning_rate)
+        model.fit(make_ds().batch(FLAGS.batch_size))
+    """
+    out = run("batch-scale", src, params={"factor": "2"})
+    assert out.status == "changed", out.reason
+    assert 'flags.DEFINE_integer("batch_size", 64, "Batch size.")' in out.code
+    assert 'flags.DEFINE_float("learning_rate", 0.02, "Learning rate.")' in out.code
+    assert_skipped(
+        "batch-scale", src, "given on the command line (--batch_size=64)", script_args=("--batch_size=64",)
+    )
+
+
 def test_batch_scale_says_so_in_the_result_and_the_patch_when_the_rate_cannot_be_scaled() -> None:
     out = run(
         "batch-scale",

@@ -90,7 +90,19 @@ def _function_params(tree: cst.Module) -> dict[str, list[cst.Param]]:
     return out
 
 
+#: absl flags: flags.DEFINE_integer("batch_size", 32, "...") read as FLAGS.batch_size
+ABSL_DEFINES = frozenset({"DEFINE_integer", "DEFINE_float"})
+
+
 def _argparse_name(call: cst.Call) -> str | None:
+    """The option an argparse ``add_argument`` (``--batch-size``) or an absl ``flags.DEFINE_integer``
+    (``batch_size``) defines."""
+    if (call_name(call) or "").split(".")[-1] in ABSL_DEFINES:
+        first = kwarg(call, "name") or (call.args[0] if call.args and call.args[0].keyword is None else None)
+        if first is not None and isinstance(first.value, cst.SimpleString):
+            v = first.value.evaluated_value
+            return v if isinstance(v, str) else None
+        return None
     if attr_name(call) != "add_argument" or not call.args:
         return None
     for a in call.args:
@@ -103,6 +115,15 @@ def _argparse_name(call: cst.Call) -> str | None:
         v = dest.value.evaluated_value
         return v if isinstance(v, str) else None
     return None
+
+
+def _default(call: cst.Call) -> cst.Arg | None:
+    """The default of an argparse option or an absl flag (its second positional argument)."""
+    d = kwarg(call, "default")
+    if d is None and (call_name(call) or "").split(".")[-1] in ABSL_DEFINES:
+        pos = [a for a in call.args if a.keyword is None]
+        d = pos[1] if len(pos) > 1 else None
+    return d
 
 
 class BatchScaleCodemod(FixCodemod):
@@ -149,7 +170,7 @@ class BatchScaleCodemod(FixCodemod):
                 raise SkipFile(f"the batch size is given on the command line ({a}): scale it there")
         for c in walk(tree):  # argparse --batch-size default
             if isinstance(c, cst.Call) and (name := _argparse_name(c)) and BATCH_NAME.match(name):
-                d = kwarg(c, "default")
+                d = _default(c)
                 if d is not None and (v := _number(d.value)) is not None:
                     self.edits[id(d.value)] = _fmt(v * self.factor, d.value)
                     return f"--{name.lstrip('-')} default {v:g} → {v * self.factor:g}, line {self.line(c)}"
@@ -274,7 +295,7 @@ class BatchScaleCodemod(FixCodemod):
             )
         if not opts and argparse_lr:  # the optimizer is not visible, but the script takes --lr
             name, c = next(iter(argparse_lr.items()))
-            d = kwarg(c, "default")
+            d = _default(c)
             if d is not None and (v := _number(d.value)) is not None:
                 scale = self.factor
                 self.edits[id(d.value)] = _fmt(v * scale, d.value)
@@ -347,7 +368,7 @@ class BatchScaleCodemod(FixCodemod):
             return value, ""
         if isinstance(value, cst.Attribute) and value.attr.value in argparse_lr:  # args.lr
             c = argparse_lr[value.attr.value]
-            d = kwarg(c, "default")
+            d = _default(c)
             if d is not None and _number(d.value) is not None:
                 return d.value, f"--{value.attr.value} default (line {self.line(c)})"
             return None
@@ -401,7 +422,8 @@ class BatchScaleCodemod(FixCodemod):
 class BatchScale(Fix):
     """Train on bigger batches: batch size ×2, ×4, ×8 until throughput stops rising, learning rate scaled.
 
-    What it changes: the batch size where the script sets it (an argparse ``--batch-size`` default, a
+    What it changes: the batch size where the script sets it (an argparse ``--batch-size`` or absl
+    ``flags.DEFINE_integer("batch_size", ...)`` default, a
     ``BATCH_SIZE = N`` constant, a ``{"batch_size": N}`` config dict, ``.batch(N)`` or ``batch_size=N``),
     and the learning rate with it (followed through ``config["lr"]`` too):
     **linear** scaling for SGD/momentum (Goyal et al., 2017), **square-root** scaling for Adam-style
