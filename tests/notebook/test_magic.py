@@ -320,6 +320,29 @@ def test_fix_wraps_an_eager_step_function_on_a_copy(shell):
     no_patches_left()
 
 
+def test_fix_turns_off_run_functions_eagerly_for_the_trial_and_back(shell):
+    """tf.config.run_functions_eagerly(True) left on in an earlier cell: the decorated step runs op by
+    op. The run's facts say so; the tf-function trial switches it off and puts it back after."""
+    import tensorflow as tf
+
+    assert shell.run(CUSTOM_SETUP + "\ntf.config.run_functions_eagerly(True)\n").success
+    try:
+        res = shell.run(f"%%tfdoctor --steps 12 --fix --only tf-function\n{CUSTOM_LOOP}")
+        assert res.success, res.error_in_exec
+        store = RunStore(shell.home)
+        (base,) = [r for r in store.list() if r["kind"] == "notebook"]
+        report = store.get(base["id"]).report()
+        assert report.facts.functions_run_eagerly is True and report.facts.step_kind == "eager"
+        (trial,) = report.fix.trials
+        assert trial.fix_id == "tf-function" and trial.status in ("kept", "rejected"), trial.reason
+        assert trial.runtime_switch["kernel"] == "tf.config.run_functions_eagerly(False)"
+        assert store.get(trial.run_id).report().facts.step_kind == "tf.function"
+        assert tf.config.functions_run_eagerly() is True  # the user's setting, back as it was
+        no_patches_left()
+    finally:
+        tf.config.run_functions_eagerly(False)
+
+
 def test_fix_in_the_kernel_checks_the_cells_output_like_the_script_loop(shell):
     """The notebook's fix loop compares what the cell printed with its reference, as the script loop
     does: a step whose print runs only while tracing under tf.function is rejected, not measured."""

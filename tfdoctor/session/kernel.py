@@ -178,11 +178,24 @@ def kernel_fix(
                         f"{names[0]} = tf.function({names[0]}.python_function, jit_compile=True)"
                     )
         elif fix_id == "tf-function":
+            forced = bool(tf.config.functions_run_eagerly())
+            if forced:  # tf.config.run_functions_eagerly(True) left on: every tf.function runs op by op
+                undo.append(lambda: tf.config.run_functions_eagerly(True))
+                tf.config.run_functions_eagerly(False)
+                fix.changes.append("tf.config.run_functions_eagerly(False)")
+                # the cell's tf.functions as new ones: traced in this run, where the hooks see the step
+                for name in sorted(called):
+                    compiled = ns.get(name)
+                    py = getattr(compiled, "python_function", None)
+                    if py is not None and hasattr(compiled, "get_concrete_function"):
+                        sig = getattr(compiled, "input_signature", None)
+                        jit = getattr(compiled, "_jit_compile", None)
+                        rebind(name, tf.function(py, input_signature=sig, jit_compile=jit))
             eager_models = [m for m in fit_models if getattr(m, "_run_eagerly", False)]
             for m in eager_models:
                 set_attrs(m, _run_eagerly=False, train_function=None)
                 fix.changes.append(f"{type(m).__name__}.run_eagerly = False")
-            if not eager_models:
+            if not eager_models and not forced:
                 # the cell's step: a step function of the namespace whose update and gradients it holds
                 # (one the cell calls first), else the function computing the gradients for an update
                 # written in the cell; one the cell calls and another it does not: the one it calls
