@@ -254,6 +254,19 @@ def test_tf_function_turns_off_the_scripts_own_eager_switches() -> None:
     assert out.reason == (
         "tf.config.run_functions_eagerly(True) → False (line 2): the script's own switch to eager execution, turned off"
     )
+    # an eager custom loop in a file that also compiles a model with run_eagerly=True (not the step's
+    # cause): the step is compiled, the switch left alone
+    mixed = (
+        loop.replace("tf.config.run_functions_eagerly(True)\n", "")
+        .replace("        @tf.function\n", "")
+        .replace(
+            "import tensorflow as tf\n",
+            'import tensorflow as tf\n        probe.compile(loss="mse", run_eagerly=True)\n',
+        )
+    )
+    out = run("tf-function", mixed, facts=Facts(loop_kind="custom", step_kind="eager"))
+    assert out.status == "changed" and "run_eagerly=True" in out.code, out.reason
+    assert out.reason.startswith("@tf.function on train_step()")
     # fit compiled as usual, or a switch the script computes (run_eagerly=args.debug): not touched
     assert_skipped(
         "tf-function",

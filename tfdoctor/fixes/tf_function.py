@@ -494,7 +494,15 @@ class TfFunctionCodemod(FixCodemod):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        forced = eager_switches(tree)
+        facts = self.fix.facts
+        forced = [
+            (v, label)
+            for v, label in eager_switches(tree)
+            # the switches the run shows in effect (no facts: every one)
+            if facts.loop_kind == "unknown"
+            or (facts.functions_run_eagerly and "run_functions_eagerly" in label)
+            or (facts.loop_kind == "keras_fit" and facts.step_kind == "eager" and "run_eagerly" in label)
+        ]
         if forced:  # the script itself runs eagerly (a debugging setting left in): switch it off
             what = "; ".join(f"{label} → False (line {self.line(v)})" for v, label in forced)
             self.summary = f"{what}: the script's own switch to eager execution, turned off"
