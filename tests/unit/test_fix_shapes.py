@@ -783,6 +783,35 @@ def test_batch_scale_follows_a_config_dict() -> None:
     assert 'CFG["learning_rate"] (line 2) 0.1 → 0.4 (linear scaling for SGD)' in out.reason
 
 
+def test_batch_scale_scales_what_a_learning_rate_scheduler_returns() -> None:
+    """TensorFlow's distributed training tutorial: LearningRateScheduler(decay) sets 1e-3 / 1e-4 / 1e-5
+    every epoch, so scaling the optimizer's own rate alone changed nothing that trained."""
+    src = """
+    import tensorflow as tf
+    BATCH_SIZE = 64
+    model.compile(loss="mse", optimizer=tf.keras.optimizers.SGD(0.1))
+
+    def decay(epoch):
+        if epoch < 3:
+            return 1e-3
+        return 1e-4
+
+    def follow(epoch, lr):
+        return lr if epoch < 10 else lr * tf.math.exp(-0.1)
+
+    model.fit(ds.batch(BATCH_SIZE), callbacks=[tf.keras.callbacks.LearningRateScheduler(decay)])
+    """
+    out = run("batch-scale", src, params={"factor": "2"})
+    assert out.status == "changed" and "return 0.002" in out.code and "return 0.0002" in out.code, out.code
+    assert "LearningRateScheduler at line 13: decay() returns 0.001 → 0.002, 0.0001 → 0.0002" in out.reason
+    out = run("batch-scale", src.replace("Scheduler(decay)", "Scheduler(follow)"), params={"factor": "2"})
+    assert out.status == "changed" and "NOT SCALED" not in out.reason and "return 1e-3" in out.code
+    out = run(
+        "batch-scale", src.replace("Scheduler(decay)", "Scheduler(schedules[0])"), params={"factor": "2"}
+    )
+    assert "LEARNING RATE NOT SCALED" in out.reason
+
+
 def test_batch_scale_follows_absl_flags() -> None:
     """Model-garden style: flags.DEFINE_integer("batch_size", 32, ...) read as FLAGS.batch_size."""
     src = """

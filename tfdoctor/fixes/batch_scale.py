@@ -308,10 +308,51 @@ class BatchScaleCodemod(FixCodemod):
                 f"no optimizer or learning rate found: scale the learning rate ×{self.factor} (SGD) or ×√{self.factor} (Adam) yourself"
             )
             return NO_OPTIMIZER, "no optimizer found"
+        # a LearningRateScheduler sets the rate every epoch: its own numbers must scale too
+        first = opts[0][1]
+        self._schedulers(tree, self.factor if first in LINEAR else math.sqrt(self.factor), done, missed)
         for m in missed:
             self.warn(f"learning rate not scaled: {m}")
         text = "; ".join(done) if done else "not changed"
         return text, "; ".join(missed)
+
+    def _schedulers(self, tree: cst.Module, scale: float, done: list[str], missed: list[str]) -> None:
+        """``keras.callbacks.LearningRateScheduler(decay)``: the rate ``decay(epoch[, lr])`` returns replaces
+        the optimizer's every epoch (TensorFlow's distributed-training tutorial returns 1e-3, 1e-4, 1e-5).
+        Its numbers returned are scaled; a rate computed from the ``lr`` it is given follows the scaled
+        one; anything else cannot be told, and says so."""
+        defs = {f.name.value: f for f in walk(tree) if isinstance(f, cst.FunctionDef)}
+        for c in walk(tree):
+            if not (
+                isinstance(c, cst.Call) and (call_name(c) or "").split(".")[-1] == "LearningRateScheduler"
+            ):
+                continue
+            arg = kwarg(c, "schedule") or (c.args[0] if c.args and c.args[0].keyword is None else None)
+            where = f"LearningRateScheduler at line {self.line(c)}"
+            fn = defs.get(arg.value.value) if arg is not None and isinstance(arg.value, cst.Name) else None
+            if fn is None:
+                missed.append(
+                    f"{where}: its schedule is not a function of the script, and it sets the rate every epoch"
+                )
+                continue
+            params = {p.name.value for p in fn.params.params[1:2]}  # (epoch, lr): the current rate
+            scaled: list[str] = []
+            opaque = False
+            for r in walk(fn.body):
+                if not isinstance(r, cst.Return) or r.value is None:
+                    continue
+                v = _number(r.value)
+                if v is not None:
+                    self.edits[id(r.value)] = _fmt(v * scale, r.value)
+                    scaled.append(f"{v:g} → {v * scale:.4g}")
+                elif not any(isinstance(n, cst.Name) and n.value in params for n in walk(r.value)):
+                    opaque = True
+            if opaque:
+                missed.append(
+                    f"{where}: {fn.name.value}() returns a rate not computed from the one it is given"
+                )
+            if scaled:
+                done.append(f"{where}: {fn.name.value}() returns {', '.join(scaled)}")
 
     def _dict_entry(self, name: str, key: object) -> cst.BaseExpression | None:
         """The value of ``key`` in the one dict literal (or ``dict(...)`` call) assigned to ``name``."""
@@ -432,7 +473,9 @@ class BatchScale(Fix):
     ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
     ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, ``LEARNING_RATE * 10``,
     a schedule's ``initial_learning_rate``), and, given the modules beside the script, in the one where the
-    optimizer is built. The summary line says which rule was used for which optimizer. A learning rate that cannot
+    optimizer is built. A ``LearningRateScheduler(decay)`` sets the rate every epoch: the numbers ``decay``
+    returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one).
+    The summary line says which rule was used for which optimizer. A learning rate that cannot
     be scaled is never left silently: the summary says LEARNING RATE NOT SCALED and the patch carries a
     comment above the batch size. A batch size or learning rate given on the command line is not
     edited (the fix is skipped or warns).
