@@ -812,6 +812,27 @@ def test_batch_scale_scales_what_a_learning_rate_scheduler_returns() -> None:
     assert "LEARNING RATE NOT SCALED" in out.reason
 
 
+def test_batch_scale_keeps_a_step_counted_schedule_per_example() -> None:
+    """ExponentialDecay(decay_steps=10000) counts optimizer steps: with the batch ×2 an epoch has half
+    the steps, so decay_steps is halved with the initial rate scaled (the same schedule per example)."""
+    assert_codemod(
+        "batch-scale",
+        """
+        import keras
+        BATCH_SIZE = 64
+        lr_schedule = keras.optimizers.schedules.ExponentialDecay(initial_learning_rate=1e-2, decay_steps=10000, decay_rate=0.9)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr_schedule), loss="mse")
+        """,
+        """
+        import keras
+        BATCH_SIZE = 128
+        lr_schedule = keras.optimizers.schedules.ExponentialDecay(initial_learning_rate=0.02, decay_steps=5000, decay_rate=0.9)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr_schedule), loss="mse")
+        """,
+        params={"factor": "2"},
+    )
+
+
 def test_batch_scale_follows_absl_flags() -> None:
     """Model-garden style: flags.DEFINE_integer("batch_size", 32, ...) read as FLAGS.batch_size."""
     src = """

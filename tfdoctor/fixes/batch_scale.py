@@ -423,7 +423,11 @@ class BatchScaleCodemod(FixCodemod):
             if len(defs) == 1 and isinstance(defs[0].value, cst.Call):  # a schedule: initial_learning_rate
                 init = kwarg(defs[0].value, "initial_learning_rate")
                 if init is not None and _number(init.value) is not None:
-                    return init.value, f"{value.value}'s initial_learning_rate (line {self.line(defs[0])})"
+                    steps = self._schedule_steps(defs[0].value)
+                    return (
+                        init.value,
+                        f"{value.value}'s initial_learning_rate (line {self.line(defs[0])}){steps}",
+                    )
         if (
             isinstance(value, cst.Subscript)
             and isinstance(value.value, cst.Name)
@@ -442,8 +446,24 @@ class BatchScaleCodemod(FixCodemod):
         if isinstance(value, cst.Call):
             init = kwarg(value, "initial_learning_rate")
             if init is not None and _number(init.value) is not None:
-                return init.value, f"initial_learning_rate (line {self.line(value)})"
+                return (
+                    init.value,
+                    f"initial_learning_rate (line {self.line(value)}){self._schedule_steps(value)}",
+                )
         return None
+
+    def _schedule_steps(self, call: cst.Call) -> str:
+        """A schedule counts optimizer steps (``decay_steps=10000``): with N times the batch an epoch has
+        N times fewer, so its step counts are divided by N (the rate then moves with the examples seen,
+        as before). What was changed, as text for the summary."""
+        notes = []
+        for name in ("decay_steps", "first_decay_steps", "warmup_steps"):
+            k = kwarg(call, name)
+            if k is not None and (v := _number(k.value)) is not None and id(k.value) not in self.edits:
+                new = max(1, round(v / self.factor))
+                self.edits[id(k.value)] = cst.Integer(str(new))
+                notes.append(f"{name} {v:g} → {new}")
+        return f" (its {', '.join(notes)}: the same schedule per example)" if notes else ""
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         updated = super().on_leave(original_node, updated_node)
@@ -472,7 +492,8 @@ class BatchScale(Fix):
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
     ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
     ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, ``LEARNING_RATE * 10``,
-    a schedule's ``initial_learning_rate``), and, given the modules beside the script, in the one where the
+    a schedule's ``initial_learning_rate``, whose ``decay_steps`` / ``warmup_steps`` are divided by N: the
+    same schedule per example), and, given the modules beside the script, in the one where the
     optimizer is built. A ``LearningRateScheduler(decay)`` sets the rate every epoch: the numbers ``decay``
     returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one).
     The summary line says which rule was used for which optimizer. A learning rate that cannot
