@@ -901,6 +901,34 @@ def test_tfdata_cache_follows_a_pipeline_reassigned_to_its_own_name() -> None:
     )
 
 
+def test_tfds_load_results_are_pipelines() -> None:
+    """TensorFlow Datasets: (ds_train, ds_test), ds_info = tfds.load(..., with_info=True) (the TFDS
+    Keras guide's shape, without its tuning): the datasets are pipelines (it had been "no tf.data map
+    found"), ds_info is not; what tfds reads from disk is not cached on a guess."""
+    src = """
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+    (ds_train, ds_test), ds_info = tfds.load("mnist", split=["train", "test"], as_supervised=True, with_info=True)
+
+    def normalize_img(image, label):
+        return tf.cast(image, tf.float32) / 255.0, label
+
+    ds_train = ds_train.map(normalize_img)
+    ds_train = ds_train.shuffle(ds_info.splits["train"].num_examples)
+    ds_train = ds_train.batch(128)
+    model.fit(ds_train, epochs=6, validation_data=ds_test)
+    """
+    out = run("tfdata-parallel-map", src)
+    assert (
+        out.status == "changed"
+        and "ds_train.map(normalize_img, num_parallel_calls=tf.data.AUTOTUNE)" in out.code
+    )
+    out = run("tfdata-prefetch", src)
+    assert out.status == "changed" and "ds_train = ds_train.batch(128).prefetch(tf.data.AUTOTUNE)" in out.code
+    assert "ds_info.prefetch" not in out.code
+    assert_skipped("tfdata-cache", src, "no tf.data pipeline with an in-memory source")
+
+
 def test_keras_dataset_utilities_are_pipelines_that_prefetch_themselves() -> None:
     """keras-io's weather forecasting: timeseries_dataset_from_array is a tf.data source (it had been
     "no tf.data pipeline"); like image_dataset_from_directory it ends with prefetch(AUTOTUNE) itself."""

@@ -148,7 +148,7 @@ def method_chain(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, list[tup
 def is_dataset_source(expr: cst.BaseExpression) -> bool:
     """A call that creates a tf.data dataset: ``tf.data.Dataset.from_tensor_slices(...)``,
     ``tf.data.TFRecordDataset(...)``, ``keras.utils.image_dataset_from_directory(...)``,
-    ``keras.utils.timeseries_dataset_from_array(...)``."""
+    ``keras.utils.timeseries_dataset_from_array(...)``, ``tfds.load(...)``."""
     if not isinstance(expr, cst.Call):
         return False
     name = call_name(expr) or ""
@@ -159,7 +159,30 @@ def is_dataset_source(expr: cst.BaseExpression) -> bool:
         or parts[-1].endswith("Dataset")
         or parts[-1].endswith("_dataset_from_directory")
         or parts[-1].endswith("_dataset_from_array")  # keras.utils.timeseries_dataset_from_array
+        or name in TFDS_LOADS
+        or parts[-1] == "as_dataset"  # tfds.builder("mnist").as_dataset(split="train")
     )
+
+
+#: TensorFlow Datasets: ``tfds.load(...)`` returns a dataset, a tuple of them, or (that, info)
+TFDS_LOADS = frozenset({"tfds.load", "tensorflow_datasets.load"})
+
+
+def target_names(t: cst.BaseExpression) -> list[str] | None:
+    """Names bound by a plain (possibly unpacking) target, None when it stores into something."""
+    if isinstance(t, cst.Name):
+        return [t.value]
+    if isinstance(t, (cst.Tuple, cst.List)):
+        out: list[str] = []
+        for el in t.elements:
+            if not isinstance(el, cst.Element):
+                return None
+            inner = target_names(el.value)
+            if inner is None:
+                return None
+            out += inner
+        return out
+    return None
 
 
 class Pipelines:
@@ -170,6 +193,19 @@ class Pipelines:
         self.assigns: dict[str, list[cst.Assign]] = {}
         changed = True
         assigns = [n for n in walk(module) if isinstance(n, cst.Assign)]
+        for a in assigns:  # (ds_train, ds_test), ds_info = tfds.load(..., with_info=True)
+            if len(a.targets) == 1 and isinstance(a.value, cst.Call) and call_name(a.value) in TFDS_LOADS:
+                target: cst.BaseExpression = a.targets[0].target
+                info = kwarg(a.value, "with_info")
+                if (
+                    info is not None
+                    and isinstance(info.value, cst.Name)
+                    and info.value.value == "True"
+                    and isinstance(target, (cst.Tuple, cst.List))
+                    and target.elements
+                ):
+                    target = target.elements[0].value
+                self.names.update(target_names(target) or [])
         while changed:  # a name assigned from another dataset name is a dataset too
             changed = False
             for a in assigns:

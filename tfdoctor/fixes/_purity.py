@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from tfdoctor.fixes._cst import dotted, names_in, walk
+from tfdoctor.fixes._cst import target_names as _target_names
 
 
 def _words(text: str) -> frozenset[str]:
@@ -183,23 +184,6 @@ def _union(vals: list[Val]) -> frozenset[int] | None:
 def _merge(a: Val, b: Val) -> Val:
     groups = None if a.groups is None or b.groups is None else a.groups | b.groups
     return Val(groups, a.mutable and b.mutable, a.array and b.array)
-
-
-def _target_names(t: cst.BaseExpression) -> list[str] | None:
-    """Names bound by a plain (possibly unpacking) target, None when it stores into something."""
-    if isinstance(t, cst.Name):
-        return [t.value]
-    if isinstance(t, (cst.Tuple, cst.List)):
-        out: list[str] = []
-        for el in t.elements:
-            if not isinstance(el, cst.Element):
-                return None
-            inner = _target_names(el.value)
-            if inner is None:
-                return None
-            out += inner
-        return out
-    return None
 
 
 def _slice_parts(sub: cst.Subscript) -> list[cst.BaseExpression]:
