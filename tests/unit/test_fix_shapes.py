@@ -939,8 +939,13 @@ def test_keras_dataset_utilities_are_pipelines_that_prefetch_themselves() -> Non
     )
     model.fit(dataset_train, epochs=10)
     """
-    assert_skipped("tfdata-prefetch", src, "dataset_train: Keras's dataset utility prefetches itself")
+    assert_skipped("tfdata-prefetch", src, "dataset_train: timeseries_dataset_from_array() prefetches itself")
     assert_skipped("tfdata-cache", src, "dataset_train (line 2): no deterministic map before the end")
+    csv = 'import tensorflow as tf\nds = tf.data.experimental.make_csv_dataset(path, batch_size=5, label_name="y")\n'
+    assert_skipped("tfdata-prefetch", csv, "ds: make_csv_dataset() prefetches itself")
+    assert_skipped(
+        "tfdata-cache", csv, "reads make_csv_dataset(): tfdoctor cannot tell whether the decoded data fits"
+    )
     mapped = src.replace("    model.fit", "    dataset_train = dataset_train.map(scale)\n    model.fit")
     out = run("tfdata-prefetch", mapped)
     assert out.status == "changed" and "dataset_train.map(scale).prefetch(tf.data.AUTOTUNE)" in out.code

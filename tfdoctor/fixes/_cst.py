@@ -159,6 +159,7 @@ def is_dataset_source(expr: cst.BaseExpression) -> bool:
         or parts[-1].endswith("Dataset")
         or parts[-1].endswith("_dataset_from_directory")
         or parts[-1].endswith("_dataset_from_array")  # keras.utils.timeseries_dataset_from_array
+        or parts[-1] in ("make_csv_dataset", "make_batched_features_dataset")  # tf.data.experimental
         or name in TFDS_LOADS
         or parts[-1] == "as_dataset"  # tfds.builder("mnist").as_dataset(split="train")
     )

@@ -53,18 +53,24 @@ def _consumers(tree: cst.Module, pipes: Pipelines) -> set[str]:
     return used
 
 
-def _prefetching_source(pipes: Pipelines, assigns: list[cst.Assign]) -> bool:
-    """The pipeline is a Keras dataset utility's result with nothing after it: those end with
-    ``prefetch(AUTOTUNE)`` themselves (``image_dataset_from_directory``, ``timeseries_dataset_from_array``)."""
+def _prefetching_source(pipes: Pipelines, assigns: list[cst.Assign]) -> str | None:
+    """The source of a pipeline that is a dataset utility's result with nothing after it, when that
+    utility ends with ``prefetch(AUTOTUNE)`` itself (``image_dataset_from_directory``,
+    ``timeseries_dataset_from_array``, ``tf.data.experimental.make_csv_dataset``), else None."""
+    found = None
     for a in assigns:
         source, stages = pipes.stages(a.value)
         if stages:
-            return False
+            return None
         if source is not None:
             last = (call_name(source) or "").split(".")[-1]
-            if not (last.endswith("_dataset_from_directory") or last.endswith("_dataset_from_array")):
-                return False
-    return any(pipes.stages(a.value)[0] is not None for a in assigns)
+            if not (
+                last.endswith(("_dataset_from_directory", "_dataset_from_array"))
+                or last in ("make_csv_dataset", "make_batched_features_dataset")  # prefetch_buffer_size
+            ):
+                return None
+            found = last
+    return found
 
 
 class PrefetchCodemod(FixCodemod):
@@ -87,8 +93,8 @@ class PrefetchCodemod(FixCodemod):
             if any(n == "prefetch" for a in assigns for n, _ in method_chain(a.value)[1]):
                 done.append(name)
                 continue
-            if _prefetching_source(pipes, assigns):
-                done.append(f"{name}: Keras's dataset utility prefetches itself")
+            if src := _prefetching_source(pipes, assigns):
+                done.append(f"{name}: {src}() prefetches itself")
                 continue
             self.targets.add(id(assigns[-1]))
         if not self.targets:
