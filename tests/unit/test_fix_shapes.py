@@ -927,6 +927,9 @@ def test_tfds_load_results_are_pipelines() -> None:
     assert out.status == "changed" and "ds_train = ds_train.batch(128).prefetch(tf.data.AUTOTUNE)" in out.code
     assert "ds_info.prefetch" not in out.code
     assert_skipped("tfdata-cache", src, "no tf.data pipeline with an in-memory source")
+    # Hugging Face's datasets.load_dataset is not tf.data: its map(batched=True) is not touched
+    hf = "from datasets import load_dataset\nimdb = load_dataset('imdb')\nimdb = imdb.map(tokenize, batched=True)\n"
+    assert_skipped("tfdata-parallel-map", hf, "no tf.data map/interleave found")
 
 
 def test_keras_dataset_utilities_are_pipelines_that_prefetch_themselves() -> None:
