@@ -648,8 +648,13 @@ class Tracker:
                 self.facts["loss_source"] = f"metric {self.loss_metric.name} (running mean)"
         if self.loss_metric is False:
             return None
+        m = self.loss_metric
         try:
-            return self.loss_metric.result()
+            total, count = getattr(m, "total", None), getattr(m, "count", None)
+            if total is not None and count is not None:  # a Mean: its two variables, no op dispatched
+                n = float(count.numpy())
+                return float(total.numpy()) / n if n else None
+            return m.result()
         except Exception:
             return None
 
