@@ -3,6 +3,7 @@ trace carries the step markers, the facts say what the script does. Tiny models,
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import threading
@@ -460,25 +461,30 @@ def train_step(x, y):
     train_accuracy(1.0)
 
 
-x, y = np.ones((16, 8), "float32"), np.zeros((16, 4), "float32")
+xs = [np.ones((16, 8), "float32"), 3 * np.ones((16, 8), "float32")]  # a small and a big loss, in turn
+y = np.zeros((16, 4), "float32")
 for epoch in range(4):
     train_loss.reset_state()
-    for _ in range(10):
-        train_step(x, y)
+    for i in range(10):
+        train_step(xs[i % 2], y)
 """
 
 
 def test_a_step_returning_nothing_is_read_from_its_loss_metric(tfd_home, tmp_path):
     """TensorFlow's "quickstart for experts": the step returns nothing and updates train_loss(loss).
-    The loss is that metric's running mean (it had been no loss at all: no loss check, so no fix that
-    changes the training could be kept)."""
+    The loss is the step's own share of that metric (what its total and count grew by), not its
+    running mean (it had been no loss at all: no loss check, so no fix that changes the training could
+    be kept)."""
     script = tmp_path / "qs.py"
     script.write_text(LOSS_METRIC)
     res, _ = capture(tfd_home, script, profile=False, steps=8)
     assert res.ok, res.error
     losses = [s.loss for s in res.steps]
     assert all(v is not None and v > 0 for v in losses), losses
-    assert res.facts.extra["loss_source"] == "metric train_loss (running mean)"
+    # each step's own loss: batches of ones and of threes in turn give losses about 9x apart, step after
+    # step; a running mean's consecutive values would draw together as the epoch goes on
+    assert all(max(a, b) / min(a, b) > 3 for a, b in itertools.pairwise(losses)), losses
+    assert res.facts.extra["loss_source"] == "metric train_loss"
     # two metrics with "loss" in their names: which one is not guessed
     script.write_text(LOSS_METRIC.replace('name="train_accuracy"', 'name="val_loss"'))
     res, _ = capture(tfd_home, script, profile=False, steps=8)

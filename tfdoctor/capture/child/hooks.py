@@ -293,6 +293,7 @@ class Tracker:
         self.source: dict[str, str] = {}
         self.step_kind_votes: Counter[str] = Counter()
         self.loss_metric: Any = None  # the Keras metric holding the loss of a step returning none
+        self.metric_prev = (0.0, 0.0)  # that metric's total and count after the last step
         self.batch_votes: Counter[int] = Counter()
         self.modules: dict[str, Any] = {}
         self.errors: list[str] = []
@@ -620,8 +621,8 @@ class Tracker:
         """The result of the Keras metric a step returning nothing keeps its loss in: TensorFlow's
         "quickstart for experts" writes ``train_loss(loss)`` (a ``keras.metrics.Mean`` named so) inside the
         step. Found once among the step function's globals and closure: the one metric with ``loss`` in
-        its name or its variable's. Its result is the running mean since its last reset (the epoch's),
-        the same quantity at the same examples seen in a baseline and a trial."""
+        its name or its variable's. A ``Mean`` gives the step's own loss (what its total and count grew
+        by in the step); another metric its result."""
         if self.loss_metric is None:
             self.loss_metric = False
             keras = self.modules.get("keras")
@@ -645,16 +646,22 @@ class Tracker:
             }
             if len(found) == 1:
                 self.loss_metric = next(iter(found.values()))
-                self.facts["loss_source"] = f"metric {self.loss_metric.name} (running mean)"
+                self.facts["loss_source"] = f"metric {self.loss_metric.name}"
         if self.loss_metric is False:
             return None
         m = self.loss_metric
         try:
             total, count = getattr(m, "total", None), getattr(m, "count", None)
-            if total is not None and count is not None:  # a Mean: its two variables, no op dispatched
-                n = float(count.numpy())
-                return float(total.numpy()) / n if n else None
-            return m.result()
+            if total is None or count is None:
+                return m.result()
+            # a Mean: its two variables (no op dispatched), and the step's own share of them, as for
+            # fit's logs: a running mean's step-to-step changes understate the loss noise several-fold
+            t, n = float(total.numpy()), float(count.numpy())
+            prev_t, prev_n = self.metric_prev
+            self.metric_prev = (t, n)
+            if n > prev_n:
+                return (t - prev_t) / (n - prev_n)
+            return t / n if n else None  # reset since (a new epoch): this step is all it holds
         except Exception:
             return None
 
