@@ -12,7 +12,8 @@ import numpy as np
 from tfdoctor.analysis import intervals as iv
 from tfdoctor.analysis.breakdown import active_device_planes, is_collective, is_host_op
 from tfdoctor.analysis.ops import is_matmul_or_conv, op_type
-from tfdoctor.rules._base import Context
+from tfdoctor.model import Evidence
+from tfdoctor.rules._base import Context, pct
 
 GRAPH_BUILDING = "tf.function-graph_building"
 _COMPILE_RE = re.compile(
@@ -186,6 +187,30 @@ def cpu_ops(ctx: Context) -> CpuOps:
             top_types=[(str(t), int(c)) for t, c in top],
         )
     return ctx.cache["cpu_ops"]
+
+
+#: op kernels' share of step time and MatMul/Conv's share of op time from which a CPU step is
+#: matmul-bound (TFD403, TFD404)
+MATMUL_BOUND = 0.4
+
+
+def matmul_bound(ctx: Context) -> CpuOps | None:
+    """The CPU ops of a step that is mostly MatMul/Conv kernels, else None."""
+    ops = cpu_ops(ctx)
+    return ops if ops.op_time_share >= MATMUL_BOUND and ops.matmul_share >= MATMUL_BOUND else None
+
+
+def matmul_evidence(ctx: Context, ops: CpuOps) -> list[Evidence]:
+    """The op-kernel share of step time (with the steps where it is largest) and MatMul/Conv's share of
+    op time."""
+    return [
+        Evidence(
+            label="op kernels",
+            value=f"{pct(ops.op_time_share)} of step time",
+            time_ranges_ms=ctx.worst_steps("device_compute"),
+        ),
+        Evidence(label="MatMul / Conv", value=f"{pct(ops.matmul_share)} of op time"),
+    ]
 
 
 @dataclass

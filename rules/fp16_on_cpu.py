@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from tfdoctor.model import Evidence, Finding
+from tfdoctor.model import FP16_POLICIES, Evidence, Finding
 from tfdoctor.rules import _figures as fig
 from tfdoctor.rules._base import Context, Example, Rule, pct
 from tfdoctor.rules.fp32_on_bf16_cpu import BF16_FLAGS
-
-FP16_POLICIES = ("mixed_float16", "float16")
 
 
 class Fp16OnCpu(Rule):
@@ -71,20 +69,15 @@ class Fp16OnCpu(Rule):
         policy = ctx.facts.dtype_policy or ""
         if ctx.is_accelerator_run or policy not in FP16_POLICIES:
             return None
-        ops = fig.cpu_ops(ctx)
-        if ops.op_time_share < 0.4 or ops.matmul_share < 0.4:
+        ops = fig.matmul_bound(ctx)
+        if ops is None:
             return None
         flags = sorted(ctx.cpu_flags & set(BF16_FLAGS))
         target = "mixed_bfloat16" if flags else "float32"
         est = ops.op_time_share * ops.matmul_share / 2
         ev = [
             Evidence(label="dtype policy", value=policy, source=ctx.source("model", "compile")),
-            Evidence(
-                label="op kernels",
-                value=f"{pct(ops.op_time_share)} of step time",
-                time_ranges_ms=ctx.worst_steps("device_compute"),
-            ),
-            Evidence(label="MatMul / Conv", value=f"{pct(ops.matmul_share)} of op time"),
+            *fig.matmul_evidence(ctx, ops),
             Evidence(
                 label="CPU bf16 support",
                 value=" ".join(flags) if flags else "none (AVX512_BF16/AMX not in the CPU flags)",

@@ -72,18 +72,13 @@ class Fp32OnBf16Cpu(Rule):
         flags = sorted(ctx.cpu_flags & set(BF16_FLAGS))
         if not flags:
             return None
-        ops = fig.cpu_ops(ctx)
-        if ops.op_time_share < 0.4 or ops.matmul_share < 0.4:
+        ops = fig.matmul_bound(ctx)
+        if ops is None:
             return None
         est = ops.op_time_share * ops.matmul_share / 3
         ev = [
             Evidence(label="CPU bf16 support", value=" ".join(flags)),
-            Evidence(
-                label="op kernels",
-                value=f"{pct(ops.op_time_share)} of step time",
-                time_ranges_ms=ctx.worst_steps("device_compute"),
-            ),
-            Evidence(label="MatMul / Conv", value=f"{pct(ops.matmul_share)} of op time"),
+            *fig.matmul_evidence(ctx, ops),
             Evidence(
                 label="dtype policy",
                 value=ctx.facts.dtype_policy or "not recorded",

@@ -97,6 +97,10 @@ STEP_MARKERS = (STEP_MARKER, *KERAS_STEP_MARKERS)
 TENSOR_CORE_CC = 7.0
 
 
+#: float16 dtype policies: fast on tensor-core GPUs, slow on every CPU (TFD404 replaces them there)
+FP16_POLICIES = ("mixed_float16", "float16")
+
+
 class Facts(_Frozen):
     """What the harness recorded about the run, independent of the trace."""
 

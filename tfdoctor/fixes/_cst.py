@@ -135,6 +135,18 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(n.children))
 
 
+def own_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes under ``node`` that run in its own frame (nested defs, lambdas and classes excluded), in
+    source order (pre-order)."""
+    stack = list(reversed(node.children))
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(reversed(n.children))
+
+
 def method_chain(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, list[tuple[str, cst.Call]]]:
     """``a.b(1).c(2)`` → (``a``, [("b", call_b), ("c", call_c)]): the root and the calls, in order."""
     calls: list[tuple[str, cst.Call]] = []

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, walk
+from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, own_nodes, walk
 
 #: calls whose result is a loss (the last part of the called name, lower case, contains one of these)
 LOSS_WORDS = ("loss", "crossentropy", "mean_squared_error", "mean_absolute_error", "hinge", "kl_divergence")
@@ -43,18 +43,6 @@ def _is_functional(call: cst.Call) -> bool:
     return name == "Model" and (
         kwarg(call, "outputs") is not None or sum(1 for a in call.args if a.keyword is None) >= 2
     )
-
-
-def _own_nodes(scope: cst.CSTNode) -> Iterable[cst.CSTNode]:
-    """Every node of ``scope`` in source order (pre-order), not entering the functions, classes and
-    lambdas defined in it."""
-    stack = [scope]
-    while stack:
-        n = stack.pop()
-        yield n
-        if n is not scope and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(reversed(n.children))
 
 
 def layer_classes_taking_dtype(tree: cst.Module) -> dict[str, bool]:
@@ -191,7 +179,7 @@ class Models:
         # a name returned: the layer last called to assign it in call() (``x = self.dense(x)`` ...
         # ``return x``); a tuple returned (``return x, states``): its first element, the prediction
         named: dict[str, cst.BaseExpression] = {}
-        for a in _own_nodes(call.body):
+        for a in own_nodes(call.body):
             if isinstance(a, cst.Assign) and len(a.targets) == 1:
                 t = a.targets[0].target
                 if isinstance(t, cst.Name):
@@ -240,7 +228,7 @@ class Models:
             # the last assignment of the name before the model is built, in the scope building it: two
             # builder functions that both write ``x = ...(x)`` must not see each other's layers
             found = None
-            for a in _own_nodes(self._scope_of(before)):
+            for a in own_nodes(self._scope_of(before)):
                 if a is before:
                     break
                 if (

@@ -247,7 +247,7 @@ class BatchScaleCodemod(FixCodemod):
         opts = self._optimizers(tree)
         for call, name, string in opts:
             rule = "linear" if name in LINEAR else "square-root"
-            scale = self.factor if name in LINEAR else math.sqrt(self.factor)
+            scale = self._scale(name)
             where = f"{name} at line {self.line(call)}"
             if string is not None:  # compile(optimizer="adam"): the default made explicit
                 keras = al.keras or "keras"
@@ -309,12 +309,15 @@ class BatchScaleCodemod(FixCodemod):
             )
             return NO_OPTIMIZER, "no optimizer found"
         # a LearningRateScheduler sets the rate every epoch: its own numbers must scale too
-        first = opts[0][1]
-        self._schedulers(tree, self.factor if first in LINEAR else math.sqrt(self.factor), done, missed)
+        self._schedulers(tree, self._scale(opts[0][1]), done, missed)
         for m in missed:
             self.warn(f"learning rate not scaled: {m}")
         text = "; ".join(done) if done else "not changed"
         return text, "; ".join(missed)
+
+    def _scale(self, optimizer: str) -> float:
+        """The learning rate's factor for the batch's: linear for SGD-style optimizers, square root else."""
+        return self.factor if optimizer in LINEAR else math.sqrt(self.factor)
 
     def _schedulers(self, tree: cst.Module, scale: float, done: list[str], missed: list[str]) -> None:
         """``keras.callbacks.LearningRateScheduler(decay)``: the rate ``decay(epoch[, lr])`` returns replaces

@@ -25,9 +25,9 @@ from tfdoctor.fixes._cst import (
 from tfdoctor.fixes._models import Models
 from tfdoctor.fixes.batch_scale import LINEAR, SQRT
 from tfdoctor.fixes.tf_function import is_apply
+from tfdoctor.model import FP16_POLICIES
 
 OPTIMIZERS = LINEAR | SQRT
-FP16_POLICIES = ("mixed_float16", "float16")
 
 
 #: the summary's note when the script builds no model (its output layer may be in a module beside it)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tfdoctor.model import CACHE_FILL_SWITCH, Facts, StepTiming
+from tfdoctor.model import CACHE_FILL_SWITCH, FP16_POLICIES, Facts, StepTiming
 
 # -- output ------------------------------------------------------------------------------------------
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
@@ -82,8 +82,8 @@ _ARRAY_END = re.compile(r"^[#\[\],.…+\- ]*\]")
 
 def mask(line: str) -> str:
     """The line with durations as ``<time>``, every other number as ``#``, a run of numbers as one
-    ``#``, a run of one mark (``.......``) as three and blanks as one space: how a value is printed (its width, its sign, how many numbers fit on
-    a line before numpy wraps) is not what the line says. A printed array's last row followed by text
+    ``#``, a run of one mark (``.......``) as three and blanks as one space: how a value is printed (its
+    width, its sign, how many numbers fit on a line before numpy wraps) is not what the line says. A printed array's last row followed by text
     (``tf.Tensor([...]], shape=(5, 64), dtype=float32)``) keeps the text only."""
     m = _NUMBERS.sub("#", re.sub(r"\s+", " ", _NUM.sub("#", _DURATION.sub("<time>", line)))).strip()
     m = _DOTS.sub(r"\1\1\1", m)
@@ -447,7 +447,7 @@ def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str
         return f"its facts show steps_per_execution {spe} (was {b.steps_per_execution})"
     if fix_id == "mixed-precision":
         # a 16-bit policy set, or a float16 one on a CPU replaced (by bf16 or float32: TFD404)
-        was_fp16 = b.dtype_policy in ("mixed_float16", "float16")
+        was_fp16 = b.dtype_policy in FP16_POLICIES
         if after.dtype_policy != b.dtype_policy and (
             (after.dtype_policy or "").startswith("mixed") or (was_fp16 and after.dtype_policy is not None)
         ):

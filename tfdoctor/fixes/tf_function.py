@@ -19,6 +19,7 @@ from tfdoctor.fixes._cst import (
     expr,
     kwarg,
     names_in,
+    own_nodes,
     unique_name,
     walk,
 )
@@ -54,17 +55,6 @@ def _suite(loop: cst.For | cst.While) -> list[cst.BaseStatement]:
     return list(loop.body.body) if isinstance(loop.body, cst.IndentedBlock) else []
 
 
-def _own_nodes(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
-    """Nodes under ``node`` that run in its own frame (nested defs, lambdas and classes excluded)."""
-    stack = list(reversed(node.children))
-    while stack:
-        n = stack.pop()
-        yield n
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(reversed(n.children))
-
-
 def _is_tape(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.With) and any(
         isinstance(it.item, cst.Call) and (call_name(it.item) or "").endswith("GradientTape")
@@ -73,7 +63,7 @@ def _is_tape(node: cst.CSTNode) -> bool:
 
 
 def _calls(node: cst.CSTNode, method: str) -> bool:
-    return any(isinstance(n, cst.Call) and attr_name(n) == method for n in _own_nodes(node))
+    return any(isinstance(n, cst.Call) and attr_name(n) == method for n in own_nodes(node))
 
 
 def is_apply(call: cst.Call) -> bool:
@@ -90,11 +80,11 @@ def is_apply(call: cst.Call) -> bool:
 
 
 def _applies(node: cst.CSTNode) -> bool:
-    return any(isinstance(n, cst.Call) and is_apply(n) for n in _own_nodes(node))
+    return any(isinstance(n, cst.Call) and is_apply(n) for n in own_nodes(node))
 
 
 def _has_tape(node: cst.CSTNode) -> bool:
-    return any(_is_tape(n) for n in _own_nodes(node))
+    return any(_is_tape(n) for n in own_nodes(node))
 
 
 def _is_step_body(node: cst.CSTNode) -> bool:
@@ -139,7 +129,7 @@ def _renewed_metrics(
     once and reset instead: one such assignment in the nest, nothing of the nest in its arguments, and
     the name used nowhere (``everywhere``: the nodes of its scope) but as ``.update_state`` /
     ``.result`` / ``.reset_state(s)`` and that assignment. Name -> the assignment statement."""
-    nest = [n for n in _own_nodes(top) if isinstance(n, cst.SimpleStatementLine)]
+    nest = [n for n in own_nodes(top) if isinstance(n, cst.SimpleStatementLine)]
     bound_in_nest = _stores(top)
     out: dict[str, cst.SimpleStatementLine] = {}
     counts: dict[str, int] = {}
@@ -196,7 +186,7 @@ def _loops(
         for top in body:
             if isinstance(top, (cst.FunctionDef, cst.ClassDef)) or not isinstance(top, cst.BaseStatement):
                 continue
-            for loop in (n for n in [top, *_own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
+            for loop in (n for n in [top, *own_nodes(top)] if isinstance(n, (cst.For, cst.While))):
                 yield scope, top, loop
 
 
@@ -204,7 +194,7 @@ def _tape_names(stmts: Iterable[cst.CSTNode]) -> set[str]:
     """Names a ``with tf.GradientTape() as <name>`` binds under ``stmts``."""
     out: set[str] = set()
     for s in stmts:
-        for n in [s, *_own_nodes(s)]:
+        for n in [s, *own_nodes(s)]:
             if _is_tape(n):
                 assert isinstance(n, cst.With)
                 for it in n.items:
@@ -262,7 +252,7 @@ def _stores(node: cst.CSTNode) -> set[str]:
         elif isinstance(t, cst.StarredElement):
             target(t.value)
 
-    for n in [node, *_own_nodes(node)]:
+    for n in [node, *own_nodes(node)]:
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 target(t.target)
@@ -525,7 +515,7 @@ class TfFunctionCodemod(FixCodemod):
         # functions handed to strategy.run(fn, ...) -> the function making that call
         run_in: dict[str, cst.FunctionDef] = {}
         for caller in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):
-            for n in _own_nodes(caller.body):
+            for n in own_nodes(caller.body):
                 if (
                     isinstance(n, cst.Call)
                     and attr_name(n) == "run"
@@ -555,7 +545,7 @@ class TfFunctionCodemod(FixCodemod):
         for fn in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):
             if not _is_step_body(fn.body):
                 continue
-            loops = [n for n in _own_nodes(fn.body) if isinstance(n, (cst.For, cst.While))]
+            loops = [n for n in own_nodes(fn.body) if isinstance(n, (cst.For, cst.While))]
             if any(_is_step_body(lp.body) for lp in loops):
                 continue  # the function holds the training loop itself: handled as an inline body
             candidates.append(fn)
@@ -639,8 +629,8 @@ class TfFunctionCodemod(FixCodemod):
         kept: list[str] = []
         python_args = bool(self.fix.params.get("python_args"))  # the fallback run
         for top in (n for n in walk(tree) if isinstance(n, (cst.For, cst.While))):
-            counters = _loop_counters([top, *_own_nodes(top)], set())
-            for call in (n for n in _own_nodes(top) if isinstance(n, cst.Call)):
+            counters = _loop_counters([top, *own_nodes(top)], set())
+            for call in (n for n in own_nodes(top) if isinstance(n, cst.Call)):
                 callee = call.func
                 if not (
                     (isinstance(callee, cst.Name) and callee.value == name and not method)
@@ -692,7 +682,7 @@ class TfFunctionCodemod(FixCodemod):
         def warn(msg: str) -> None:
             self.side_effect(msg)
 
-        for n in _own_nodes(body):
+        for n in own_nodes(body):
             line = self.line(n)
             if isinstance(n, (cst.Global, cst.Nonlocal)):
                 names = ", ".join(x.name.value for x in n.names)
@@ -750,7 +740,7 @@ class TfFunctionCodemod(FixCodemod):
         created once before the loop and reset where it was created (``epoch_loss_avg.reset_state()``)
         when :func:`_renewed_metrics` allows it; otherwise its update stays outside the step."""
         bound = _stores(top)
-        everywhere = walk(tree) if isinstance(scope, cst.Module) else [scope, *_own_nodes(scope)]
+        everywhere = walk(tree) if isinstance(scope, cst.Module) else [scope, *own_nodes(scope)]
         renewed = _renewed_metrics(everywhere, top)
         while last + 1 < len(stmts):
             nxt = stmts[last + 1]
@@ -789,7 +779,7 @@ class TfFunctionCodemod(FixCodemod):
         name = fn.name.value
 
         def shallow(stmt: cst.BaseStatement) -> list[cst.CSTNode]:  # not into a nested loop's body
-            return [] if isinstance(stmt, (cst.For, cst.While)) else [stmt, *_own_nodes(stmt)]
+            return [] if isinstance(stmt, (cst.For, cst.While)) else [stmt, *own_nodes(stmt)]
 
         def calls_fn(stmt: cst.BaseStatement) -> bool:
             return any(_calls_named(n, name) for n in shallow(stmt))
@@ -821,7 +811,7 @@ class TfFunctionCodemod(FixCodemod):
         if any(
             isinstance(n, (cst.Break, cst.Continue, cst.Return, cst.Yield))
             for st in block
-            for n in [st, *_own_nodes(st)]
+            for n in [st, *own_nodes(st)]
         ):
             return False
         before = list(self.side_effects)
@@ -860,7 +850,7 @@ class TfFunctionCodemod(FixCodemod):
             last = self._take_metric_updates(tree, scope, top, stmts, last)
         block = stmts[first : last + 1]
         for s in block:
-            for n in [s, *_own_nodes(s)]:
+            for n in [s, *own_nodes(s)]:
                 if isinstance(n, (cst.Break, cst.Continue, cst.Return, cst.Yield)):
                     raise SkipFile(
                         f"the training step at line {self.line(stmts[first])} uses "
@@ -880,10 +870,10 @@ class TfFunctionCodemod(FixCodemod):
     ) -> None:
         stmts = _suite(loop)
         block = stmts[first : last + 1]
-        block_ids = {id(n) for s in block for n in [s, *_own_nodes(s)]}
+        block_ids = {id(n) for s in block for n in [s, *own_nodes(s)]}
         # names the loop nest binds outside the block change every iteration: they become parameters
         varying = set()
-        for n in [top, *_own_nodes(top)]:
+        for n in [top, *own_nodes(top)]:
             if id(n) in block_ids:
                 continue
             if isinstance(
@@ -899,12 +889,12 @@ class TfFunctionCodemod(FixCodemod):
         augs = {
             n.target.value
             for s in block
-            for n in [s, *_own_nodes(s)]
+            for n in [s, *own_nodes(s)]
             if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
         }
         params: list[str] = [r for r in _exposed_reads(block) if r in varying or r in augs]
         # loop counters become tensors (one trace), unless the fallback run asked for Python values
-        counters = sorted(_loop_counters([top, *_own_nodes(top)], block_ids) & set(params))
+        counters = sorted(_loop_counters([top, *own_nodes(top)], block_ids) & set(params))
         if not self.fix.params.get("python_args"):
             for name in counters:
                 dtype = _tensor_dtype(name, block, self.tf)
@@ -912,7 +902,7 @@ class TfFunctionCodemod(FixCodemod):
                     self.tensor_args[name] = dtype
         stored = [n for s in block for n in sorted(_stores(s))]
         used_outside: set[str] = set()
-        for node in _own_nodes(scope):  # other functions' own locals do not count
+        for node in own_nodes(scope):  # other functions' own locals do not count
             if id(node) not in block_ids and isinstance(node, cst.Name):
                 used_outside.add(node.value)
         returns: list[str] = []
@@ -987,7 +977,7 @@ class TfFunctionCodemod(FixCodemod):
             _calls_named(n, name)
             for loop in walk(tree)
             if isinstance(loop, (cst.For, cst.While))
-            for n in _own_nodes(loop.body)
+            for n in own_nodes(loop.body)
         )
         if not called:
             return None

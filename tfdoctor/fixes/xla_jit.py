@@ -49,29 +49,12 @@ class XlaCodemod(FixCodemod):
                         and (spelled := call_name(d.decorator)) in tf_function
                     ):
                         self._consider(d.decorator, f"@{spelled}(...) on {n.name.value}()", where, already)
+                if any(id(d) in self.bare or id(d.decorator) in self.targets for d in n.decorators):
+                    self._refuse_summaries(n)
             elif isinstance(n, cst.Call) and (spelled := call_name(n)) in tf_function and n.args:
                 v = n.args[0].value
                 if isinstance(v, cst.Name) and v.value in step_names:
                     self._consider(n, f"{spelled}({v.value})", where, already)
-        # summary ops have no XLA kernel ("No registered 'WriteSummary'"): a step writing them fails to
-        # compile (the pix2pix tutorial writes tf.summary.scalar inside its step)
-        for n in walk(tree):
-            if isinstance(n, cst.FunctionDef) and n.name.value in step_names and (self.bare or self.targets):
-                writes = next(
-                    (
-                        c
-                        for c in walk(n.body)
-                        if isinstance(c, cst.Call) and ".summary." in f".{call_name(c) or ''}"
-                    ),
-                    None,
-                )
-                if writes is not None and any(
-                    id(d) in self.bare or id(d.decorator) in self.targets for d in n.decorators
-                ):
-                    raise SkipFile(
-                        f"{n.name.value}() writes {call_name(writes)}() (line {self.line(writes)}): XLA cannot "
-                        "compile summary ops (no XLA kernel for WriteSummary); write them outside the step"
-                    )
         sites, notes = compile_sites(tree, self.line)
         for c, label in sites:
             self._consider(c, label, where, already)
@@ -92,6 +75,16 @@ class XlaCodemod(FixCodemod):
             )
         self.summary = "jit_compile=True on " + "; ".join(where)
         return super().transform_module_impl(tree)
+
+    def _refuse_summaries(self, step: cst.FunctionDef) -> None:
+        """Summary ops have no XLA kernel ("No registered 'WriteSummary'"): a step writing them fails to
+        compile (the pix2pix tutorial writes tf.summary.scalar inside its step). Said before any run."""
+        for c in walk(step.body):
+            if isinstance(c, cst.Call) and ".summary." in f".{call_name(c) or ''}":
+                raise SkipFile(
+                    f"{step.name.value}() writes {call_name(c)}() (line {self.line(c)}): XLA cannot "
+                    "compile summary ops (no XLA kernel for WriteSummary); write them outside the step"
+                )
 
     def _consider(self, call: cst.Call, label: str, where: list[str], already: list[str]) -> None:
         existing = kwarg(call, "jit_compile")
