@@ -31,7 +31,13 @@ from tfdoctor.capture.inproc import capture_in_process
 from tfdoctor.rundir import RunDir
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--loop", choices=["function", "fit", "eager"], default="function")
+parser.add_argument(
+    "--loop",
+    choices=["function", "fit", "eager", "metric"],
+    default="function",
+    help="metric: a tf.function step that returns nothing and adds its loss to a keras.metrics.Mean "
+    "named train_loss (the TensorFlow tutorials' style; the hooks read the loss from that metric)",
+)
 parser.add_argument("--steps", type=int, default=120, help="timed steps per window")
 parser.add_argument("--rounds", type=int, default=8)
 parser.add_argument(
@@ -81,6 +87,7 @@ layers = (
 model = keras.Sequential([keras.Input((16, 16, 3)), *layers])
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 optimizer = keras.optimizers.SGD(0.01)
+train_loss = keras.metrics.Mean(name="train_loss")
 marks: list[tuple[int, int]] = []
 
 
@@ -97,6 +104,9 @@ def make_step():
             loss = loss_fn(y, model(x, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        if args.loop == "metric":
+            train_loss(loss)
+            return None
         return loss
 
     return train_step if args.loop == "eager" else tf.function(train_step)
@@ -121,7 +131,9 @@ def train(n: int) -> None:
     train_step = make_step()
     for _ in range(n):
         x, y = next(it)
-        float(train_step(x, y))
+        out = train_step(x, y)
+        if out is not None:
+            float(out)
         mark()
 
 

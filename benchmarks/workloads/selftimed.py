@@ -7,6 +7,8 @@ and without tfdoctor around it. Two loop kinds, the two ways tfdoctor finds step
     python benchmarks/workloads/selftimed.py --loop function --steps 300   # custom tf.function loop
     python benchmarks/workloads/selftimed.py --loop fit --steps 300        # Keras Model.fit
     python benchmarks/workloads/selftimed.py --loop eager --steps 300      # custom loop, eager step
+    python benchmarks/workloads/selftimed.py --loop metric --steps 300     # tf.function step returning
+                                                                           # nothing, loss in a Mean metric
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import tensorflow as tf
 from tensorflow import keras
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--loop", choices=["function", "fit", "eager"], default="function")
+parser.add_argument("--loop", choices=["function", "fit", "eager", "metric"], default="function")
 parser.add_argument("--steps", type=int, default=300)
 parser.add_argument("--batch-size", type=int, default=64)
 args = parser.parse_args()
@@ -48,6 +50,7 @@ model = keras.Sequential(
 )
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 optimizer = keras.optimizers.SGD(0.01)
+train_loss = keras.metrics.Mean(name="train_loss")
 
 
 def mark() -> None:
@@ -72,9 +75,12 @@ else:
             loss = loss_fn(y, model(x, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        if args.loop == "metric":  # the TensorFlow tutorials' style: the loss kept in a metric
+            train_loss(loss)
+            return None
         return loss
 
-    if args.loop == "function":
+    if args.loop in ("function", "metric"):
         train_step = tf.function(train_step)
 
     it = iter(ds)
@@ -82,5 +88,6 @@ else:
     for _ in range(args.steps):
         x, y = next(it)
         loss = train_step(x, y)
-        float(loss)  # the step is done when its result is on the host
+        if loss is not None:
+            float(loss)  # the step is done when its result is on the host
         mark()

@@ -446,6 +446,7 @@ LOSS_METRIC = """
 import numpy as np
 import tensorflow as tf
 
+tf.keras.utils.set_random_seed(0)
 model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(4)])
 opt = tf.keras.optimizers.SGD(0.01)
 train_loss = tf.keras.metrics.Mean(name="train_loss")
@@ -485,8 +486,73 @@ def test_a_step_returning_nothing_is_read_from_its_loss_metric(tfd_home, tmp_pat
     # step; a running mean's consecutive values would draw together as the epoch goes on
     assert all(max(a, b) / min(a, b) > 3 for a, b in itertools.pairwise(losses)), losses
     assert res.facts.extra["loss_source"] == "metric train_loss"
-    # two metrics with "loss" in their names: which one is not guessed
+    # two metrics with "loss" in their names: which one is not guessed; the step's gradient target is
+    # read instead (the same loss: the metric is fed the target)
     script.write_text(LOSS_METRIC.replace('name="train_accuracy"', 'name="val_loss"'))
-    res, _ = capture(tfd_home, script, profile=False, steps=8)
+    res2, _ = capture(tfd_home, script, profile=False, steps=8)
+    assert res2.ok, res2.error
+    assert res2.facts.extra["loss_source"] == "gradient target"
+    n = min(len(losses), len(res2.steps))  # the adaptive warm-up may run a few steps more or fewer
+    assert [s.loss for s in res2.steps][:n] == pytest.approx(losses[:n], rel=1e-3)  # Δtotal: rounded
+
+
+TWO_TAPES = """
+import os
+import numpy as np
+import tensorflow as tf
+
+BATCH = 8
+gen = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(6)])
+disc = tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(1)])
+g_opt, d_opt = tf.keras.optimizers.Adam(1e-3), tf.keras.optimizers.Adam(1e-3)
+bce = tf.keras.losses.BinaryCrossentropy(from_logits=True)
+seen = tf.Variable(0.0)  # the script's own record of what its step computed, to compare with
+
+
+@tf.function
+def train_step(images):
+    noise = tf.random.normal([tf.shape(images)[0], 4])
+    with tf.GradientTape() as gen_tape, tf.GradientTape() as disc_tape:
+        fake = disc(gen(noise, training=True), training=True)
+        real = disc(images, training=True)
+        gen_loss = bce(tf.ones_like(fake), fake)
+        disc_loss = bce(tf.ones_like(real), real) + bce(tf.zeros_like(fake), fake)
+    g_opt.apply_gradients(zip(gen_tape.gradient(gen_loss, gen.trainable_variables), gen.trainable_variables))
+    d_opt.apply_gradients(zip(disc_tape.gradient(disc_loss, disc.trainable_variables), disc.trainable_variables))
+    seen.assign(gen_loss + disc_loss)
+
+
+data = np.random.default_rng(0).normal(size=(36, 6)).astype("float32")
+ds = tf.data.Dataset.from_tensor_slices(data).batch(BATCH)  # a last batch of 4: traced again
+with open(os.environ["SEEN_LOG"], "w") as log:
+    for epoch in range(10):
+        for images in ds:
+            train_step(images)
+            log.write(f"{float(seen.numpy())}\\n")
+            log.flush()
+"""
+
+
+@pytest.mark.parametrize("eagerly", [False, True])
+def test_a_gan_step_returning_nothing_is_read_from_its_gradient_targets(tfd_home, tmp_path, eagerly):
+    """TensorFlow's DCGAN and pix2pix tutorials: a tf.function step with two tapes that returns nothing
+    and feeds no metric. Its loss is the sum of the two targets it takes gradients of (read through a
+    variable the traced graph assigns them to; the same values, kept as they are, when the script runs
+    its functions eagerly), step by step what the script itself computed, also across the retrace a
+    smaller last batch causes (every step of an epoch of 5: the 5th traced again)."""
+    script = tmp_path / "dcgan.py"
+    text = TWO_TAPES
+    if eagerly:
+        text = text.replace("BATCH = 8", "BATCH = 8\ntf.config.run_functions_eagerly(True)")
+    script.write_text(text)
+    log = tmp_path / "seen.txt"
+    res, run = capture(tfd_home, script, profile=False, steps=14, env={**QUIET, "SEEN_LOG": str(log)})
     assert res.ok, res.error
-    assert all(s.loss is None for s in res.steps) and "loss_source" not in res.facts.extra
+    seen = [float(x) for x in log.read_text().split()]
+    losses = [s.loss for s in res.steps]
+    n = len(losses)  # 14, or more with an adaptive warm-up
+    assert n >= 14 and len(seen) >= n - 1  # the capture stops the script in its last step's end
+    assert losses[: n - 1] == pytest.approx(seen[: n - 1], rel=1e-5)
+    assert res.facts.extra["loss_source"] == "2 gradient targets"
+    harness = json.loads(run.file("harness.json").read_text())
+    assert harness["hook_errors"] == []

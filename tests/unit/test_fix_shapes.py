@@ -1435,6 +1435,17 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "Adam at line 64: 0.0002 → 0.0002828 (square-root scaling for Adam); Adam at line 65",
         },
     ),
+    # TF DCGAN: a tf.function step with two tapes returning nothing; BATCH_SIZE also sizes the noise
+    "dcgan.py": (
+        _FN,
+        {
+            "tfdata-prefetch": "at the end of the pipeline (line 19)",
+            "xla-jit": "@tf.function on train_step() (line 109)",
+            "mixed-precision": "kept float32: Dense at line 62 (make_discriminator_model())",
+            "batch-scale": "BATCH_SIZE = 128, line 16); learning rate Adam at line 85: 0.0001 → 0.0001414 "
+            "(square-root scaling for Adam); Adam at line 86",
+        },
+    ),
     # the Keras mixed precision guide run on a CPU
     "fp16_guide_on_cpu.py": (
         Facts(loop_kind="keras_fit", step_kind="tf.function", dtype_policy="mixed_float16"),

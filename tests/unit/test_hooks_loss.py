@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfdoctor.capture.child.hooks import scalar_loss
+from tfdoctor.capture.child.hooks import returns_nothing, scalar_loss
 
 
 def test_loss_key_wins_and_metrics_are_ignored():
@@ -24,3 +24,30 @@ def test_scalars_and_tuples():
     assert scalar_loss(np.float64(0.25)) == 0.25
     assert scalar_loss((np.zeros(3), np.float32(1.5))) == 1.5
     assert scalar_loss(np.zeros(4)) is None
+
+
+def _dcgan_step(images):  # TF's DCGAN tutorial: the step returns nothing
+    def helper():
+        return images  # a nested function's return is not the step's
+
+    for _ in range(2):
+        if images is None:
+            return
+    helper()
+
+
+class _Module:
+    def train(self, x):  # a tf.Module's exported train signature: returns its loss
+        if x:
+            return {"loss": x}
+        return None
+
+
+def test_which_steps_return_nothing():
+    """Only a step with no ``return <value>`` has its gradient targets kept through its graph (the
+    capture adds one assign to it); one that returns a value is read from what it returns, and its
+    graph stays as written."""
+    assert returns_nothing(_dcgan_step)
+    assert not returns_nothing(_Module.train)
+    assert not returns_nothing(lambda x: x)  # no readable def of its own: not touched
+    assert not returns_nothing(len)  # no Python source

@@ -152,6 +152,33 @@ def scalar_loss(value: Any) -> float | None:
         return None
 
 
+def returns_nothing(py: Any) -> bool:
+    """Does the Python function ``py`` return nothing on every path (no ``return <value>`` in its own
+    body, nested functions aside)? False when its source cannot be read: the only functions whose graph
+    the capture adds to (:meth:`Tracker._keep_target`) are those whose loss it could not read otherwise,
+    never one that returns a value (a ``tf.Module``'s exported ``train`` signature stays as written)."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return False
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if len(defs) != 1:
+        return False
+    todo: list[ast.AST] = list(defs[0].body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        value = node.value if isinstance(node, ast.Return) else None
+        if value is not None and not (isinstance(value, ast.Constant) and value.value is None):
+            return False
+        todo.extend(ast.iter_child_nodes(node))
+    return True
+
+
 def _is_scalar(v: Any) -> bool:
     if isinstance(v, (int, float)):
         return True
@@ -294,6 +321,14 @@ class Tracker:
         self.step_kind_votes: Counter[str] = Counter()
         self.loss_metric: Any = None  # the Keras metric holding the loss of a step returning none
         self.metric_prev = (0.0, 0.0)  # that metric's total and count after the last step
+        #: id(outermost Function) -> (graph name, k) -> the variable its traces assign the k-th scalar
+        #: ``GradientTape.gradient`` target in that graph to (a step returning nothing: its loss)
+        self.tape_vars: dict[int, dict[tuple[str, int], Any]] = {}
+        #: id(graph) -> gradient calls its trace has made, in the current outermost call (a first call
+        #: traces twice when it creates variables; a nested tf.function traces into its own graph)
+        self.trace_targets: Counter[int] = Counter()
+        self.fn_returns_nothing: dict[int, bool] = {}  # id(Function) -> returns_nothing(its function)
+        self.eager_targets: list[Any] = []  # the same, for a tf.function run eagerly (run_functions_eagerly)
         self.batch_votes: Counter[int] = Counter()
         self.modules: dict[str, Any] = {}
         self.errors: list[str] = []
@@ -543,6 +578,8 @@ class Tracker:
         if self.fn_stack:
             fn = self.fn_stack[0]
             self.step_fns.setdefault(id(fn), "gradient_tape")
+            if _is_scalar(target):
+                self._keep_target(fn, target)
             return
         if not self.on_main():
             return
@@ -579,6 +616,8 @@ class Tracker:
 
     def _outermost_call(self, fn: Any, args: tuple[Any, ...]) -> None:
         self.counts["function_calls"] += 1
+        self.trace_targets.clear()
+        self.eager_targets.clear()
         now = self.clock.clock()
         self.fn_call_ns = now
         self.clock.touch(now)
@@ -610,8 +649,10 @@ class Tracker:
             return
         if kind == "apply_gradients" or self.mode == "tf.function":
             self._note_input()
-            if scalar_loss(result) is None:  # a step returning nothing: the loss metric it updates
-                result = self._metric_loss(fn)
+            if scalar_loss(result) is None:  # a step returning nothing: the loss metric it updates,
+                result = self._metric_loss(fn)  # else what it took gradients of
+                if result is None:
+                    result = self._tape_loss(fn)
             self._end("tf.function", loss=result)
         elif kind == "gradient_tape" and self.mode is None:
             # gradients computed in a tf.function: an eager apply_gradients may follow and count
@@ -664,6 +705,53 @@ class Tracker:
             return t / n if n else None  # reset since (a new epoch): this step is all it holds
         except Exception:
             return None
+
+    def _keep_target(self, fn: Any, target: Any) -> None:
+        """A scalar ``GradientTape.gradient`` target inside the tf.function ``fn`` (outermost): kept so a
+        step returning nothing, with no loss metric (TensorFlow's DCGAN, pix2pix and style-transfer
+        tutorials), still has a loss to check a fix by. While the step is traced, the target is assigned
+        to a float32 variable of ours (made once per gradient call, outside the graph), which
+        :meth:`_tape_loss` reads after each call: one scalar assign in the step's graph, nothing else
+        changed. Run eagerly (``tf.config.run_functions_eagerly(True)``), the value is kept as it is.
+        Only for a function with no ``return <value>`` (:func:`returns_nothing`), and not under a
+        tf.distribute strategy (a per-replica target has no one value to assign)."""
+        tf = self.modules.get("tf")
+        if tf is None or tf.distribute.has_strategy() or not self.on_main():
+            return
+        if id(fn) not in self.fn_returns_nothing:
+            self.fn_returns_nothing[id(fn)] = returns_nothing(getattr(fn, "python_function", None))
+        if not self.fn_returns_nothing[id(fn)]:  # its loss is what it returns
+            return
+        if tf.executing_eagerly():
+            self.eager_targets.append(target)
+            return
+        graph = tf.compat.v1.get_default_graph()  # retraces of one function share its name
+        key = (str(getattr(graph, "name", "")), self.trace_targets[id(graph)])
+        self.trace_targets[id(graph)] += 1
+        kept = self.tape_vars.setdefault(id(fn), {})
+        if key not in kept:
+            with tf.init_scope():
+                kept[key] = tf.Variable(float("nan"), trainable=False, dtype=tf.float32, name="tfdoctor_loss")
+        kept[key].assign(tf.cast(target, tf.float32))
+
+    def _tape_loss(self, fn: Any) -> float | None:
+        """The sum of the scalar gradient targets the step ``fn`` computed in its last call (one for a
+        classifier, the generator's and the discriminator's loss for a GAN: one trajectory to check the
+        run by, as :func:`scalar_loss` sums a GAN's named losses); None when it computed none."""
+        try:
+            if self.eager_targets:
+                values = [float(t) for t in self.eager_targets]
+            else:
+                values = [float(v.numpy()) for v in self.tape_vars.get(id(fn), {}).values()]
+        except Exception:
+            return None
+        if not values:
+            return None
+        if "loss_source" not in self.facts:
+            self.facts["loss_source"] = (
+                "gradient target" if len(values) == 1 else f"{len(values)} gradient targets"
+            )
+        return float(sum(values))
 
     def _note_call_args(self, args: tuple[Any, ...]) -> None:
         iter_types = tuple(
