@@ -556,3 +556,42 @@ def test_a_gan_step_returning_nothing_is_read_from_its_gradient_targets(tfd_home
     assert res.facts.extra["loss_source"] == "2 gradient targets"
     harness = json.loads(run.file("harness.json").read_text())
     assert harness["hook_errors"] == []
+
+
+NAN_STEP = """
+import os
+import numpy as np
+import tensorflow as tf
+
+w = tf.Variable(np.ones((4, 1), "float32"))
+opt = tf.keras.optimizers.SGD(0.0)  # the weights stay: each step's loss is known
+count = tf.Variable(0)
+
+
+@tf.function
+def train_step(x):
+    count.assign_add(1)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.matmul(x, w)) * tf.cast(count, tf.float32)
+        loss = tf.where(count == 4, tf.constant(float("nan")), loss)
+    opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+
+
+x = np.ones((8, 4), "float32")
+for i in range(40):
+    train_step(x)
+"""
+
+
+def test_a_nan_gradient_target_is_one_steps_nan(tfd_home, tmp_path):
+    """A step whose gradient target is NaN reports NaN (the loss check's divergence), and the steps
+    after it their own losses again (the accumulator the targets are added to starts from zero)."""
+    script = tmp_path / "nan_step.py"
+    script.write_text(NAN_STEP)
+    res, _ = capture(tfd_home, script, profile=False, steps=10, warmup=2)
+    assert res.ok, res.error
+    losses = [s.loss for s in res.steps]
+    assert np.isnan(losses[3]), losses
+    assert [v for i, v in enumerate(losses) if i != 3] == pytest.approx(
+        [4.0 * (i + 1) for i in range(len(losses)) if i != 3]
+    )
