@@ -595,3 +595,38 @@ def test_a_nan_gradient_target_is_one_steps_nan(tfd_home, tmp_path):
     assert [v for i, v in enumerate(losses) if i != 3] == pytest.approx(
         [4.0 * (i + 1) for i in range(len(losses)) if i != 3]
     )
+
+
+PER_EXAMPLE = """
+import numpy as np
+import tensorflow as tf
+
+w = tf.Variable(np.ones((4, 1), "float32"))
+opt = tf.keras.optimizers.SGD(0.0)  # the weights stay: each step's loss is known
+
+
+def train_step(x):
+    with tf.GradientTape() as tape:
+        per_example = tf.reshape(tf.matmul(x, w), [-1])  # no reduction: gradients of their sum
+    opt.apply_gradients(zip(tape.gradient(per_example, [w]), [w]))
+
+
+STEP
+x = np.arange(32, dtype="float32").reshape(8, 4)  # per-example losses 6, 22, ..., 118: mean 62
+for i in range(40):
+    train_step(x)
+"""
+
+
+@pytest.mark.parametrize("kind", ["eager", "tf.function"])
+def test_per_example_gradient_targets_give_their_mean(tfd_home, tmp_path, kind):
+    """``tape.gradient(per_example_losses, ...)`` (no reduction: TensorFlow sums the target) reads as
+    the examples' mean, the loss a reduction would give, so a batch size change keeps it comparable
+    (it had been no loss: no fix that changes the training could be kept)."""
+    script = tmp_path / "per_example.py"
+    step = "train_step = tf.function(train_step)" if kind == "tf.function" else ""
+    script.write_text(PER_EXAMPLE.replace("STEP", step))
+    res, _ = capture(tfd_home, script, profile=False, steps=8, warmup=2)
+    assert res.ok, res.error
+    assert res.facts.step_kind == kind
+    assert [s.loss for s in res.steps] == pytest.approx([62.0] * len(res.steps))

@@ -190,6 +190,15 @@ def returns_nothing(py: Any) -> bool:
     return True
 
 
+def _is_floating(v: Any) -> bool:
+    """A floating-point tensor (a gradient target tfdoctor can read a loss from: a scalar, or
+    per-example losses, whose mean it takes; not a list of targets)."""
+    return (
+        bool(getattr(getattr(v, "dtype", None), "is_floating", False))
+        and getattr(v, "shape", None) is not None
+    )
+
+
 def _is_scalar(v: Any) -> bool:
     if isinstance(v, (int, float)):
         return True
@@ -592,11 +601,13 @@ class Tracker:
         if self.fn_stack:
             fn = self.fn_stack[0]
             self.step_fns.setdefault(id(fn), "gradient_tape")
-            if _is_scalar(target):
+            if _is_floating(target):
                 self._keep_target(fn, target)
             return
         if not self.on_main():
             return
+        if not _is_scalar(target) and _is_floating(target):  # per-example losses: their mean
+            target = self.modules["tf"].reduce_mean(target)
         if _is_scalar(target):
             self.step_loss = target
         if self.mode == "gradient_tape":
@@ -724,7 +735,8 @@ class Tracker:
             return None
 
     def _keep_target(self, fn: Any, target: Any) -> None:
-        """A scalar ``GradientTape.gradient`` target inside the tf.function ``fn`` (outermost): kept so a
+        """A ``GradientTape.gradient`` target inside the tf.function ``fn`` (outermost; per-example losses:
+        their mean): kept so a
         step returning nothing, with no loss metric (TensorFlow's DCGAN, pix2pix and style-transfer
         tutorials), still has a loss to check a fix by. While the step is traced, the target is added
         to a float64 variable of ours (one per function, made outside the graph), which
@@ -740,7 +752,7 @@ class Tracker:
         if not self.fn_returns_nothing[id(fn)]:  # its loss is what it returns
             return
         if tf.executing_eagerly():
-            self.eager_targets.append(target)
+            self.eager_targets.append(target if _is_scalar(target) else tf.reduce_mean(target))
             return
         graph = tf.compat.v1.get_default_graph()  # retraces of one function share its name
         self.tape_keys.setdefault(id(fn), set()).add(
@@ -752,7 +764,7 @@ class Tracker:
                 self.tape_acc[id(fn)] = tf.Variable(
                     0.0, trainable=False, dtype=tf.float64, name="tfdoctor_loss"
                 )
-        self.tape_acc[id(fn)].assign_add(tf.cast(target, tf.float64))
+        self.tape_acc[id(fn)].assign_add(tf.reduce_mean(tf.cast(target, tf.float64)))
 
     def _tape_loss(self, fn: Any) -> float | None:
         """The sum of the scalar gradient targets the step ``fn`` computed in its last call (one for a
