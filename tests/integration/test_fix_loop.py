@@ -479,3 +479,68 @@ def test_a_fix_run_from_above_the_scripts_folder_copies_from_there(
     (trial,) = summary.trials
     assert trial.status in ("kept", "rejected"), trial.reason
     assert log.read_text() == "the user's results\n"
+
+
+OWN_FLOAT32_MATH = """
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(32), keras.layers.Dense(8)])
+opt = keras.optimizers.Adam(1e-3)
+
+
+@tf.function
+def train_step(batch):
+    with tf.GradientTape() as tape:
+        hidden = model.layers[0](batch)  # a layer's own output: 16-bit under a mixed policy
+        n = tf.cast(tf.shape(hidden)[0], tf.float32)  # the style-transfer tutorial's gram_matrix
+        loss = tf.reduce_sum(hidden**2) / n + tf.reduce_mean(model(batch) ** 2)
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+
+for epoch in range(1000):
+    for i in range(0, 256, 32):
+        train_step(x[i : i + 32])
+"""
+
+
+def test_a_mixed_precision_trial_failing_on_the_scripts_own_float32_math_says_what_to_cast(
+    tfd_home, tmp_path
+):
+    """TensorFlow's style-transfer tutorial divides a layer's output by ``tf.cast(n, tf.float32)``: in
+    bfloat16 the trial fails, and its reason names the clash and what to cast, not only the error."""
+    script = tmp_path / "own_math.py"
+    script.write_text(OWN_FLOAT32_MATH)
+    store = RunStore(tfd_home)
+    assert (
+        main(
+            [
+                "profile",
+                str(script),
+                "--steps",
+                "12",
+                "--warmup",
+                "3",
+                "--profile-steps",
+                "2",
+                "--run-id",
+                "om",
+            ]
+        )
+        == 0
+    )
+    run = store.get("om")
+    summary = run_fix_loop(
+        store, run, run.report(), LoopConfig(script=script, steps=12, warmup=3, only=["mixed-precision"])
+    )
+    (trial,) = summary.trials
+    if trial.status == "skipped":
+        assert "without bfloat16" in trial.reason  # a CPU without bf16: never tried
+        return
+    assert trial.status == "failed", trial.reason
+    assert "rolled back" in trial.reason and "tf.bfloat16 != tf.float32" in trial.reason
+    assert "cast the model's outputs to float32" in trial.reason
+    assert script.read_text() == OWN_FLOAT32_MATH

@@ -43,6 +43,33 @@ def test_failure_summary_is_type_first_line_and_the_users_frame() -> None:
     assert fs.code == "preds = model(batch)"
 
 
+#: what TensorFlow prints for an error while a tf.function is traced (recorded here, TF 2.21): the last
+#: frame is autograph's generated file, the user's frame and the real exception are in the message
+AUTOGRAPH_TB = """Traceback (most recent call last):
+  File "/tmp/pt/om.py", line 25, in <module>
+    train_step(x[i : i + 32])
+  File "/usr/lib/python3.11/site-packages/tensorflow/python/util/traceback_utils.py", line 167, in error_handler
+    raise e.with_traceback(filtered_tb) from None
+  File "/tmp/__autograph_generated_fileo4xsurnp.py", line 13, in tf__train_step
+    loss = ag__.converted_call(ag__.ld(tf).reduce_sum, (ag__.ld(hidden) ** 2,), None, fscope) / ag__.ld(n)
+           ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~^~~~~~~~~~~~
+TypeError: in user code:
+
+    File "/tmp/pt/om.py", line 18, in train_step  *
+        loss = tf.reduce_sum(hidden**2) / n
+
+    TypeError: `x` and `y` must have the same dtype, got tf.bfloat16 != tf.float32.
+
+"""
+
+
+def test_failure_summary_of_a_traced_function_is_the_users_line_not_autographs() -> None:
+    fs = failure_summary(AUTOGRAPH_TB)
+    assert fs.exception == "TypeError: `x` and `y` must have the same dtype, got tf.bfloat16 != tf.float32."
+    assert fs.where == "om.py:18 in train_step"
+    assert fs.code == "loss = tf.reduce_sum(hidden**2) / n"
+
+
 def test_failure_summary_of_a_chained_exception_takes_the_last_one() -> None:
     text = (
         'Traceback (most recent call last):\n  File "/p/a.py", line 1, in <module>\n    x()\nKeyError: 1\n\n'

@@ -833,6 +833,38 @@ def test_batch_scale_keeps_a_step_counted_schedule_per_example() -> None:
     )
 
 
+def test_batch_scale_reads_a_schedules_positional_arguments_and_steps_counted_from_the_batch() -> None:
+    """TensorFlow's "Overfit and underfit": ``InverseTimeDecay(0.001, decay_steps=STEPS_PER_EPOCH * 1000)``
+    with ``STEPS_PER_EPOCH = N_TRAIN // BATCH_SIZE``: the positional initial rate is scaled (it had been
+    "not followed to a number"), and the decay steps already follow the batch (divided again, the
+    schedule would run twice as fast per example); positional ``ExponentialDecay(1e-3, 10000, 0.96)``
+    has its steps halved; a step count that does not follow the batch is said, not guessed."""
+    src = """
+    import tensorflow as tf
+    BATCH_SIZE = 500
+    STEPS_PER_EPOCH = 10000 // BATCH_SIZE
+    lr_schedule = tf.keras.optimizers.schedules.InverseTimeDecay(0.001, decay_steps=STEPS_PER_EPOCH * 1000, decay_rate=1)
+    def get_optimizer():
+        return tf.keras.optimizers.Adam(lr_schedule)
+    """
+    out = run("batch-scale", textwrap.dedent(src), params={"factor": "2"})
+    assert (
+        "BATCH_SIZE = 1000" in out.code
+        and "InverseTimeDecay(0.00141421, decay_steps=STEPS_PER_EPOCH * 1000" in out.code
+    )
+    assert "decay_steps=STEPS_PER_EPOCH * 1000 follows the batch size through STEPS_PER_EPOCH" in out.reason
+    assert "NOT SCALED" not in out.reason
+    positional = src.replace(
+        "InverseTimeDecay(0.001, decay_steps=STEPS_PER_EPOCH * 1000, decay_rate=1)",
+        "ExponentialDecay(1e-3, 10000, 0.96)",
+    )
+    out = run("batch-scale", textwrap.dedent(positional), params={"factor": "2"})
+    assert "ExponentialDecay(0.00141421, 5000, 0.96)" in out.code, out.code
+    fixed = src.replace("decay_steps=STEPS_PER_EPOCH * 1000", "decay_steps=EPOCHS * 20")
+    out = run("batch-scale", textwrap.dedent(fixed), params={"factor": "2"})
+    assert "decay_steps=EPOCHS * 20 NOT divided by 2" in out.reason and "decay_steps=EPOCHS * 20" in out.code
+
+
 def test_batch_scale_follows_absl_flags() -> None:
     """Model-garden style: flags.DEFINE_integer("batch_size", 32, ...) read as FLAGS.batch_size."""
     src = """
@@ -1511,3 +1543,27 @@ def test_each_fix_on_scripts_in_the_shapes_of_public_tutorials(script: str) -> N
     assert set(got) == set(expected), got
     for fid, phrase in expected.items():
         assert phrase in got[fid], (fid, got[fid])
+
+
+@pytest.mark.parametrize(
+    ("error", "hinted"),
+    [
+        ("TypeError: `x` and `y` must have the same dtype, got tf.bfloat16 != tf.float32.", True),
+        (
+            "InvalidArgumentError: cannot compute AddV2 as input #1(zero-based) was expected to be a half "
+            "tensor but is a float tensor [Op:AddV2]",
+            True,
+        ),
+        ("ValueError: Tensor conversion requested dtype float32 for Tensor with dtype bfloat16", True),
+        ("TypeError: `x` and `y` must have the same dtype, got tf.float32 != tf.int32.", False),
+        ("ResourceExhaustedError: OOM when allocating tensor", False),
+    ],
+)
+def test_mixed_precision_says_what_to_cast_when_the_scripts_float32_math_clashes(
+    error: str, hinted: bool
+) -> None:
+    hint = get_fix("mixed-precision").failure_hint(error)
+    assert bool(hint) is hinted
+    if hinted:
+        assert "cast the model's outputs to float32" in hint
+    assert get_fix("xla-jit").failure_hint(error) == ""

@@ -332,6 +332,10 @@ class FailureSummary:
     code: str | None = None  # the source line there
 
 
+#: the files autograph writes a converted tf.function to: never where the user's code is
+_AUTOGRAPH = "__autograph_generated_file"
+
+
 def failure_summary(text: str | None) -> FailureSummary:
     """The last exception of a formatted traceback: ``Type: first line`` (not the last line of a
     multi-line message) and its last frame in the user's code (not TF's, not tfdoctor's)."""
@@ -345,11 +349,19 @@ def failure_summary(text: str | None) -> FailureSummary:
     i = starts[-1] + 1
     while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
         m = re.match(r'\s*File "(.+)", line (\d+), in (.+)', lines[i])
-        if m and is_user_file(m[1]):
+        if m and is_user_file(m[1]) and not os.path.basename(m[1]).startswith(_AUTOGRAPH):
             code = lines[i + 1].strip() if i + 1 < len(lines) and lines[i + 1].startswith("    ") else None
             frame = (f"{os.path.basename(m[1])}:{m[2]}", m[3], code)
         i += 1
     exc = lines[i].strip() if i < len(lines) else _last_line(text)
+    if exc.endswith("in user code:"):  # an error raised while a tf.function was traced: its user frames
+        for j in range(i + 1, len(lines)):  # and its own exception follow, indented, in the message
+            m = re.match(r'\s+File "(.+)", line (\d+), in (\S+)', lines[j])
+            if m and is_user_file(m[1]):
+                code = lines[j + 1].strip() if j + 1 < len(lines) else None
+                frame = (f"{os.path.basename(m[1])}:{m[2]}", m[3], code)
+            elif re.match(r"\s+[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b:", lines[j]):
+                exc = lines[j].strip()
     if frame is None:
         return FailureSummary(exc[:300])
     return FailureSummary(exc[:300], f"{frame[0]} in {frame[1]}", frame[2])

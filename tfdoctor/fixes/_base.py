@@ -171,6 +171,11 @@ class Fix:
         """Parameter sets to try in order; the loop stops at the first that does not help."""
         return [{}]
 
+    def failure_hint(self, error: str) -> str:
+        """What to do about a trial of this fix that failed with ``error`` (the script's traceback), as a
+        sentence for the result's reason; "" when there is nothing to say beyond the error."""
+        return ""
+
     def apply(self, source: str, ctx: FixContext) -> FixOutcome:
         """Run the codemod on the script's ``source`` and, where the script's own imports bring in
         modules beside it (``ctx.project``), on those too (:meth:`follow_imports`). Never raises."""

@@ -79,6 +79,22 @@ def _text(value: float) -> str:
     return cst.Module([]).code_for_node(_fmt(value, cst.Float("0.1")))
 
 
+#: Keras learning-rate schedules whose first two positional parameters are the initial rate and the
+#: steps it decays over (``ExponentialDecay(1e-3, 10000, 0.96)``)
+SCHEDULES = frozenset(
+    {"ExponentialDecay", "InverseTimeDecay", "CosineDecay", "CosineDecayRestarts", "PolynomialDecay"}
+)
+
+
+def _schedule_arg(call: cst.Call, name: str, position: int | None) -> cst.Arg | None:
+    """A schedule's argument ``name``: by keyword, or at ``position`` for the :data:`SCHEDULES`."""
+    k = kwarg(call, name)
+    if k is not None or position is None or (call_name(call) or "").split(".")[-1] not in SCHEDULES:
+        return k
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[position] if len(positional) > position else None
+
+
 def _function_params(tree: cst.Module) -> dict[str, list[cst.Param]]:
     """Parameters with defaults of every function, by name (``def __init__(self, lr=1e-3)``)."""
     out: dict[str, list[cst.Param]] = {}
@@ -135,6 +151,7 @@ class BatchScaleCodemod(FixCodemod):
         self.module_tree = tree
         self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
         self.note_at: int | None = None  # id of the statement that gets the "lr not scaled" comment
+        self.batch_ref: str | None = None  # the name (or args.<dest>) the batch size was scaled in
         args = list(self.fix.script_args)
         if self.fix.params.get("lr_only"):  # a module beside the script: its optimizers only
             lr_desc, unscaled = self._learning_rates(tree, args)
@@ -173,6 +190,7 @@ class BatchScaleCodemod(FixCodemod):
                 d = _default(c)
                 if d is not None and (v := _number(d.value)) is not None:
                     self.edits[id(d.value)] = _fmt(v * self.factor, d.value)
+                    self.batch_ref = name.lstrip("-").replace("-", "_")
                     return f"--{name.lstrip('-')} default {v:g} → {v * self.factor:g}, line {self.line(c)}"
         for s in walk(tree):  # BATCH_SIZE = 32
             if not (
@@ -184,6 +202,7 @@ class BatchScaleCodemod(FixCodemod):
             name = s.targets[0].target.value
             if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and (v := _number(s.value)) is not None:
                 self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
+                self.batch_ref = name
                 return f"{s.targets[0].target.value} = {v * self.factor:g}, line {self.line(s)}"
         for dct in walk(tree):  # config = {"batch_size": 32, ...}
             if isinstance(dct, cst.Dict):
@@ -424,7 +443,7 @@ class BatchScaleCodemod(FixCodemod):
             if len(ps) == 1 and ps[0].default is not None and _number(ps[0].default) is not None:
                 return ps[0].default, f"default of parameter {value.value} (line {self.line(ps[0])})"
             if len(defs) == 1 and isinstance(defs[0].value, cst.Call):  # a schedule: initial_learning_rate
-                init = kwarg(defs[0].value, "initial_learning_rate")
+                init = _schedule_arg(defs[0].value, "initial_learning_rate", 0)
                 if init is not None and _number(init.value) is not None:
                     steps = self._schedule_steps(defs[0].value)
                     return (
@@ -447,7 +466,7 @@ class BatchScaleCodemod(FixCodemod):
                 if _number(other) is not None and _number(side) is None:
                     return self._follow(side, argparse_lr, consts, params)
         if isinstance(value, cst.Call):
-            init = kwarg(value, "initial_learning_rate")
+            init = _schedule_arg(value, "initial_learning_rate", 0)
             if init is not None and _number(init.value) is not None:
                 return (
                     init.value,
@@ -461,12 +480,55 @@ class BatchScaleCodemod(FixCodemod):
         as before). What was changed, as text for the summary."""
         notes = []
         for name in ("decay_steps", "first_decay_steps", "warmup_steps"):
-            k = kwarg(call, name)
-            if k is not None and (v := _number(k.value)) is not None and id(k.value) not in self.edits:
+            k = _schedule_arg(call, name, 1 if name != "warmup_steps" else None)
+            if k is None or id(k.value) in self.edits:
+                continue
+            if (v := _number(k.value)) is not None:
                 new = max(1, round(v / self.factor))
                 self.edits[id(k.value)] = cst.Integer(str(new))
                 notes.append(f"{name} {v:g} → {new}")
-        return f" (its {', '.join(notes)}: the same schedule per example)" if notes else ""
+                continue
+            text = cst.Module([]).code_for_node(k.value)
+            via = self._batch_dependent(k.value)
+            if via is not None:  # decay_steps=STEPS_PER_EPOCH * 1000, STEPS_PER_EPOCH = N // BATCH_SIZE
+                notes.append(f"{name}={text} follows the batch size through {via}")
+            else:
+                notes.append(
+                    f"{name}={text} NOT divided by {self.factor}: the rate decays {self.factor}x slower per example"
+                )
+                self.warn(
+                    f"{name}={text} (line {self.line(call)}) counts steps: divide it by {self.factor} with the batch"
+                )
+        if not notes:
+            return ""
+        same = all(" → " in n or "follows" in n for n in notes)
+        return f" (its {', '.join(notes)}{': the same schedule per example' if same else ''})"
+
+    def _batch_dependent(self, expr: cst.BaseExpression) -> str | None:
+        """The name through which ``expr`` depends on the scaled batch size (itself, ``args.<dest>``, or
+        a module constant computed from it: ``STEPS_PER_EPOCH = N_TRAIN // BATCH_SIZE``), else None."""
+        ref = self.batch_ref
+        if ref is None:
+            return None
+
+        def direct(e: cst.CSTNode) -> bool:
+            return any(
+                (isinstance(n, cst.Name) and n.value == ref)
+                or (isinstance(n, cst.Attribute) and n.attr.value == ref)
+                for n in walk(e)
+            )
+
+        if direct(expr):
+            return ref
+        consts = {
+            a.targets[0].target.value: a.value
+            for a in walk(self.module_tree)
+            if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)
+        }
+        for n in walk(expr):
+            if isinstance(n, cst.Name) and n.value in consts and direct(consts[n.value]):
+                return n.value
+        return None
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         updated = super().on_leave(original_node, updated_node)
@@ -495,8 +557,10 @@ class BatchScale(Fix):
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
     ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
     ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, ``LEARNING_RATE * 10``,
-    a schedule's ``initial_learning_rate``, whose ``decay_steps`` / ``warmup_steps`` are divided by N: the
-    same schedule per example), and, given the modules beside the script, in the one where the
+    a schedule's ``initial_learning_rate`` (by keyword, or first for Keras's own schedules), whose
+    ``decay_steps`` / ``warmup_steps`` are divided by N: the same schedule per example; a step count
+    computed from the batch size, ``STEPS_PER_EPOCH * 1000`` with ``STEPS_PER_EPOCH = N_TRAIN // BATCH_SIZE``,
+    already follows it and is left as it is, any other expression is said in the summary), and, given the modules beside the script, in the one where the
     optimizer is built. A ``LearningRateScheduler(decay)`` sets the rate every epoch: the numbers ``decay``
     returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one).
     The summary line says which rule was used for which optimizer. A learning rate that cannot

@@ -3,6 +3,7 @@ with loss scaling, bfloat16 on CPUs with AVX512_BF16/AMX), the output layer kept
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import libcst as cst
@@ -83,6 +84,18 @@ def policy_for(ctx: FixContext) -> str | None:
     if hw.gpu_compute_capability:
         return "mixed_float16" if hw.tensor_core_gpu else None
     return "mixed_bfloat16" if hw.cpu_bf16 else None
+
+
+#: a 16-bit tensor meeting a 32-bit one in an op (TensorFlow's and Keras's wordings: "got tf.bfloat16 !=
+#: tf.float32", "expected to be a half tensor but is a float tensor", "requested dtype float32 for Tensor
+#: with dtype bfloat16")
+_HALF = r"(?:tf\.)?(?:bfloat16|float16|half)"
+_FULL = r"(?:tf\.)?float(?:32)?"
+_DTYPE_CLASH = re.compile(
+    rf"{_HALF} != {_FULL}\b|{_FULL} != {_HALF}"
+    rf"|expected to be an? (?:{_HALF}|{_FULL}) tensor but is an? (?:{_HALF}|{_FULL}) tensor"
+    rf"|requested dtype (?:{_HALF}|{_FULL}) for Tensor with dtype (?:{_HALF}|{_FULL})"
+)
 
 
 class MixedPrecisionCodemod(FixCodemod):
@@ -299,6 +312,9 @@ class MixedPrecision(Fix):
     0.5-1.0x on the case study's small CNN, where the loop rejects it.
 
     Rolled back when: not faster beyond the noise band, losses not finite or off the baseline trajectory.
+    A trial that fails on a dtype mismatch (the script's own float32 math, e.g. ``tf.cast(n, tf.float32)``
+    in a loss, meeting a layer's 16-bit output: TensorFlow's style-transfer tutorial) says where that
+    math is to cast.
     """
 
     ID = "mixed-precision"
@@ -306,6 +322,16 @@ class MixedPrecision(Fix):
     CODEMOD = MixedPrecisionCodemod
     AFTER = ("tf-function", "xla-jit")
     PRIORITY = 60
+
+    def failure_hint(self, error: str) -> str:
+        m = _DTYPE_CLASH.search(error)
+        if m is None:
+            return ""
+        return (
+            f"the script's own float32 math meets a layer's 16-bit output ({m.group(0)}): cast the "
+            "model's outputs to float32 where the script computes with them (tf.cast(x, tf.float32)) to "
+            "use mixed precision here"
+        )
 
     def follow_imports(self, out: FixOutcome, source: str, ctx: FixContext) -> FixOutcome:
         """The policy in the script; the output layers where the models are built: in the modules

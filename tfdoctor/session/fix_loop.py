@@ -38,7 +38,7 @@ from tfdoctor.capture.child.guard import MARK as GUARD_MARK
 from tfdoctor.capture.child.guard import changed_links, link_states
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
-from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes
+from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes, get_fix
 from tfdoctor.fixes.judge import (
     KEEP_ABOVE,
     WORTH,
@@ -139,6 +139,10 @@ class Pooled:
     fix_ids: tuple[str, ...]  # their fix ids, the same order
     ID: str = "pooled"
     DESCRIPTION: str = "the fixes not decided alone, tried together"
+
+    def failure_hint(self, error: str) -> str:
+        """Each member's hint for the error (:meth:`tfdoctor.fixes.Fix.failure_hint`), joined."""
+        return "; ".join(h for f in self.fix_ids if (h := get_fix(f).failure_hint(error)))
 
 
 #: what identifies a state: the script's source, the run-time switches, the modules beside the script
@@ -1219,6 +1223,8 @@ class FixLoop:
             err = (res.error or res.message or res.status).strip()
             status_word = "timed out" if res.status == "timeout" else "failed"
             why = f"{status_word}, rolled back: {res.message or res.status}"
+            if hint := fix.failure_hint(res.error or res.message or ""):
+                why += f"; {hint}"
             return decided("failed", why, "\n".join(err.splitlines()[-20:])), ref
         if tp is None:  # e.g. a bigger batch left the script too few steps to time: not measured
             why = res.message or f"no throughput measured ({res.status})"
