@@ -630,3 +630,34 @@ def test_per_example_gradient_targets_give_their_mean(tfd_home, tmp_path, kind):
     assert res.ok, res.error
     assert res.facts.step_kind == kind
     assert [s.loss for s in res.steps] == pytest.approx([62.0] * len(res.steps))
+
+
+UNBATCHED = """
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+rows = np.random.default_rng(0).normal(size=(4000, 5)).astype("float32")
+
+
+def pack_row(batch):
+    return batch[:, 1:], batch[:, :1]
+
+
+ds = tf.data.Dataset.from_tensor_slices(rows).batch(1000).map(pack_row).unbatch()  # decoded in bulk
+train_ds = ds.cache().shuffle(1000).repeat().batch(50)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+model.fit(train_ds, steps_per_epoch=20, epochs=100, verbose=0)
+"""
+
+
+def test_the_batch_of_a_pipeline_unbatched_and_batched_again_is_the_last_one(tfd_home, tmp_path):
+    """TensorFlow's "Overfit and underfit" decodes rows in batches of 10000, unbatches them and trains on
+    batches of 500: the examples per step are the last batch's (they had been read as the first's, and
+    batch-scale was rejected as "examples per step changed (10000 → 10000, expected 20000)")."""
+    script = tmp_path / "unbatched.py"
+    script.write_text(UNBATCHED)
+    res, _ = capture(tfd_home, script, profile=False, steps=8, warmup=2)
+    assert res.ok, res.error
+    assert {s.examples for s in res.steps} == {50}

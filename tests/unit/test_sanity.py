@@ -102,6 +102,10 @@ def test_progress_dots_are_one_kind_of_text_whatever_their_number() -> None:
     assert output_change(before, after) is None
     assert output_change(before, "Step: 0k\n..........\n") is not None  # the Step lines are gone
     assert output_change("=" * 80 + "\nepoch 1\n", "=" * 40 + "\nepoch 1\n") is None
+    # TensorFlow's "Overfit and underfit": a dot per epoch from a callback; ".." where the baseline
+    # stopped, "." where the trial did (every fix had been rejected as "1× fewer '..'")
+    summary = "Total params: 465 (1.82 KB)\n"
+    assert output_change(summary + "..", summary + ".") is None
 
 
 def test_timing_lines_count_by_kind_not_by_number() -> None:

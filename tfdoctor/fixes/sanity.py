@@ -72,6 +72,8 @@ def is_progress(line: str) -> bool:
 #: progress marks printed one per few steps (``print(".", end="")``, as the pix2pix tutorial does): a
 #: run of one mark is one kind of text whatever its length, which depends on where the run stopped
 _DOTS = re.compile(r"([.*=>~+|_-])\1{2,}")
+#: a line of nothing but one mark, however short (a dot per epoch: "." or ".." where the run stopped)
+_MARKS_LINE = re.compile(r"([.*=>~+|_-])\1*")
 #: a run of numbers, separated by blanks or commas (``# # #``, ``#, #``), after :func:`mask`
 _NUMBERS = re.compile(r"#(?:[ ,]+#)+")
 #: a line that is a printed array's row (numbers, brackets, separators, numpy's ``...``), after mask
@@ -82,11 +84,13 @@ _ARRAY_END = re.compile(r"^[#\[\],.…+\- ]*\]")
 
 def mask(line: str) -> str:
     """The line with durations as ``<time>``, every other number as ``#``, a run of numbers as one
-    ``#``, a run of one mark (``.......``) as three and blanks as one space: how a value is printed (its
+    ``#``, a run of one mark (``.......``) as three (a line of one mark, ``.`` or ``..``, too) and blanks as one space: how a value is printed (its
     width, its sign, how many numbers fit on a line before numpy wraps) is not what the line says. A printed array's last row followed by text
     (``tf.Tensor([...]], shape=(5, 64), dtype=float32)``) keeps the text only."""
     m = _NUMBERS.sub("#", re.sub(r"\s+", " ", _NUM.sub("#", _DURATION.sub("<time>", line)))).strip()
     m = _DOTS.sub(r"\1\1\1", m)
+    if _MARKS_LINE.fullmatch(m):
+        m = m[0] * 3
     end = _ARRAY_END.match(m)
     if end and "#" in end.group(0) and m[end.end() :].strip():
         m = m[end.end() :].lstrip(" ,")

@@ -910,9 +910,14 @@ class Tracker:
 
     # -- facts ---------------------------------------------------------------------------------
     def _dataset_batch(self, ds: Any) -> int | None:
-        for stage in walk_dataset(ds):
+        """The batch size of the elements ``ds`` yields: its last batch stage's, unless an unbatch comes
+        after it (TensorFlow's "Overfit and underfit" decodes CSV rows in batches of 10000, unbatches,
+        and batches the training set by 500)."""
+        for stage in reversed(walk_dataset(ds)):
             if stage.op in ("batch", "padded_batch"):
                 return stage.batch_size
+            if stage.op == "unbatch":
+                return None
         return None
 
     def why_no_steps(self) -> str:
