@@ -1478,6 +1478,30 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "(square-root scaling for Adam); Adam at line 86",
         },
     ),
+    # TF neural style transfer: the image is the variable trained (no batch), a frozen extractor whose
+    # call() returns a dict, a @tf.function() step returning nothing
+    "style_transfer.py": (
+        _FN,
+        {
+            "xla-jit": "@tf.function(...) on train_step() (line 94)",
+            "mixed-precision": "output layer not found (StyleContentModel: StyleContentModel.call() does not "
+            "return a layer built in __init__)",
+        },
+    ),
+    # TF "Overfit and underfit": CsvDataset decoded in batches and unbatched; compile_and_fit() for
+    # several models; InverseTimeDecay(0.001, decay_steps=STEPS_PER_EPOCH * 1000)
+    "overfit.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 71)",
+            "tfdata-parallel-map": "on 1 map/interleave (line 37)",
+            "tfdata-prefetch": "at the end of the pipeline (line 49)",
+            "xla-jit": "model.compile() (line 71)",
+            "mixed-precision": "kept float32: Dense at line 90 (tiny_model), Dense at line 99 (l2_model)",
+            "batch-scale": "lr_schedule's initial_learning_rate (line 51) (its decay_steps=STEPS_PER_EPOCH * 1000 "
+            "follows the batch size through STEPS_PER_EPOCH",
+        },
+    ),
     # the Keras mixed precision guide run on a CPU
     "fp16_guide_on_cpu.py": (
         Facts(loop_kind="keras_fit", step_kind="tf.function", dtype_policy="mixed_float16"),

@@ -378,6 +378,10 @@ class CacheCodemod(FixCodemod):
         self.split_uses: Counter[str] = Counter()  # map arguments replaced, per split function
         reasons: list[str] = []
         for name, assigns in pipes.assigns.items():
+            cached = [b for b in assigns if any(op == "cache" for op, _ in pipes.stages(b.value)[1])]
+            if cached:  # the script caches this pipeline itself: said once, whatever else it does
+                reasons.append(f"{name} already caches (line {', '.join(str(self.line(b)) for b in cached)})")
+                continue
             for a in assigns:
                 source, stages = pipes.stages(a.value)
                 kind_from: cst.Call | None = source
@@ -410,11 +414,6 @@ class CacheCodemod(FixCodemod):
                         continue
                     start = root
                 line = self.line(a)
-                if any(op == "cache" for op, _ in stages) or any(
-                    op == "cache" for b in assigns for op, _ in pipes.stages(b.value)[1]
-                ):
-                    reasons.append(f"{name} (line {line}) already caches")
-                    continue
                 kind = source_kind(kind_from)
                 if kind not in IN_MEMORY_SOURCES:
                     reasons.append(
