@@ -1591,3 +1591,46 @@ def test_mixed_precision_says_what_to_cast_when_the_scripts_float32_math_clashes
     if hinted:
         assert "cast the model's outputs to float32" in hint
     assert get_fix("xla-jit").failure_hint(error) == ""
+
+
+def test_tf_function_on_gradient_accumulation_keeps_the_update_on_some_steps_in_the_loop() -> None:
+    """Gradients summed over ACCUM_STEPS batches, the update under an ``if``: the traced step computes
+    and accumulates them (``accum`` read before it is bound: a parameter), the conditional update stays
+    in the loop as written. It had put the ``if`` in the step with ``step`` as a Python number (a trace
+    per step), read ``accum`` unbound, and returned the comprehension's ``v``."""
+    reason = assert_codemod(
+        "tf-function",
+        """
+        import tensorflow as tf
+        accum = [tf.zeros_like(v) for v in model.trainable_variables]
+        for epoch in range(EPOCHS):
+            for step, (x, y) in enumerate(train_ds):
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(y, model(x, training=True)) / ACCUM_STEPS
+                grads = tape.gradient(loss, model.trainable_variables)
+                accum = [a + g for a, g in zip(accum, grads)]
+                if (step + 1) % ACCUM_STEPS == 0:
+                    optimizer.apply_gradients(zip(accum, model.trainable_variables))
+                    accum = [tf.zeros_like(v) for v in model.trainable_variables]
+        """,
+        """
+        import tensorflow as tf
+        accum = [tf.zeros_like(v) for v in model.trainable_variables]
+        @tf.function
+        def train_step(x, y, accum):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True)) / ACCUM_STEPS
+            grads = tape.gradient(loss, model.trainable_variables)
+            accum = [a + g for a, g in zip(accum, grads)]
+            return loss, accum
+
+        for epoch in range(EPOCHS):
+            for step, (x, y) in enumerate(train_ds):
+                loss, accum = train_step(x, y, accum)
+                if (step + 1) % ACCUM_STEPS == 0:
+                    optimizer.apply_gradients(zip(accum, model.trainable_variables))
+                    accum = [tf.zeros_like(v) for v in model.trainable_variables]
+        """,
+        facts=Facts(step_kind="eager", loop_kind="custom"),
+    )
+    assert "the optimizer update under the if at line 9 (some steps only) stays in the loop" in reason

@@ -239,8 +239,10 @@ KERAS_TRAIN_STEP = (
 )
 
 
-def _stores(node: cst.CSTNode) -> set[str]:
-    """Names bound under ``node`` (assignment targets, for targets, with ... as, augmented, walrus)."""
+def _stores(node: cst.CSTNode, comprehensions: bool = True) -> set[str]:
+    """Names bound under ``node`` (assignment targets, for targets, with ... as, augmented, walrus).
+    ``comprehensions=False``: not a comprehension's own variables (``v`` in ``[f(v) for v in vs]``),
+    which Python 3 keeps inside the comprehension: the statements around it do not bind them."""
     out: set[str] = set()
 
     def target(t: cst.BaseExpression) -> None:
@@ -256,7 +258,9 @@ def _stores(node: cst.CSTNode) -> set[str]:
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 target(t.target)
-        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For)) or (
+            comprehensions and isinstance(n, cst.CompFor)
+        ):
             target(n.target)
         elif isinstance(n, cst.WithItem) and n.asname is not None:
             target(n.asname.name)
@@ -265,6 +269,40 @@ def _stores(node: cst.CSTNode) -> set[str]:
         elif isinstance(n, cst.FunctionDef | cst.ClassDef):
             out.add(n.name.value)
     return out
+
+
+def _target_reads(t: cst.BaseExpression) -> set[str]:
+    """The names an assignment target reads: those of ``x[i]`` and ``obj.attr``, none of a name or a
+    tuple of names (``loss, grads = ...`` binds both, reads neither)."""
+    if isinstance(t, cst.Name):
+        return set()
+    if isinstance(t, (cst.Tuple, cst.List)):
+        return {n for el in t.elements for n in _target_reads(el.value)}
+    if isinstance(t, cst.StarredElement):
+        return _target_reads(t.value)
+    return names_in(t)
+
+
+def _branches(node: cst.If) -> list[Sequence[cst.CSTNode]]:
+    """The bodies of an ``if``/``elif``/``else`` chain, in order."""
+    out: list[Sequence[cst.CSTNode]] = [node.body.body]
+    orelse = node.orelse
+    while orelse is not None:
+        if isinstance(orelse, cst.If):
+            out.append(orelse.body.body)
+            orelse = orelse.orelse
+        else:
+            out.append(orelse.body.body)
+            orelse = None
+    return out
+
+
+def _last_orelse(node: cst.If) -> cst.Else | None:
+    """The final ``else:`` of an ``if``/``elif`` chain (None: some path binds nothing)."""
+    orelse = node.orelse
+    while isinstance(orelse, cst.If):
+        orelse = orelse.orelse
+    return orelse
 
 
 def _exposed_reads(stmts: Sequence[cst.BaseStatement]) -> list[str]:
@@ -283,8 +321,7 @@ def _exposed_reads(stmts: Sequence[cst.BaseStatement]) -> list[str]:
                 if isinstance(small, cst.Assign):
                     read(sorted(names_in(small.value)))
                     for t in small.targets:
-                        if not isinstance(t.target, cst.Name):
-                            read(sorted(names_in(t.target)))
+                        read(sorted(_target_reads(t.target)))
                     bound.update(_stores(small))
                 elif isinstance(small, cst.AugAssign):
                     read(sorted(names_in(small.target) | names_in(small.value)))
@@ -299,6 +336,18 @@ def _exposed_reads(stmts: Sequence[cst.BaseStatement]) -> list[str]:
                     bound.update(names_in(it.asname.name))
             for b in s.body.body:
                 stmt(b)
+        elif isinstance(s, cst.If):  # each branch in order; bound after it: what every branch binds
+            read(sorted(names_in(s.test)))
+            before = set(bound)
+            branches: list[set[str]] = []
+            for body in _branches(s):
+                bound.intersection_update(before)
+                for inner in body:
+                    stmt(inner)
+                branches.append(bound - before)
+            bound.intersection_update(before)
+            if _last_orelse(s) is not None:  # no path skips every branch
+                bound.update(set.intersection(*branches))
         else:
             read(sorted(names_in(s)))
             bound.update(_stores(s))
@@ -529,6 +578,7 @@ class TfFunctionCodemod(FixCodemod):
         self.method = False  # the extracted step is a method of the class it was extracted from
         # metrics the loop created anew each epoch, now created once before it (metrics_top) and reset
         self.renewed: dict[str, cst.SimpleStatementLine] = {}
+        self.conditional_update: int | None = None  # the line of an update on some steps only (find_inline)
         self.metrics_top: cst.BaseStatement | None = None
         self.tensor_args: dict[str, str] = {}  # loop counters passed as tensors -> their dtype
         self.call_args: dict[int, str] = {}  # id(call argument) of a counter passed to the step -> dtype
@@ -844,7 +894,15 @@ class TfFunctionCodemod(FixCodemod):
         scope, top, loop, first = found[0]
         stmts = _suite(loop)
         last = max((i for i in range(first, len(stmts)) if _applies(stmts[i])), default=None)
-        if last is None:  # no optimizer update in the loop: the step ends with its gradients
+        if (
+            last is not None
+            and isinstance(stmts[last], cst.If)
+            and any(_calls(stmts[i], "gradient") for i in range(first, last))
+        ):  # an update on some steps only (gradients accumulated over ACCUM_STEPS batches): the traced
+            # step computes and accumulates the gradients; the update stays in the loop, as written
+            self.conditional_update = self.line(stmts[last])
+            last -= 1
+        elif last is None:  # no optimizer update in the loop: the step ends with its gradients
             last = max((i for i in range(first, len(stmts)) if _calls(stmts[i], "gradient")), default=first)
         else:  # metric updates right after the update go into the step too (they are TF ops)
             last = self._take_metric_updates(tree, scope, top, stmts, last)
@@ -892,7 +950,10 @@ class TfFunctionCodemod(FixCodemod):
             for n in [s, *own_nodes(s)]
             if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
         }
-        params: list[str] = [r for r in _exposed_reads(block) if r in varying or r in augs]
+        # a name the step reads before it binds it is local to the step function (Python's scoping):
+        # passed in (accum = [a + g for a, g in zip(accum, grads)]: gradients accumulated over batches)
+        rebound = {n for s in block for n in _stores(s, comprehensions=False)}
+        params: list[str] = [r for r in _exposed_reads(block) if r in varying or r in augs or r in rebound]
         # loop counters become tensors (one trace), unless the fallback run asked for Python values
         counters = sorted(_loop_counters([top, *own_nodes(top)], block_ids) & set(params))
         if not self.fix.params.get("python_args"):
@@ -900,7 +961,7 @@ class TfFunctionCodemod(FixCodemod):
                 dtype = _tensor_dtype(name, block, self.tf)
                 if dtype is not None:
                     self.tensor_args[name] = dtype
-        stored = [n for s in block for n in sorted(_stores(s))]
+        stored = [n for s in block for n in sorted(_stores(s, comprehensions=False))]
         used_outside: set[str] = set()
         for node in own_nodes(scope):  # other functions' own locals do not count
             if id(node) not in block_ids and isinstance(node, cst.Name):
@@ -915,8 +976,10 @@ class TfFunctionCodemod(FixCodemod):
                         "is used after the optimizer update: cannot extract the step into a function"
                     )
                 returns.append(name)
-        if not returns:  # the loss, returned all the same: what the run's hooks read the loss from
-            returns = [n for n in stored if "loss" in n.lower() and n not in tapes][:1]
+        if not any("loss" in n.lower() for n in returns):  # the loss, returned all the same (first):
+            returns = [n for n in stored if "loss" in n.lower() and n not in tapes][
+                :1
+            ] + returns  # hooks read it
         self.step_name = unique_name(tree, "train_step")
         self.extraction = (loop, first, last)
         self.anchor = top
@@ -940,6 +1003,11 @@ class TfFunctionCodemod(FixCodemod):
         self.summary += _counter_note(
             list(self.tensor_args), [c for c in counters if c not in self.tensor_args]
         )
+        if self.conditional_update is not None:
+            self.summary += (
+                f"; the optimizer update under the if at line {self.conditional_update} (some steps only) "
+                "stays in the loop"
+            )
         if self.renewed:
             names = ", ".join(self.renewed)
             self.summary += (

@@ -378,9 +378,11 @@ class CacheCodemod(FixCodemod):
         self.split_uses: Counter[str] = Counter()  # map arguments replaced, per split function
         reasons: list[str] = []
         for name, assigns in pipes.assigns.items():
-            cached = [b for b in assigns if any(op == "cache" for op, _ in pipes.stages(b.value)[1])]
-            if cached:  # the script caches this pipeline itself: said once, whatever else it does
-                reasons.append(f"{name} already caches (line {', '.join(str(self.line(b)) for b in cached)})")
+            caching = [b for b in assigns if any(op == "cache" for op, _ in pipes.stages(b.value)[1])]
+            if caching:  # the script caches this pipeline itself: said once, whatever else it does
+                reasons.append(
+                    f"{name} already caches (line {', '.join(str(self.line(b)) for b in caching)})"
+                )
                 continue
             for a in assigns:
                 source, stages = pipes.stages(a.value)
