@@ -1502,6 +1502,17 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "follows the batch size through STEPS_PER_EPOCH",
         },
     ),
+    # user repositories: gradients accumulated over ACCUM_STEPS batches, the update under an if
+    "grad_accum.py": (
+        Facts(loop_kind="custom", step_kind="eager"),
+        {
+            "tf-function": "train_step(x, y, accum); the optimizer update under the if at line 36 (some steps "
+            "only) stays in the loop",
+            "tfdata-prefetch": "at the end of the pipeline (line 14)",
+            "mixed-precision": "kept float32: Dense at line 21 (model)",
+            "batch-scale": "BATCH_SIZE = 64, line 8); learning rate Adam at line 25: 0.001 → 0.001414",
+        },
+    ),
     # the Keras mixed precision guide run on a CPU
     "fp16_guide_on_cpu.py": (
         Facts(loop_kind="keras_fit", step_kind="tf.function", dtype_policy="mixed_float16"),
