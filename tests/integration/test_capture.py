@@ -661,3 +661,53 @@ def test_the_batch_of_a_pipeline_unbatched_and_batched_again_is_the_last_one(tfd
     res, _ = capture(tfd_home, script, profile=False, steps=8, warmup=2)
     assert res.ok, res.error
     assert {s.examples for s in res.steps} == {50}
+
+
+SCALED = """
+import os
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+keras.utils.set_random_seed(0)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01))  # scale 2**15 at the start
+seen = tf.Variable(0.0)
+
+
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((model(x) - y) ** 2)
+        scaled = opt.scale_loss(loss)  # the mixed_float16 custom loop's shape (our codemod writes it)
+    opt.apply(tape.gradient(scaled, model.trainable_variables), model.trainable_variables)
+    seen.assign(loss)
+
+
+STEP
+x = np.ones((8, 4), "float32")
+y = np.zeros((8, 1), "float32")
+with open(os.environ["SEEN_LOG"], "w") as log:
+    for i in range(40):
+        train_step(x, y)
+        log.write(f"{float(seen.numpy())}\\n")
+        log.flush()
+"""
+
+
+@pytest.mark.parametrize("kind", ["eager", "tf.function"])
+def test_a_scaled_loss_reads_as_the_loss(tfd_home, tmp_path, kind):
+    """With a LossScaleOptimizer the tape's target is ``scale_loss(loss)`` (2**15 times the loss): the
+    loss read is the loss itself, so a mixed_float16 trial of a step returning nothing is not compared
+    at 32768 times the baseline's loss."""
+    script = tmp_path / "scaled.py"
+    script.write_text(
+        SCALED.replace("STEP", "train_step = tf.function(train_step)" if kind != "eager" else "")
+    )
+    log = tmp_path / "seen.txt"
+    res, _ = capture(tfd_home, script, profile=False, steps=8, warmup=2, env={**QUIET, "SEEN_LOG": str(log)})
+    assert res.ok, res.error
+    seen = [float(v) for v in log.read_text().split()]
+    losses = [s.loss for s in res.steps]
+    n = len(losses)
+    assert n >= 8 and len(seen) >= n - 1
+    assert losses[: n - 1] == pytest.approx(seen[: n - 1], rel=1e-5)

@@ -350,6 +350,9 @@ class Tracker:
         #: id(graph) -> gradient calls its trace has made, in the current outermost call (a first call
         #: traces twice when it creates variables; a nested tf.function traces into its own graph)
         self.trace_targets: Counter[int] = Counter()
+        #: LossScaleOptimizer.scale_loss's recent results: (scaled, loss), so a gradient target that is a
+        #: scaled loss (mixed_float16 in a custom loop) reads as the loss (the scale is not the training's)
+        self.scaled_losses: list[tuple[Any, Any]] = []
         self.fn_returns_nothing: dict[int, bool] = {}  # id(Function) -> returns_nothing(its function)
         self.eager_targets: list[Any] = []  # the same, for a tf.function run eagerly (run_functions_eagerly)
         self.batch_votes: Counter[int] = Counter()
@@ -594,10 +597,19 @@ class Tracker:
         self._decide_pending("gradient_tape")
         self.clock.compute_start()
 
+    def note_scaled_loss(self, scaled: Any, loss: Any) -> None:
+        self.scaled_losses = [*self.scaled_losses[-7:], (scaled, loss)]
+
+    def _unscaled(self, target: Any) -> Any:
+        """``target`` itself, or the loss it scales when LossScaleOptimizer.scale_loss made it."""
+        return next((loss for scaled, loss in self.scaled_losses if scaled is target), target)
+
     def tape_gradient(self, target: Any) -> None:
         if self.in_fit or self.clock.stopped:
             return
         self.counts["tape_gradient"] += 1
+        if self.scaled_losses:
+            target = self._unscaled(target)
         if self.fn_stack:
             fn = self.fn_stack[0]
             self.step_fns.setdefault(id(fn), "gradient_tape")
@@ -1535,6 +1547,20 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
     for cls in _subclasses(BaseOptimizer):
         if "apply" in cls.__dict__:
             _wrap(cls, "apply", make_apply)
+
+    scaler = getattr(getattr(keras, "optimizers", None), "LossScaleOptimizer", None)
+    if scaler is not None and "scale_loss" in scaler.__dict__:
+
+        def make_scale_loss(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def scale_loss(self: Any, loss: Any) -> Any:
+                out = orig(self, loss)
+                if not tracker.in_fit:
+                    tracker._guard("scale loss", lambda: tracker.note_scaled_loss(out, loss))
+                return out
+
+            return scale_loss
+
+        _wrap(scaler, "scale_loss", make_scale_loss)
 
     def make_layer_call(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
