@@ -1454,7 +1454,8 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "tfdata-prefetch": "at the end of the pipeline (line 50)",
             "xla-jit": "@function on train_step() (line 96)",
             "mixed-precision": "keras.mixed_precision.set_global_policy('mixed_bfloat16') before line 14",
-            "batch-scale": "LEARNING RATE NOT SCALED",
+            "batch-scale": "LRScheduler(...) (line 44) run 2x as far per step (the same schedule per example), "
+            "its rate ×1.414",
         },
     ),
     # TF pix2pix: two builder functions writing x = ...(x); two tapes; tf.summary in the step; batch 1
@@ -1645,3 +1646,49 @@ def test_tf_function_on_gradient_accumulation_keeps_the_update_on_some_steps_in_
         facts=Facts(step_kind="eager", loop_kind="custom"),
     )
     assert "the optimizer update under the if at line 9 (some steps only) stays in the loop" in reason
+
+
+def test_batch_scale_wraps_a_learning_rate_schedule_of_the_scripts_own() -> None:
+    """TensorFlow's Transformer tutorial: ``CustomSchedule(d_model)`` (a LearningRateSchedule subclass, its
+    warm-up counted in steps) had left the learning rate NOT SCALED. It is wrapped: with the batch ×N the
+    schedule runs N times as far per step (the same schedule per example) and its rate is scaled (checked
+    by running it: 1.414 × CustomSchedule(2 × step) at steps 1, 100, 2000); the wrapper's base is the
+    class the script's schedule derives from, as the script names it."""
+    src = """
+    import tensorflow as tf
+    BATCH_SIZE = 64
+
+
+    class CustomSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+        def __init__(self, d_model, warmup_steps=4000):
+            super().__init__()
+            self.d_model = d_model
+
+        def __call__(self, step):
+            return step
+
+
+    # the learning rate
+    learning_rate = CustomSchedule(128)
+    optimizer = tf.keras.optimizers.Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    """
+    out = run("batch-scale", textwrap.dedent(src), params={"factor": "2"})
+    assert out.changed and "NOT SCALED" not in out.reason, out.reason
+    assert "CustomSchedule(...) (line 15) run 2x as far per step" in out.reason
+    assert "class TfdoctorScaledSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):" in out.code
+    assert "        return self.rate_factor * self.schedule(step * self.steps_factor)" in out.code
+    # before the statement using it, which keeps its comment; two blank lines around the class
+    assert "\n\n\nclass TfdoctorScaledSchedule(" in out.code
+    assert (
+        "\n\n\n# the learning rate\nlearning_rate = TfdoctorScaledSchedule(CustomSchedule(128), 2, 1.41421)\n"
+        in out.code
+    )
+    ast.parse(out.code)
+    sgd = run(
+        "batch-scale",
+        textwrap.dedent(src).replace(
+            "Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9)", "SGD(learning_rate)"
+        ),
+        params={"factor": "4"},
+    )
+    assert "TfdoctorScaledSchedule(CustomSchedule(128), 4, 4)" in sgd.code, sgd.code

@@ -11,7 +11,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext, FixOutcome
-from tfdoctor.fixes._cst import aliases, attr_name, call_name, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, kwarg, set_kwarg, walk
 
 FACTORS = (2, 4, 8)
 BATCH_NAME = re.compile(r"^-*(batch[_-]?size|bs|batch)$", re.I)
@@ -86,6 +86,34 @@ SCHEDULES = frozenset(
 )
 
 
+#: a LearningRateSchedule of the script's own (TensorFlow's Transformer tutorial's CustomSchedule, with
+#: its warm-up counted in steps) is wrapped: run N times as far per step, its rate times the factor
+SCALED_SCHEDULE_NAME = "TfdoctorScaledSchedule"
+SCALED_SCHEDULE = '''
+class {name}({base}):
+    """tfdoctor batch-scale: with N times the batch, the schedule runs N times as far per step (the same
+    schedule per example seen) and its rate is scaled with the batch (linear for SGD, square root else)."""
+
+    def __init__(self, schedule, steps_factor, rate_factor):
+        super().__init__()
+        self.schedule = schedule
+        self.steps_factor = steps_factor
+        self.rate_factor = rate_factor
+
+    def __call__(self, step):
+        return self.rate_factor * self.schedule(step * self.steps_factor)
+
+    def get_config(self):
+        import keras
+
+        return {{
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "steps_factor": self.steps_factor,
+            "rate_factor": self.rate_factor,
+        }}
+'''
+
+
 def _schedule_arg(call: cst.Call, name: str, position: int | None) -> cst.Arg | None:
     """A schedule's argument ``name``: by keyword, or at ``position`` for the :data:`SCHEDULES`."""
     k = kwarg(call, name)
@@ -151,6 +179,8 @@ class BatchScaleCodemod(FixCodemod):
         self.module_tree = tree
         self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
         self.note_at: int | None = None  # id of the statement that gets the "lr not scaled" comment
+        self.wrapper_before: int | None = None  # id of the top statement the schedule wrapper goes before
+        self.wrapper_base: str | None = None  # LearningRateSchedule, as the script names it
         self.batch_ref: str | None = None  # the name (or args.<dest>) the batch size was scaled in
         args = list(self.fix.script_args)
         if self.fix.params.get("lr_only"):  # a module beside the script: its optimizers only
@@ -297,6 +327,15 @@ class BatchScaleCodemod(FixCodemod):
                 )
                 continue
             target = self._follow(lr_arg.value, argparse_lr, consts, parents)
+            if target is None and (sched := self._own_schedule(lr_arg.value, consts)) is not None:
+                call, cls = sched  # a LearningRateSchedule subclass of the script's: wrapped
+                if id(call) not in self.edits:
+                    self.edits[id(call)] = self._wrap_schedule(call, scale)
+                done.append(
+                    f"{where}: {cls}(...) (line {self.line(call)}) run {self.factor}x as far per step (the same "
+                    f"schedule per example), its rate ×{scale:.4g} ({rule} scaling for {name})"
+                )
+                continue
             if target is None:
                 text = cst.Module([]).code_for_node(lr_arg.value)
                 missed.append(f"{where}: learning_rate={text} not followed to a number")
@@ -474,6 +513,53 @@ class BatchScaleCodemod(FixCodemod):
                 )
         return None
 
+    def _own_schedule(
+        self, value: cst.BaseExpression, consts: dict[str, list[cst.Assign]]
+    ) -> tuple[cst.Call, str] | None:
+        """``value`` (or the one module assignment of the name it is) as a call of a class the script
+        defines from a ``LearningRateSchedule`` (TensorFlow's Transformer tutorial's ``CustomSchedule``),
+        with the class's name."""
+        if isinstance(value, cst.Name):
+            defs = consts.get(value.value, [])
+            if len(defs) != 1:
+                return None
+            value = defs[0].value
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return None
+        for c in walk(self.module_tree):
+            if not (isinstance(c, cst.ClassDef) and c.name.value == value.func.value):
+                continue
+            for b in c.bases:
+                if (dotted(b.value) or "").endswith("LearningRateSchedule"):
+                    self.wrapper_base = self.wrapper_base or dotted(
+                        b.value
+                    )  # the base as the script names it
+                    return value, c.name.value
+        return None
+
+    def _wrap_schedule(self, call: cst.Call, scale: float) -> cst.Call:
+        """``call`` wrapped in the class :data:`SCALED_SCHEDULE` defines (inserted before the first
+        top-level statement that uses it)."""
+        self.wrapper_before = self.wrapper_before or self._top_statement_of(call)
+        return cst.Call(
+            func=cst.Name(SCALED_SCHEDULE_NAME),
+            args=[
+                cst.Arg(call),
+                cst.Arg(cst.Integer(str(self.factor))),
+                cst.Arg(
+                    cst.parse_expression(_text(scale))
+                    if scale != int(scale)
+                    else cst.Integer(str(int(scale)))
+                ),
+            ],
+        )
+
+    def _top_statement_of(self, node: cst.CSTNode) -> int | None:
+        for stmt in self.module_tree.body:
+            if any(n is node for n in walk(stmt)):
+                return id(stmt)
+        return None
+
     def _schedule_steps(self, call: cst.Call) -> str:
         """A schedule counts optimizer steps (``decay_steps=10000``): with N times the batch an epoch has
         N times fewer, so its step counts are divided by N (the rate then moves with the examples seen,
@@ -538,6 +624,24 @@ class BatchScaleCodemod(FixCodemod):
             lr = kwarg(new, "learning_rate")
             if lr is not None and kwarg(updated, "learning_rate") is None:
                 return set_kwarg(updated, "learning_rate", lr.value)
+        if self.wrapper_before is not None and id(original_node) == self.wrapper_before:
+            cls = cst.parse_statement(
+                SCALED_SCHEDULE.format(base=self.wrapper_base, name=SCALED_SCHEDULE_NAME)
+            )
+            assert isinstance(updated, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            inner = self._note(original_node, updated)
+            assert isinstance(inner, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            blank = [cst.EmptyLine(), cst.EmptyLine()]  # PEP 8's two lines around a class
+            cls = cls.with_changes(leading_lines=blank)
+            own = list(inner.leading_lines)  # the statement keeps its comments
+            while own and own[0].comment is None:
+                own.pop(0)
+            inner = inner.with_changes(leading_lines=[*blank, *own])
+            return cst.FlattenSentinel([cls, inner])  # type: ignore[return-value]
+        return self._note(original_node, updated)
+
+    def _note(self, original_node: cst.CSTNode, updated: cst.CSTNode | cst.RemovalSentinel) -> cst.CSTNode:
+        new = self.edits.get(id(original_node))
         if self.note_at is not None and id(original_node) == self.note_at:
             assert isinstance(updated, cst.SimpleStatementLine)
             comment = cst.EmptyLine(comment=cst.Comment(self.comment))
@@ -560,7 +664,10 @@ class BatchScale(Fix):
     a schedule's ``initial_learning_rate`` (by keyword, or first for Keras's own schedules), whose
     ``decay_steps`` / ``warmup_steps`` are divided by N: the same schedule per example; a step count
     computed from the batch size, ``STEPS_PER_EPOCH * 1000`` with ``STEPS_PER_EPOCH = N_TRAIN // BATCH_SIZE``,
-    already follows it and is left as it is, any other expression is said in the summary), and, given the modules beside the script, in the one where the
+    already follows it and is left as it is, any other expression is said in the summary;
+    a ``LearningRateSchedule`` subclass of the script's own (TensorFlow's Transformer tutorial's
+    ``CustomSchedule``, its warm-up counted in steps) is wrapped in a ``TfdoctorScaledSchedule`` defined
+    before its use: N times as far per step, its rate scaled by the rule), and, given the modules beside the script, in the one where the
     optimizer is built. A ``LearningRateScheduler(decay)`` sets the rate every epoch: the numbers ``decay``
     returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one).
     The summary line says which rule was used for which optimizer. A learning rate that cannot
