@@ -354,7 +354,7 @@ class Tracker:
         #: scaled loss (mixed_float16 in a custom loop) reads as the loss (the scale is not the training's)
         self.scaled_losses: list[tuple[Any, Any]] = []
         self.fn_returns_nothing: dict[int, bool] = {}  # id(Function) -> returns_nothing(its function)
-        self.eager_targets: list[Any] = []  # the same, for a tf.function run eagerly (run_functions_eagerly)
+        self.eager_targets: list[Any] = []  # the targets of a tf.function run eagerly, this call
         self.batch_votes: Counter[int] = Counter()
         self.modules: dict[str, Any] = {}
         self.errors: list[str] = []
@@ -747,15 +747,15 @@ class Tracker:
             return None
 
     def _keep_target(self, fn: Any, target: Any) -> None:
-        """A ``GradientTape.gradient`` target inside the tf.function ``fn`` (outermost; per-example losses:
-        their mean): kept so a
+        """A ``GradientTape.gradient`` target inside the tf.function ``fn`` (the outermost one), kept so a
         step returning nothing, with no loss metric (TensorFlow's DCGAN, pix2pix and style-transfer
-        tutorials), still has a loss to check a fix by. While the step is traced, the target is added
-        to a float64 variable of ours (one per function, made outside the graph), which
-        :meth:`_tape_loss` reads after each call: one scalar ``assign_add`` per target in the step's
-        graph, nothing else changed. Run eagerly (``tf.config.run_functions_eagerly(True)``), the value is kept as it is.
-        Only for a function with no ``return <value>`` (:func:`returns_nothing`), and not under a
-        tf.distribute strategy (a per-replica target has no one value to assign)."""
+        tutorials), still has a loss to check a fix by. While the step is traced, the target (the mean of
+        per-example losses) is added to a float64 variable of ours (one per function, made outside the
+        graph), which :meth:`_tape_loss` reads after each call: one ``assign_add`` per target in the
+        step's graph, nothing else changed. Run eagerly (``tf.config.run_functions_eagerly(True)``),
+        the value is kept as it is. Only for a function with no ``return <value>``
+        (:func:`returns_nothing`), and not under a tf.distribute strategy (a per-replica target has no
+        one value to assign)."""
         tf = self.modules.get("tf")
         if tf is None or tf.distribute.has_strategy() or not self.on_main():
             return
@@ -779,7 +779,7 @@ class Tracker:
         self.tape_acc[id(fn)].assign_add(tf.reduce_mean(tf.cast(target, tf.float64)))
 
     def _tape_loss(self, fn: Any) -> float | None:
-        """The sum of the scalar gradient targets the step ``fn`` computed in its last call (one for a
+        """The sum of the gradient targets the step ``fn`` computed in its last call (one for a
         classifier, the generator's and the discriminator's loss for a GAN: one trajectory to check the
         run by, as :func:`scalar_loss` sums a GAN's named losses): what its accumulator grew by (one
         variable read a step, ~35 µs here); None when it computed none. A NaN or infinite step is
