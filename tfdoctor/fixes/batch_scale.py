@@ -530,10 +530,9 @@ class BatchScaleCodemod(FixCodemod):
             if not (isinstance(c, cst.ClassDef) and c.name.value == value.func.value):
                 continue
             for b in c.bases:
-                if (dotted(b.value) or "").endswith("LearningRateSchedule"):
-                    self.wrapper_base = self.wrapper_base or dotted(
-                        b.value
-                    )  # the base as the script names it
+                base = dotted(b.value) or ""
+                if base.endswith("LearningRateSchedule"):
+                    self.wrapper_base = self.wrapper_base or base  # as the script names it
                     return value, c.name.value
         return None
 
@@ -547,9 +546,7 @@ class BatchScaleCodemod(FixCodemod):
                 cst.Arg(call),
                 cst.Arg(cst.Integer(str(self.factor))),
                 cst.Arg(
-                    cst.parse_expression(_text(scale))
-                    if scale != int(scale)
-                    else cst.Integer(str(int(scale)))
+                    _fmt(scale, cst.Float("0.1")) if scale != int(scale) else cst.Integer(str(int(scale)))
                 ),
             ],
         )

@@ -976,10 +976,9 @@ class TfFunctionCodemod(FixCodemod):
                         "is used after the optimizer update: cannot extract the step into a function"
                     )
                 returns.append(name)
-        if not any("loss" in n.lower() for n in returns):  # the loss, returned all the same (first):
-            returns = [n for n in stored if "loss" in n.lower() and n not in tapes][
-                :1
-            ] + returns  # hooks read it
+        if not any("loss" in n.lower() for n in returns):  # the loss, returned all the same and first:
+            loss = [n for n in stored if "loss" in n.lower() and n not in tapes][:1]  # the hooks read it
+            returns = loss + returns
         self.step_name = unique_name(tree, "train_step")
         self.extraction = (loop, first, last)
         self.anchor = top
