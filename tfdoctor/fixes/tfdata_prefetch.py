@@ -84,14 +84,29 @@ class PrefetchCodemod(FixCodemod):
         al = aliases(tree)
         self.tf = al.tf or "tf"
         feeding = _consumers(tree, pipes) or set(pipes.names)
-        self.targets: set[int] = set()  # id() of the Assign whose value gets the prefetch
+        self.targets: set[int] = set()  # id() of the Assign (or Return) whose value gets the prefetch
+        # return dataset.cache().shuffle(2048).prefetch(16): a function's returned chain is where the
+        # pipeline it builds ends (keras-io's make_dataset())
+        returns: dict[str, list[cst.Return]] = {}
+        for r in walk(tree):
+            if isinstance(r, cst.Return) and r.value is not None:
+                root, _ = method_chain(r.value)
+                if isinstance(root, cst.Name) and root.value in pipes.names:
+                    returns.setdefault(root.value, []).append(r)
         done: list[str] = []
         for name in sorted(feeding):
             assigns = pipes.assigns.get(name, [])
             if not assigns:
                 continue
-            if any(n == "prefetch" for a in assigns for n, _ in method_chain(a.value)[1]):
+            ends = [
+                *(a.value for a in assigns),
+                *(r.value for r in returns.get(name, []) if r.value is not None),
+            ]
+            if any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1]):
                 done.append(name)
+                continue
+            if name in returns:
+                self.targets.update(id(r) for r in returns[name])
                 continue
             if src := _prefetching_source(pipes, assigns):
                 done.append(f"{name}: {src}() prefetches itself")
@@ -109,6 +124,13 @@ class PrefetchCodemod(FixCodemod):
         self.summary = f".prefetch({self.tf}.data.AUTOTUNE) at the end of the pipeline (line {', '.join(map(str, self.lines))})"
         return new
 
+    def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
+        if id(original_node) not in self.targets or updated_node.value is None:
+            return updated_node
+        self.lines.append(self.line(original_node))
+        value = chain_append(updated_node.value, "prefetch", [cst.Arg(expr(f"{self.tf}.data.AUTOTUNE"))])
+        return updated_node.with_changes(value=value)
+
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         if id(original_node) not in self.targets:
             return updated_node
@@ -121,8 +143,9 @@ class Prefetch(Fix):
     """Overlap input production with training: ``.prefetch(tf.data.AUTOTUNE)`` at the end of the pipeline.
 
     What it changes: the last assignment of each tf.data pipeline the script iterates (``for ... in ds``,
-    ``iter(ds)``, ``model.fit(ds)``) gets ``.prefetch(tf.data.AUTOTUNE)`` appended, unless any assignment
-    of that pipeline already prefetches. Elements and their order are unchanged.
+    ``iter(ds)``, ``model.fit(ds)``) gets ``.prefetch(tf.data.AUTOTUNE)`` appended (the chain a function
+    returns, ``return ds.cache().shuffle(n)``, where it builds the pipeline there), unless any assignment
+    of that pipeline, or that returned chain, already prefetches. Elements and their order are unchanged.
 
     Measured: tf.data itself injects an autotuned prefetch at the end of most pipelines (its
     ``inject_prefetch`` rewrite, on by default since TF 2.9), so on TF 2.21 an explicit one often changes
