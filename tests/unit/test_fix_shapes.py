@@ -1692,3 +1692,46 @@ def test_batch_scale_wraps_a_learning_rate_schedule_of_the_scripts_own() -> None
         params={"factor": "4"},
     )
     assert "TfdoctorScaledSchedule(CustomSchedule(128), 4, 4)" in sgd.code, sgd.code
+
+
+def test_tfdata_fixes_write_autotune_as_the_script_names_tf_data() -> None:
+    """keras-io's Keras 3 examples import ``tensorflow.data as tf_data`` (or ``from tensorflow import data
+    as tf_data``) and no ``tf``: the fixes write ``tf_data.AUTOTUNE`` and add no import (they had added
+    ``import tensorflow as tf`` for ``tf.data.AUTOTUNE``)."""
+    for imp in ("import tensorflow.data as tf_data", "from tensorflow import data as tf_data"):
+        src = f"""
+        {imp}
+        ds = tf_data.Dataset.from_tensor_slices(x).map(f).batch(32)
+        model.fit(ds)
+        """
+        par = run("tfdata-parallel-map", src)
+        assert (
+            "map(f, num_parallel_calls=tf_data.AUTOTUNE)" in par.code
+            and "import tensorflow as tf" not in par.code
+        )
+        pre = run("tfdata-prefetch", src)
+        assert (
+            ".batch(32).prefetch(tf_data.AUTOTUNE)" in pre.code and "import tensorflow as tf" not in pre.code
+        )
+
+
+def test_tfdata_prefetch_ends_a_pipeline_where_its_function_returns_it() -> None:
+    """keras-io's ``make_dataset()`` returns ``dataset.cache().shuffle(2048).prefetch(16)``: it already
+    prefetches (a second prefetch had gone mid-pipeline, on the map's line); without one, the prefetch
+    goes on the returned chain, after the batch, not on the last assignment before it."""
+    src = """
+    import tensorflow as tf
+
+
+    def make_dataset(x):
+        dataset = tf.data.Dataset.from_tensor_slices(x).batch(64)
+        dataset = dataset.map(f)
+        return dataset.cache().shuffle(2048).prefetch(16)
+
+
+    model.fit(make_dataset(x))
+    """
+    assert_skipped("tfdata-prefetch", src, "already prefetches (dataset)")
+    out = run("tfdata-prefetch", src.replace(".prefetch(16)", ""))
+    assert "    return dataset.cache().shuffle(2048).prefetch(tf.data.AUTOTUNE)\n" in out.code, out.code
+    assert "    dataset = dataset.map(f)\n" in out.code

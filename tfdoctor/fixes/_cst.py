@@ -89,10 +89,17 @@ class Aliases:
     keras: str | None = None  # "keras" for ``from tensorflow import keras`` / ``import keras``
     # how it spells tf.function: "tf.function", "function" for ``from tensorflow import function``
     functions: frozenset[str] = frozenset()
+    # "tf_data" for ``import tensorflow.data as tf_data`` / ``from tensorflow import data as tf_data``
+    # (keras-io's Keras 3 style); "tf.data" where only ``tf`` is imported; None without either
+    data: str | None = None
+
+    def autotune(self) -> str:
+        """How the script would write ``tf.data.AUTOTUNE``."""
+        return f"{self.data or (self.tf or 'tf') + '.data'}.AUTOTUNE"
 
 
 def aliases(module: cst.Module) -> Aliases:
-    tf = keras = None
+    tf = keras = data = None
     functions: set[str] = set()
     for node in walk(module):
         if isinstance(node, cst.Import):
@@ -103,6 +110,8 @@ def aliases(module: cst.Module) -> Aliases:
                     tf = tf or asname or "tensorflow"
                 elif name == "keras":
                     keras = keras or asname or "keras"
+                elif name == "tensorflow.data" and asname:
+                    data = data or asname
         elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
             mod = dotted(node.module) if node.module is not None else None
             if mod == "tensorflow":
@@ -112,6 +121,12 @@ def aliases(module: cst.Module) -> Aliases:
                             n.asname.name.value
                             if n.asname and isinstance(n.asname.name, cst.Name)
                             else "function"
+                        )
+                    if n.name.value == "data":
+                        data = data or (
+                            n.asname.name.value
+                            if n.asname and isinstance(n.asname.name, cst.Name)
+                            else "data"
                         )
                     if n.name.value == "keras":
                         keras = keras or (
@@ -123,7 +138,9 @@ def aliases(module: cst.Module) -> Aliases:
         keras = f"{tf}.keras"
     if tf is not None:
         functions.add(f"{tf}.function")
-    return Aliases(tf, keras, frozenset(functions))
+    if data is None and tf is not None:
+        data = f"{tf}.data"
+    return Aliases(tf, keras, frozenset(functions), data)
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -18,7 +18,7 @@ class ParallelMapCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.pipes = Pipelines(tree)
         al = aliases(tree)
-        self.tf = al.tf or "tf"
+        self.autotune = al.autotune()  # tf.data.AUTOTUNE, or tf_data.AUTOTUNE as keras-io writes it
         self.lines: list[int] = []
         self.kept: list[str] = []
         new = super().transform_module_impl(tree)
@@ -26,13 +26,11 @@ class ParallelMapCodemod(FixCodemod):
             if self.kept:
                 raise SkipFile("every tf.data map/interleave already sets num_parallel_calls")
             raise SkipFile("no tf.data map/interleave found in the script")
-        if al.tf is None:
+        if al.data is None:
             AddImportsVisitor.add_needed_import(self.context, "tensorflow", asname="tf")
             new = AddImportsVisitor(self.context).transform_module(new)
         where = ", ".join(f"line {n}" for n in self.lines)
-        self.summary = (
-            f"num_parallel_calls={self.tf}.data.AUTOTUNE on {len(self.lines)} map/interleave ({where})"
-        )
+        self.summary = f"num_parallel_calls={self.autotune} on {len(self.lines)} map/interleave ({where})"
         for k in self.kept:
             self.warn(k)
         return new
@@ -52,14 +50,14 @@ class ParallelMapCodemod(FixCodemod):
             self.lines.append(line)
             return updated_node.with_changes(
                 args=[
-                    a.with_changes(value=expr(f"{self.tf}.data.AUTOTUNE"))
+                    a.with_changes(value=expr(self.autotune))
                     if a.keyword and a.keyword.value == "num_parallel_calls"
                     else a
                     for a in updated_node.args
                 ]
             )
         self.lines.append(line)
-        return add_arg(updated_node, make_kwarg("num_parallel_calls", expr(f"{self.tf}.data.AUTOTUNE")))
+        return add_arg(updated_node, make_kwarg("num_parallel_calls", expr(self.autotune)))
 
 
 class ParallelMap(Fix):

@@ -82,7 +82,7 @@ class PrefetchCodemod(FixCodemod):
         if not pipes.names:
             raise SkipFile("no tf.data pipeline assigned to a name in the script")
         al = aliases(tree)
-        self.tf = al.tf or "tf"
+        self.autotune = al.autotune()  # tf.data.AUTOTUNE, or tf_data.AUTOTUNE as keras-io writes it
         feeding = _consumers(tree, pipes) or set(pipes.names)
         self.targets: set[int] = set()  # id() of the Assign (or Return) whose value gets the prefetch
         # return dataset.cache().shuffle(2048).prefetch(16): a function's returned chain is where the
@@ -118,24 +118,26 @@ class PrefetchCodemod(FixCodemod):
             )
         self.lines: list[int] = []
         new = super().transform_module_impl(tree)
-        if al.tf is None:
+        if al.data is None:
             AddImportsVisitor.add_needed_import(self.context, "tensorflow", asname="tf")
             new = AddImportsVisitor(self.context).transform_module(new)
-        self.summary = f".prefetch({self.tf}.data.AUTOTUNE) at the end of the pipeline (line {', '.join(map(str, self.lines))})"
+        self.summary = (
+            f".prefetch({self.autotune}) at the end of the pipeline (line {', '.join(map(str, self.lines))})"
+        )
         return new
 
     def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
         if id(original_node) not in self.targets or updated_node.value is None:
             return updated_node
         self.lines.append(self.line(original_node))
-        value = chain_append(updated_node.value, "prefetch", [cst.Arg(expr(f"{self.tf}.data.AUTOTUNE"))])
+        value = chain_append(updated_node.value, "prefetch", [cst.Arg(expr(self.autotune))])
         return updated_node.with_changes(value=value)
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         if id(original_node) not in self.targets:
             return updated_node
         self.lines.append(self.line(original_node))
-        value = chain_append(updated_node.value, "prefetch", [cst.Arg(expr(f"{self.tf}.data.AUTOTUNE"))])
+        value = chain_append(updated_node.value, "prefetch", [cst.Arg(expr(self.autotune))])
         return updated_node.with_changes(value=value)
 
 
