@@ -382,6 +382,12 @@ def verdict(results: list[dict]) -> str:
     return verdict_lines(results, "Separate processes")
 
 
+def _replace_rows(results: dict, key: str, again: dict[str, dict]) -> None:
+    """``results[key]``'s rows of the loops in ``again`` replaced by those, the others kept, in LOOPS order."""
+    kept = [r for r in results.get(key, []) if r["loop"] not in again]
+    results[key] = sorted([*kept, *again.values()], key=lambda r: LOOPS.index(r["loop"]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Figure 3: profiler perturbation")
     ap.add_argument("--pairs", type=int, default=4)
@@ -425,10 +431,7 @@ def main() -> None:
     if args.attribute_only:
         last = json.loads((CACHE / "results" / "perturbation.json").read_text())
         again_attr = {loop: measure_attribution(loop, attr_steps, attr_rounds) for loop in loops}
-        kept_attr = [r for r in last[0].get("attribution", []) if r["loop"] not in again_attr]
-        last[0]["attribution"] = sorted(
-            [*kept_attr, *again_attr.values()], key=lambda r: LOOPS.index(r["loop"])
-        )
+        _replace_rows(last[0], "attribution", again_attr)
         (CACHE / "results" / "perturbation.json").write_text(json.dumps(last, indent=2))
         if not args.quick:
             write_doc(last, args.section)
@@ -445,8 +448,7 @@ def main() -> None:
         for r in again.values():
             r["measured"] = now_utc()
         key = "inproc_churn" if args.churn else "inproc"  # --churn: its own table
-        kept = [r for r in last[0].get(key, []) if r["loop"] not in again]
-        last[0][key] = sorted([*kept, *again.values()], key=lambda r: LOOPS.index(r["loop"]))
+        _replace_rows(last[0], key, again)
         (CACHE / "results" / "perturbation.json").write_text(json.dumps(last, indent=2))
         if not args.quick:
             write_doc(last, args.section)

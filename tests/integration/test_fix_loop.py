@@ -46,6 +46,16 @@ def _git_apply_check(patch: str, script: Path, tmp_path: Path) -> str:
     return (work / script.name).read_text()
 
 
+def _profile_and_fix(tfd_home: Path, script: Path, run_id: str, steps: int = 12, **cfg: object):
+    """``tfdoctor profile`` the script (``steps`` steps, 3 of warm-up, 2 profiled) as run ``run_id``, then
+    the fix loop on that run with ``LoopConfig(**cfg)``: its summary."""
+    argv = ["profile", str(script), "--steps", str(steps), "--warmup", "3", "--profile-steps", "2"]
+    assert main([*argv, "--run-id", run_id]) == 0
+    store = RunStore(tfd_home)
+    run = store.get(run_id)
+    return run_fix_loop(store, run, run.report(), LoopConfig(script=script, steps=steps, warmup=3, **cfg))
+
+
 def test_profile_fix_on_the_naive_loop_keeps_tf_function_and_leaves_user_files_alone(tfd_home, tmp_path):
     script = _copy(tmp_path, "naive_loop.py")
     before = _hashes(script.parent)
@@ -92,27 +102,7 @@ def test_profile_fix_on_the_naive_loop_keeps_tf_function_and_leaves_user_files_a
 def test_side_effects_tf_function_is_measured_and_rolled_back(tfd_home, tmp_path):
     script = _copy(tmp_path, "side_effects.py")
     before = _hashes(script.parent)
-    assert (
-        main(
-            [
-                "profile",
-                str(script),
-                "--steps",
-                "12",
-                "--warmup",
-                "3",
-                "--profile-steps",
-                "2",
-                "--run-id",
-                "se",
-            ]
-        )
-        == 0
-    )
-    store = RunStore(tfd_home)
-    run = store.get("se")
-    cfg = LoopConfig(script=script, steps=12, warmup=3, only=["tf-function"], final_profile=False)
-    summary = run_fix_loop(store, run, run.report(), cfg)
+    summary = _profile_and_fix(tfd_home, script, "se", only=["tf-function"], final_profile=False)
     (trial,) = summary.trials
     assert trial.status == "rejected"
     assert "side effects" in trial.reason and "losses.append" in trial.reason
@@ -123,27 +113,8 @@ def test_side_effects_tf_function_is_measured_and_rolled_back(tfd_home, tmp_path
 
 def test_a_fix_run_that_times_out_is_rolled_back_with_the_error(tfd_home, tmp_path):
     script = _copy(tmp_path, "tfdata_loop.py")
-    assert (
-        main(
-            [
-                "profile",
-                str(script),
-                "--steps",
-                "10",
-                "--warmup",
-                "3",
-                "--profile-steps",
-                "2",
-                "--run-id",
-                "td",
-            ]
-        )
-        == 0
-    )
+    summary = _profile_and_fix(tfd_home, script, "td", steps=10, only=["tfdata-parallel-map"], timeout_s=2.0)
     store = RunStore(tfd_home)
-    run = store.get("td")
-    cfg = LoopConfig(script=script, steps=10, warmup=3, only=["tfdata-parallel-map"], timeout_s=2.0)
-    summary = run_fix_loop(store, run, run.report(), cfg)
     (trial,) = summary.trials
     assert trial.status == "failed" and "timed out" in trial.reason and trial.error
     assert summary.kept == [] and summary.combined is None
@@ -255,28 +226,7 @@ def test_a_fix_that_breaks_the_script_is_rolled_back_with_the_error(tfd_home, tm
     folder.mkdir()
     script = folder / "train.py"
     script.write_text(BREAKS_UNDER_TF_FUNCTION)
-    store = RunStore(tfd_home)
-    assert (
-        main(
-            [
-                "profile",
-                str(script),
-                "--steps",
-                "12",
-                "--warmup",
-                "3",
-                "--profile-steps",
-                "2",
-                "--run-id",
-                "br",
-            ]
-        )
-        == 0
-    )
-    run = store.get("br")
-    summary = run_fix_loop(
-        store, run, run.report(), LoopConfig(script=script, steps=12, warmup=3, only=["tf-function"])
-    )
+    summary = _profile_and_fix(tfd_home, script, "br", only=["tf-function"])
     (trial,) = summary.trials
     assert trial.status == "failed", trial.reason
     assert "rolled back" in trial.reason and "numpy" in (trial.error or "")
@@ -514,28 +464,7 @@ def test_a_mixed_precision_trial_failing_on_the_scripts_own_float32_math_says_wh
     bfloat16 the trial fails, and its reason names the clash and what to cast, not only the error."""
     script = tmp_path / "own_math.py"
     script.write_text(OWN_FLOAT32_MATH)
-    store = RunStore(tfd_home)
-    assert (
-        main(
-            [
-                "profile",
-                str(script),
-                "--steps",
-                "12",
-                "--warmup",
-                "3",
-                "--profile-steps",
-                "2",
-                "--run-id",
-                "om",
-            ]
-        )
-        == 0
-    )
-    run = store.get("om")
-    summary = run_fix_loop(
-        store, run, run.report(), LoopConfig(script=script, steps=12, warmup=3, only=["mixed-precision"])
-    )
+    summary = _profile_and_fix(tfd_home, script, "om", only=["mixed-precision"])
     (trial,) = summary.trials
     if trial.status == "skipped":
         assert "without bfloat16" in trial.reason  # a CPU without bf16: never tried
