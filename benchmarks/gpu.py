@@ -23,8 +23,12 @@ HERE = Path(__file__).resolve().parent
 
 HOW_TO = """## 5. GPU figures
 
-**Not measured yet: no GPU on the machine these figures come from (CPU only).** The tables above are
-CPU figures. To record the GPU ones, on a machine with an NVIDIA GPU:
+**Not measured yet: no GPU with TensorFlow on the machines these figures come from.** The tables above
+are CPU figures. The one GPU this project was lent (an H100, 2026-11-27, 15 minutes) had no TensorFlow, and
+TensorFlow's wheel with its CUDA libraries is many times what can be carried there; its real traces,
+recorded with JAX's profiler (the same XPlane format), are `sample_traces/gpu-jax-*`: the reader's steps,
+copies and kernel precision are tested on them (`tests/unit/test_gpu_traces.py`), but they are no
+measurement of tfdoctor on a TensorFlow job. To record the GPU figures, on a machine with an NVIDIA GPU:
 
 ```bash
 pip install -e '.[and-cuda,dev]'        # TensorFlow with CUDA

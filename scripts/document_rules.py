@@ -76,6 +76,10 @@ Keras profiles recorded here (`tests/unit/test_rules_verdicts.py`, `test_xprof_a
   points.
 - **"POTENTIALLY input-bound"** (PFE, T4): XProf's *All Others* time, not time waiting for input. Our input
   wait there is under 5 %; the unexplained share is TFD205 (T4: 16 % unexplained, XProf 24.3 % All Others).
+- **GPU step time on an H100** (`sample_traces/gpu-jax-*`, recorded with JAX's profiler: same XPlane format):
+  XProf's GPU step is the span of the step's device work (2.4 ms of a 2.93 ms step, 3.8 of 4.41); ours is
+  the loop's step, the GPU's idle time between steps included, and matches the loop's own clock (2.95,
+  4.42 ms). A step that waits on the host shows as idle GPU for us, not as a shorter step.
 - **Empty GPU plane** (PFE `log_prefetch`): XProf gives no verdict; ours is `No device trace: ...`.
 - **Tool protos only** (tensorflow/profiler demo `GPU-input-bound`, `GPU-compute-bound`): no trace to read;
   we refuse with a TraceError that says so; XProf's verdicts there come from its stored overview page.

@@ -33,7 +33,7 @@ def test_step_time_and_input_verdict_agree_with_xprof(logdir, tmp_path):
     assert m, "XProf's overview has no step time field"
     xprof_ms = float(m.group(1))
     a = analyze(load(logdir))
-    if logdir.parent.name == "no-steps":  # neither finds a step in a few eager ops
+    if logdir.parent.name in ("no-steps", "gpu-jax-kernel-dtypes"):  # neither finds a step in a few ops
         assert a.steps is None and "No step time measured" in ov
         return
     if logdir.parent.name.startswith("keras-"):
@@ -43,7 +43,13 @@ def test_step_time_and_input_verdict_agree_with_xprof(logdir, tmp_path):
         assert xprof_ms == 0.0 and "No step time measured" in ov
         assert a.steps is not None and len(a.steps) == 1 and a.steps.source == "keras markers"
         return
-    assert a.breakdown.avg_step_ms == pytest.approx(xprof_ms, rel=0.15)
+    if logdir.parent.name.startswith("gpu-jax-"):
+        # an H100 run whose loop waits for each step's loss: XProf's GPU step is the span of the step's
+        # device work (2.4 ms of a 2.93 ms step, 3.8 of 4.41); ours is the loop's step, idle GPU included,
+        # which is what the loop's own clock measured (test_gpu_traces.py)
+        assert 0.5 * a.breakdown.avg_step_ms <= xprof_ms < a.breakdown.avg_step_ms
+    else:
+        assert a.breakdown.avg_step_ms == pytest.approx(xprof_ms, rel=0.15)
     inp = re.search(r"because ([\d.]+)% of the total step time sampled is waiting for input", ov)
     if inp and float(inp.group(1)) >= 20.0:  # XProf: HIGHLY input-bound
         assert a.share["input_wait"] >= 0.20

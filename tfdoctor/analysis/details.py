@@ -16,11 +16,33 @@ from tfdoctor.analysis.steps import Steps
 from tfdoctor.trace.model import Trace
 
 _FN_ID_RE = re.compile(r"^EagerLocalExecute: (?:__inference_|__forward_)?(.+?)_(\d+)$")
-_FP16_RE = re.compile(r"half|fp16|f16|h884|h1688|h16816|hmma|bf16|bfloat16|__nv_bfloat16|e4m3|e5m2", re.I)
-_TENSOR_CORE_RE = re.compile(
-    r"h884|h1688|h16816|s884|s1688|s16816|i8816|hmma|imma|tensorop|xmma|wgmma|gmma|sm80_|sm90_|cutlass.*tensor",
+#: 16-bit (or 8-bit) kernels by name. cuBLAS 12.8+ names Hopper GEMMs ``nvjet_sm90_<a><c><d>_...`` with one
+#: letter per input, compute and output type: ``t`` bfloat16, ``h`` float16, ``s`` float32 (``tst``/``tss``
+#: bf16 in, ``hsh``/``hss`` fp16 in, read off an H100 trace: sample_traces/gpu-jax/kernel_dtypes.py); its
+#: tf32 and fp32 kernels keep ``f32`` in their names (``sm90_xmma_gemm_f32f32_tf32f32_f32``)
+_FP16_RE = re.compile(
+    r"half|fp16|f16|h884|h1688|h16816|hmma|bf16|bfloat16|__nv_bfloat16|e4m3|e5m2|nvjet(?:_sm\d+a?)?_[th][a-z]{2}_",
     re.I,
 )
+
+
+def is_16bit_kernel(name: str) -> bool:
+    """Whether a GPU kernel's name says it computes in 16-bit (or 8-bit) floats."""
+    return bool(_FP16_RE.search(name))
+
+
+_TENSOR_CORE_RE = re.compile(
+    r"h884|h1688|h16816|s884|s1688|s16816|i8816|hmma|imma|tensorop|xmma|wgmma|gmma|sm80_|sm90_|nvjet|cutlass.*tensor",
+    re.I,
+)
+
+
+def is_tensor_core_kernel(name: str) -> bool:
+    """Whether a GPU kernel's name says it runs on tensor cores (cuBLAS's full-fp32 ``..._ffma_...`` GEMMs,
+    ``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma``, run on the CUDA cores)."""
+    return bool(_TENSOR_CORE_RE.search(name)) and "_ffma" not in name.lower()
+
+
 _GETNEXT = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
 
 
@@ -182,8 +204,8 @@ def compute_details(trace: Trace, steps: Steps) -> Details:
         h2d_ov = coll_ov = 0
         for p in devices:
             comp_sets, h2d_sets, coll_sets, d2h_sets, busy_sets = [], [], [], [], []
-            fp16_ids = set(p.name_ids(lambda n: bool(_FP16_RE.search(n))).tolist())
-            tc_ids = set(p.name_ids(lambda n: bool(_TENSOR_CORE_RE.search(n))).tolist())
+            fp16_ids = set(p.name_ids(is_16bit_kernel).tolist())
+            tc_ids = set(p.name_ids(is_tensor_core_kernel).tolist())
             for ln in p.lines:
                 if ln.is_derived or not len(ln):
                     continue
