@@ -865,6 +865,68 @@ def test_batch_scale_reads_a_schedules_positional_arguments_and_steps_counted_fr
     assert "decay_steps=EPOCHS * 20 NOT divided by 2" in out.reason and "decay_steps=EPOCHS * 20" in out.code
 
 
+def test_batch_scale_scales_a_warm_up_schedules_peak_and_follows_steps_through_the_dataset() -> None:
+    """keras-io's Keras 3 warm-up: ``CosineDecay(initial_learning_rate=0.0, ..., warmup_target=1e-3)``: the
+    peak is the rate that matters (it had been "0 → 0", the peak unscaled), and steps counted as
+    ``EPOCHS * len(train_ds)`` of a dataset batched by the batch size already follow it (they had been
+    reported "NOT divided by 2"). ``PolynomialDecay``'s end rate scales with its start."""
+    src = """
+    import keras
+    BATCH_SIZE = 64
+    train_ds = dataset.shuffle(4096).batch(BATCH_SIZE)
+    total_steps = EPOCHS * len(train_ds)
+    warmup_steps = int(0.1 * total_steps)
+    schedule = keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0, decay_steps=total_steps - warmup_steps, warmup_target=1e-3, warmup_steps=warmup_steps
+    )
+    model.compile(optimizer=keras.optimizers.AdamW(learning_rate=schedule), loss="mse")
+    """
+    out = run("batch-scale", textwrap.dedent(src), params={"factor": "2"})
+    assert "warmup_target=0.00141421" in out.code and "decay_steps=total_steps - warmup_steps" in out.code
+    assert "warmup_target 0.001 → 0.001414" in out.reason, out.reason
+    assert "decay_steps=total_steps - warmup_steps follows the batch size through total_steps" in out.reason
+    assert "NOT" not in out.reason
+    poly = src.replace(
+        "CosineDecay(\n        initial_learning_rate=0.0, decay_steps=total_steps - warmup_steps, warmup_target=1e-3, warmup_steps=warmup_steps\n    )",
+        "PolynomialDecay(1e-3, total_steps, 1e-5)",
+    )
+    out = run("batch-scale", textwrap.dedent(poly), params={"factor": "2"})
+    assert "PolynomialDecay(0.00141421, total_steps, 1.41421e-05)" in out.code, out.code
+    named = "PEAK = {}\n" + textwrap.dedent(src).replace("warmup_target=1e-3", "warmup_target=PEAK")
+    out = run("batch-scale", named.format("1e-3"), params={"factor": "2"})
+    assert "PEAK = 0.00141421" in out.code and "warmup_target=PEAK (line 1) 0.001 → 0.001414" in out.reason
+    out = run("batch-scale", named.format("get_peak()"), params={"factor": "2"})
+    assert "LEARNING RATE NOT SCALED" in out.reason and "warmup_target=PEAK of the schedule" in out.code
+
+
+def test_batch_scale_scales_a_piecewise_constant_schedule() -> None:
+    """ResNet-on-CIFAR style ``PiecewiseConstantDecay(boundaries=[32000, 48000], values=[0.1, 0.01,
+    0.001])`` (had been "LEARNING RATE NOT SCALED: not followed to a number"): every rate scaled, every
+    step boundary divided (the same schedule per example), boundaries computed from the batch left."""
+    src = """
+    import tensorflow as tf
+    BATCH_SIZE = 128
+    steps_per_epoch = len(x_train) // BATCH_SIZE
+    lr_schedule = tf.keras.optimizers.schedules.PiecewiseConstantDecay(
+        boundaries=[32000, 48000], values=[0.1, 0.01, 0.001]
+    )
+    model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=lr_schedule, momentum=0.9), loss="mse")
+    """
+    out = run("batch-scale", textwrap.dedent(src), params={"factor": "2"})
+    assert "boundaries=[16000, 24000], values=[0.2, 0.02, 0.002]" in out.code, out.code
+    assert "values 0.1, 0.01, 0.001 ×2, boundaries 32000 → 16000, 48000 → 24000" in out.reason
+    follows = src.replace("[32000, 48000]", "[steps_per_epoch * 80, steps_per_epoch * 120]")
+    out = run("batch-scale", textwrap.dedent(follows), params={"factor": "2"})
+    assert "boundaries=[steps_per_epoch * 80, steps_per_epoch * 120], values=[0.2, 0.02, 0.002]" in out.code
+    assert (
+        "boundaries follow the batch size through steps_per_epoch" in out.reason and "NOT" not in out.reason
+    )
+    opaque = src.replace("[32000, 48000]", "[EPOCHS * 80, EPOCHS * 120]")
+    out = run("batch-scale", textwrap.dedent(opaque), params={"factor": "2"})
+    assert "values=[0.2, 0.02, 0.002]" in out.code and "LEARNING RATE NOT SCALED" not in out.reason
+    assert "boundaries EPOCHS * 80, EPOCHS * 120 NOT divided by 2" in out.reason
+
+
 def test_batch_scale_follows_absl_flags() -> None:
     """Model-garden style: flags.DEFINE_integer("batch_size", 32, ...) read as FLAGS.batch_size."""
     src = """
@@ -1542,6 +1604,30 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "tfdata-prefetch": "(line 9)",
             "mixed-precision": "Dense at line 11",
             "batch-scale": "32 → 64",
+        },
+    ),
+    # keras-io's Keras 3 warm-up: CosineDecay(0.0 → warmup_target), steps from EPOCHS * len(train_ds)
+    "keras_io_warmup.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 25)",
+            "tfdata-prefetch": "at the end of the pipeline (line 14)",
+            "xla-jit": "model.compile() (line 25)",
+            "mixed-precision": "kept float32: Dense at line 24 (model)",
+            "batch-scale": "decay_steps=total_steps - warmup_steps follows the batch size through total_steps, "
+            "warmup_steps=warmup_steps follows the batch size through warmup_steps: the same schedule per "
+            "example) 0 → 0, warmup_target 0.001 → 0.001414 (square-root scaling for AdamW)",
+        },
+    ),
+    # CIFAR ResNet scripts: PiecewiseConstantDecay with boundaries in steps of the batch, SGD momentum
+    "resnet_piecewise.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 21)",
+            "xla-jit": "model.compile() (line 21)",
+            "mixed-precision": "kept float32: Dense at line 19 (model)",
+            "batch-scale": "PiecewiseConstantDecay at line 14: values 0.1, 0.01, 0.001 ×2, boundaries follow the "
+            "batch size through steps_per_epoch (linear scaling for SGD)",
         },
     ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)

@@ -178,6 +178,8 @@ class BatchScaleCodemod(FixCodemod):
         self.factor = int(self.fix.params.get("factor", "2"))
         self.module_tree = tree
         self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
+        # id(a schedule's initial_learning_rate node) -> the schedule's call: its other rates scale too
+        self.schedule_of: dict[int, cst.Call] = {}
         self.note_at: int | None = None  # id of the statement that gets the "lr not scaled" comment
         self.wrapper_before: int | None = None  # id of the top statement the schedule wrapper goes before
         self.wrapper_base: str | None = None  # LearningRateSchedule, as the script names it
@@ -327,6 +329,17 @@ class BatchScaleCodemod(FixCodemod):
                 )
                 continue
             target = self._follow(lr_arg.value, argparse_lr, consts, parents)
+            if target is None and (pw := self._piecewise(lr_arg.value, consts)) is not None:
+                if id(pw) in scaled:
+                    done.append(f"{where}: PiecewiseConstantDecay at line {self.line(pw)} (already scaled)")
+                    continue
+                scaled.add(id(pw))
+                text, miss = self._scale_piecewise(pw, scale)
+                if text:
+                    done.append(f"{where}: {text} ({rule} scaling for {name})")
+                if miss:
+                    missed.append(f"{where}: {miss}")
+                continue
             if target is None and (sched := self._own_schedule(lr_arg.value, consts)) is not None:
                 call, cls = sched  # a LearningRateSchedule subclass of the script's: wrapped
                 if id(call) not in self.edits:
@@ -348,8 +361,11 @@ class BatchScaleCodemod(FixCodemod):
                 continue
             scaled.add(id(node))
             self.edits[id(node)] = _fmt(v * scale, node)
+            others, miss = self._schedule_rates(self.schedule_of.get(id(node)), scale, consts)
+            if miss:
+                missed.append(f"{where}: {miss}")
             done.append(
-                f"{where}: {label + ' ' if label else ''}{v:g} → {v * scale:.4g} ({rule} scaling for {name})"
+                f"{where}: {label + ' ' if label else ''}{v:g} → {v * scale:.4g}{others} ({rule} scaling for {name})"
             )
         if not opts and argparse_lr:  # the optimizer is not visible, but the script takes --lr
             name, c = next(iter(argparse_lr.items()))
@@ -484,6 +500,7 @@ class BatchScaleCodemod(FixCodemod):
             if len(defs) == 1 and isinstance(defs[0].value, cst.Call):  # a schedule: initial_learning_rate
                 init = _schedule_arg(defs[0].value, "initial_learning_rate", 0)
                 if init is not None and _number(init.value) is not None:
+                    self.schedule_of[id(init.value)] = defs[0].value
                     steps = self._schedule_steps(defs[0].value)
                     return (
                         init.value,
@@ -507,11 +524,70 @@ class BatchScaleCodemod(FixCodemod):
         if isinstance(value, cst.Call):
             init = _schedule_arg(value, "initial_learning_rate", 0)
             if init is not None and _number(init.value) is not None:
+                self.schedule_of[id(init.value)] = value
                 return (
                     init.value,
                     f"initial_learning_rate (line {self.line(value)}){self._schedule_steps(value)}",
                 )
         return None
+
+    def _piecewise(self, value: cst.BaseExpression, consts: dict[str, list[cst.Assign]]) -> cst.Call | None:
+        """``value`` (or the one module assignment of the name it is) as a ``PiecewiseConstantDecay`` call."""
+        if isinstance(value, cst.Name):
+            defs = consts.get(value.value, [])
+            if len(defs) != 1:
+                return None
+            value = defs[0].value
+        if (
+            isinstance(value, cst.Call)
+            and (call_name(value) or "").split(".")[-1] == "PiecewiseConstantDecay"
+        ):
+            return value
+        return None
+
+    def _scale_piecewise(self, call: cst.Call, scale: float) -> tuple[str, str]:
+        """``PiecewiseConstantDecay(boundaries, values)``: every rate in ``values`` scaled, every step in
+        ``boundaries`` divided by the factor (the same schedule per example; a boundary computed from the
+        batch, ``steps_per_epoch * 30``, already follows it). (What was changed, what could not be.)"""
+        where = f"PiecewiseConstantDecay at line {self.line(call)}"
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        values = kwarg(call, "values") or (positional[1] if len(positional) > 1 else None)
+        bounds = kwarg(call, "boundaries") or (positional[0] if positional else None)
+        if values is None or not isinstance(values.value, (cst.List, cst.Tuple)):
+            return "", f"{where}: its values are not a list of numbers"
+        rates = [el.value for el in values.value.elements]
+        nums = [_number(r) for r in rates]
+        if any(v is None for v in nums):
+            return "", f"{where}: its values are not all numbers"
+        for r, v in zip(rates, nums, strict=True):
+            assert v is not None
+            self.edits[id(r)] = _fmt(v * scale, r)
+        text = f"{where}: values {', '.join(f'{v:g}' for v in nums if v is not None)} ×{scale:.4g}"
+        if bounds is None or not isinstance(bounds.value, (cst.List, cst.Tuple)):
+            self.warn(f"{where}: its boundaries count steps: divide them by {self.factor} with the batch")
+            return text, ""
+        moved, follows, opaque = [], [], []
+        for el in bounds.value.elements:
+            b = el.value
+            if (v := _number(b)) is not None:
+                new = max(1, round(v / self.factor))
+                self.edits[id(b)] = cst.Integer(str(new))
+                moved.append(f"{v:g} → {new}")
+            elif (via := self._batch_dependent(b)) is not None:
+                follows.append(via)
+            else:
+                opaque.append(cst.Module([]).code_for_node(b))
+        if moved:
+            text += f", boundaries {', '.join(moved)} (the same schedule per example)"
+        if follows:
+            text += f", boundaries follow the batch size through {', '.join(sorted(set(follows)))}"
+        if opaque:  # as a schedule's decay_steps: said, not guessed
+            listed = ", ".join(opaque)
+            text += f", boundaries {listed} NOT divided by {self.factor}: the rate steps down {self.factor}x later per example"
+            self.warn(
+                f"{where}: boundaries {listed} count steps: divide them by {self.factor} with the batch"
+            )
+        return text, ""
 
     def _own_schedule(
         self, value: cst.BaseExpression, consts: dict[str, list[cst.Assign]]
@@ -556,6 +632,37 @@ class BatchScaleCodemod(FixCodemod):
             if any(n is node for n in walk(stmt)):
                 return id(stmt)
         return None
+
+    def _schedule_rates(
+        self, call: cst.Call | None, scale: float, consts: dict[str, list[cst.Assign]]
+    ) -> tuple[str, str]:
+        """A schedule's rates besides its initial one scale with it: Keras 3 ``CosineDecay``'s
+        ``warmup_target`` (the peak a warm-up from ``initial_learning_rate=0.0`` climbs to: the rate that
+        matters), ``PolynomialDecay``'s ``end_learning_rate``; a name is followed to its one module
+        assignment. (What was changed, as text for the summary; what could not be.)"""
+        if call is None:
+            return "", ""
+        notes, missed = [], []
+        poly = (call_name(call) or "").split(".")[-1] == "PolynomialDecay"
+        for name, position in (("warmup_target", None), ("end_learning_rate", 2 if poly else None)):
+            k = _schedule_arg(call, name, position)
+            if k is None:
+                continue
+            node, label = k.value, name
+            if isinstance(node, cst.Name) and len(defs := consts.get(node.value, [])) == 1:
+                label = f"{name}={node.value} (line {self.line(defs[0])})"
+                node = defs[0].value
+            if id(node) in self.edits:
+                continue
+            if (v := _number(node)) is not None:
+                self.edits[id(node)] = _fmt(v * scale, node)
+                notes.append(f"{label} {v:g} → {v * scale:.4g}")
+            else:
+                text = cst.Module([]).code_for_node(k.value)
+                missed.append(
+                    f"{name}={text} of the schedule at line {self.line(call)} not followed to a number"
+                )
+        return (f", {', '.join(notes)}" if notes else ""), "; ".join(missed)
 
     def _schedule_steps(self, call: cst.Call) -> str:
         """A schedule counts optimizer steps (``decay_steps=10000``): with N times the batch an epoch has
@@ -603,13 +710,31 @@ class BatchScaleCodemod(FixCodemod):
 
         if direct(expr):
             return ref
-        consts = {
-            a.targets[0].target.value: a.value
-            for a in walk(self.module_tree)
-            if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)
-        }
+        assigned: dict[str, list[cst.BaseExpression]] = {}
+        for a in walk(self.module_tree):
+            if (
+                isinstance(a, cst.Assign)
+                and len(a.targets) == 1
+                and isinstance(a.targets[0].target, cst.Name)
+            ):
+                assigned.setdefault(a.targets[0].target.value, []).append(a.value)
+        # names computed from the batch size, however far: STEPS = N // BATCH_SIZE; train_ds = ....batch(
+        # BATCH_SIZE); total_steps = EPOCHS * len(train_ds); decay_steps=total_steps - warmup_steps
+        dependent: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for name, values in assigned.items():
+                if name in dependent:
+                    continue
+                if any(
+                    direct(v) or any(isinstance(n, cst.Name) and n.value in dependent for n in walk(v))
+                    for v in values
+                ):
+                    dependent.add(name)
+                    grew = True
         for n in walk(expr):
-            if isinstance(n, cst.Name) and n.value in consts and direct(consts[n.value]):
+            if isinstance(n, cst.Name) and n.value in dependent:
                 return n.value
         return None
 
@@ -658,10 +783,14 @@ class BatchScale(Fix):
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
     ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
     ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, ``LEARNING_RATE * 10``,
-    a schedule's ``initial_learning_rate`` (by keyword, or first for Keras's own schedules), whose
-    ``decay_steps`` / ``warmup_steps`` are divided by N: the same schedule per example; a step count
-    computed from the batch size, ``STEPS_PER_EPOCH * 1000`` with ``STEPS_PER_EPOCH = N_TRAIN // BATCH_SIZE``,
-    already follows it and is left as it is, any other expression is said in the summary;
+    a schedule's ``initial_learning_rate`` (by keyword, or first for Keras's own schedules) with its
+    other rates (Keras 3 ``CosineDecay``'s ``warmup_target``, the peak of a warm-up from 0.0;
+    ``PolynomialDecay``'s ``end_learning_rate``), whose ``decay_steps`` / ``warmup_steps`` are divided by
+    N: the same schedule per example; a ``PiecewiseConstantDecay``'s ``values`` scaled and its
+    ``boundaries`` divided; a step count computed from the batch size, however indirectly
+    (``STEPS_PER_EPOCH * 1000`` with ``STEPS_PER_EPOCH = N_TRAIN // BATCH_SIZE``, ``EPOCHS * len(train_ds)``
+    of a dataset batched by it), already follows it and is left as it is, any other expression is said in
+    the summary;
     a ``LearningRateSchedule`` subclass of the script's own (TensorFlow's Transformer tutorial's
     ``CustomSchedule``, its warm-up counted in steps) is wrapped in a ``TfdoctorScaledSchedule`` defined
     before its use: N times as far per step, its rate scaled by the rule), and, given the modules beside the script, in the one where the
