@@ -336,6 +336,14 @@ class FailureSummary:
 _AUTOGRAPH = "__autograph_generated_file"
 
 
+def _frame(m: re.Match[str], lines: list[str], i: int, indent: str = "") -> tuple[str, str, str | None]:
+    """A traceback's ``File "...", line N, in fn`` (matched at ``lines[i]``) as (``file.py:N``, fn, the
+    source line after it, when one follows with ``indent``)."""
+    after = lines[i + 1] if i + 1 < len(lines) else None
+    code = after.strip() if after is not None and after.startswith(indent) else None
+    return f"{os.path.basename(m[1])}:{m[2]}", m[3], code
+
+
 def failure_summary(text: str | None) -> FailureSummary:
     """The last exception of a formatted traceback: ``Type: first line`` (not the last line of a
     multi-line message) and its last frame in the user's code (not TF's, not tfdoctor's)."""
@@ -350,16 +358,14 @@ def failure_summary(text: str | None) -> FailureSummary:
     while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
         m = re.match(r'\s*File "(.+)", line (\d+), in (.+)', lines[i])
         if m and is_user_file(m[1]) and not os.path.basename(m[1]).startswith(_AUTOGRAPH):
-            code = lines[i + 1].strip() if i + 1 < len(lines) and lines[i + 1].startswith("    ") else None
-            frame = (f"{os.path.basename(m[1])}:{m[2]}", m[3], code)
+            frame = _frame(m, lines, i, indent="    ")
         i += 1
     exc = lines[i].strip() if i < len(lines) else _last_line(text)
     if exc.endswith("in user code:"):  # an error raised while a tf.function was traced: its user frames
         for j in range(i + 1, len(lines)):  # and its own exception follow, indented, in the message
             m = re.match(r'\s+File "(.+)", line (\d+), in (\S+)', lines[j])
             if m and is_user_file(m[1]):
-                code = lines[j + 1].strip() if j + 1 < len(lines) else None
-                frame = (f"{os.path.basename(m[1])}:{m[2]}", m[3], code)
+                frame = _frame(m, lines, j)
             elif re.match(r"\s+[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b:", lines[j]):
                 exc = lines[j].strip()
     if frame is None:

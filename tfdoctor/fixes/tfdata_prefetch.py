@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.codemod.visitors import AddImportsVisitor
@@ -18,6 +20,8 @@ from tfdoctor.fixes._cst import (
     method_chain,
     walk,
 )
+
+T = TypeVar("T", cst.Return, cst.Assign)
 
 
 def _consumers(tree: cst.Module, pipes: Pipelines) -> set[str]:
@@ -126,19 +130,19 @@ class PrefetchCodemod(FixCodemod):
         )
         return new
 
-    def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
+    def _prefetched(self, original_node: cst.Return | cst.Assign, updated_node: T) -> T:
+        """``updated_node`` (a target pipeline's return or last assignment) with the prefetch appended."""
         if id(original_node) not in self.targets or updated_node.value is None:
             return updated_node
         self.lines.append(self.line(original_node))
         value = chain_append(updated_node.value, "prefetch", [cst.Arg(expr(self.autotune))])
         return updated_node.with_changes(value=value)
 
+    def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
+        return self._prefetched(original_node, updated_node)
+
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
-        if id(original_node) not in self.targets:
-            return updated_node
-        self.lines.append(self.line(original_node))
-        value = chain_append(updated_node.value, "prefetch", [cst.Arg(expr(self.autotune))])
-        return updated_node.with_changes(value=value)
+        return self._prefetched(original_node, updated_node)
 
 
 class Prefetch(Fix):
