@@ -927,6 +927,48 @@ def test_batch_scale_scales_a_piecewise_constant_schedule() -> None:
     assert "boundaries EPOCHS * 80, EPOCHS * 120 NOT divided by 2" in out.reason
 
 
+def test_batch_scale_says_where_a_loop_sets_the_rate_itself() -> None:
+    """A custom loop that sets the rate by hand every step (a warm-up: ``optimizer.learning_rate = lr``,
+    ``optimizer.lr.assign(lr)``, ``K.set_value(optimizer.lr, ...)``) replaces the optimizer's scaled rate:
+    computed from a constant that was scaled, the summary says its step counts are not divided; from
+    numbers of its own, the rate is not scaled at all, and the summary says so (it had said "0.1 → 0.2")."""
+    src = """
+    import tensorflow as tf
+    BATCH_SIZE = 64
+    BASE_LR = 0.1
+    optimizer = tf.keras.optimizers.SGD(BASE_LR)
+    for step, (x, y) in enumerate(ds.batch(BATCH_SIZE)):
+        lr = {lr}
+        {stmt}
+        train_step(x, y)
+    """
+    for stmt in (
+        "optimizer.learning_rate = lr",
+        "optimizer.lr.assign(lr)",
+        "tf.keras.backend.set_value(optimizer.lr, lr)",
+    ):
+        out = run(
+            "batch-scale",
+            textwrap.dedent(src.format(lr="BASE_LR * min(1.0, step / 100)", stmt=stmt)),
+            params={"factor": "2"},
+        )
+        assert f"the loop sets the rate itself at line 7 ({stmt}) from BASE_LR, scaled" in out.reason, (
+            out.reason
+        )
+        assert "NOT SCALED" not in out.reason and "BASE_LR = 0.2" in out.code
+    own = textwrap.dedent(src.format(lr="0.1 * min(1.0, step / 100)", stmt="optimizer.learning_rate = lr"))
+    out = run("batch-scale", own, params={"factor": "2"})
+    assert "LEARNING RATE NOT SCALED" in out.reason
+    assert (
+        "the loop sets the rate itself at line 7 (optimizer.learning_rate = lr), from no rate scaled here"
+        in out.code
+    )
+    out = run(
+        "batch-scale", textwrap.dedent(src.format(lr="BASE_LR", stmt="x.assign(lr)")), params={"factor": "2"}
+    )
+    assert "the loop sets" not in out.reason
+
+
 def test_batch_scale_follows_absl_flags() -> None:
     """Model-garden style: flags.DEFINE_integer("batch_size", 32, ...) read as FLAGS.batch_size."""
     src = """

@@ -123,6 +123,17 @@ def _schedule_arg(call: cst.Call, name: str, position: int | None) -> cst.Arg | 
     return positional[position] if len(positional) > position else None
 
 
+def _names_through(e: cst.CSTNode, local: dict[str, list[cst.BaseExpression]], depth: int = 0) -> set[str]:
+    """The names ``e`` reads, and those its names were computed from (``lr = BASE_LR * warm``) in
+    ``local`` assignments, three levels deep."""
+    found = {n.value for n in walk(e) if isinstance(n, cst.Name)}
+    if depth < 3:
+        for name in list(found):
+            for v in local.get(name, []):
+                found |= _names_through(v, local, depth + 1)
+    return found
+
+
 def _function_params(tree: cst.Module) -> dict[str, list[cst.Param]]:
     """Parameters with defaults of every function, by name (``def __init__(self, lr=1e-3)``)."""
     out: dict[str, list[cst.Param]] = {}
@@ -384,6 +395,23 @@ class BatchScaleCodemod(FixCodemod):
             return NO_OPTIMIZER, "no optimizer found"
         # a LearningRateScheduler sets the rate every epoch: its own numbers must scale too
         self._schedulers(tree, self._scale(opts[0][1]), done, missed)
+        scaled_names = self._scaled_names(consts)
+        for where, text, names in self._rates_set_in_loops(tree):
+            via = sorted(names & scaled_names)
+            if not via:
+                missed.append(
+                    f"the loop sets the rate itself at {where} ({text}), from no rate scaled here: it replaces "
+                    "the scaled one every step"
+                )
+                continue
+            done.append(
+                f"the loop sets the rate itself at {where} ({text}) from {', '.join(via)}, scaled: step counts "
+                f"in its schedule, if any, are not divided by {self.factor}"
+            )
+            self.warn(
+                f"the loop sets the learning rate itself at {where} ({text}): a warm-up or decay it counts in "
+                f"steps now runs {self.factor}x slower per example: divide those step counts by {self.factor}"
+            )
         for m in missed:
             self.warn(f"learning rate not scaled: {m}")
         text = "; ".join(done) if done else "not changed"
@@ -430,6 +458,55 @@ class BatchScaleCodemod(FixCodemod):
                 )
             if scaled:
                 done.append(f"{where}: {fn.name.value}() returns {', '.join(scaled)}")
+
+    def _scaled_names(self, consts: dict[str, list[cst.Assign]]) -> set[str]:
+        """Module names whose one assignment is a number this fix scaled (``BASE_LR = 1e-3``)."""
+        return {name for name, defs in consts.items() if len(defs) == 1 and id(defs[0].value) in self.edits}
+
+    def _rates_set_in_loops(self, tree: cst.Module) -> list[tuple[str, str, set[str]]]:
+        """Where a loop sets the optimizer's rate by hand (``optimizer.learning_rate = lr``,
+        ``optimizer.lr.assign(lr)``, ``K.set_value(optimizer.lr, lr)``): (``line N``, the statement, the
+        names the rate is computed from, through the loop's own ``lr = ...`` assignments)."""
+        out: list[tuple[str, str, set[str]]] = []
+        rate_attrs = ("learning_rate", "lr")
+        for loop in walk(tree):
+            if not isinstance(loop, (cst.For, cst.While)):
+                continue
+            local: dict[str, list[cst.BaseExpression]] = {}
+            for a in walk(loop.body):
+                if (
+                    isinstance(a, cst.Assign)
+                    and len(a.targets) == 1
+                    and isinstance(a.targets[0].target, cst.Name)
+                ):
+                    local.setdefault(a.targets[0].target.value, []).append(a.value)
+
+            for n in walk(loop.body):
+                hit: cst.Assign | cst.Call | None = None
+                if isinstance(n, cst.Assign) and any(
+                    isinstance(t.target, cst.Attribute) and t.target.attr.value in rate_attrs
+                    for t in n.targets
+                ):
+                    hit = n
+                elif isinstance(n, cst.Call):
+                    name = call_name(n) or ""
+                    first = n.args[0].value if n.args else None
+                    if (name.endswith(".assign") and isinstance(n.func, cst.Attribute)) and isinstance(
+                        n.func.value, cst.Attribute
+                    ):
+                        hit = n if n.func.value.attr.value in rate_attrs else None
+                    elif name.split(".")[-1] == "set_value" and isinstance(first, cst.Attribute):
+                        hit = n if first.attr.value in rate_attrs else None
+                if hit is not None and not any(o[0] == f"line {self.line(hit)}" for o in out):
+                    value = hit.value if isinstance(hit, cst.Assign) else hit.args[-1].value
+                    out.append(
+                        (
+                            f"line {self.line(hit)}",
+                            cst.Module([]).code_for_node(hit).strip(),
+                            _names_through(value, local),
+                        )
+                    )
+        return out
 
     def _dict_entry(self, name: str, key: object) -> cst.BaseExpression | None:
         """The value of ``key`` in the one dict literal (or ``dict(...)`` call) assigned to ``name``."""
