@@ -147,6 +147,11 @@ def _headline(f: Finding, ctx: Context) -> str:
     return label
 
 
+#: a top finding estimated to save less than this does not name the step's bound when half the step or
+#: more is a category outside its family: the verdict leads with that category and cites the finding
+MINOR_SAVING = 0.10
+
+
 def top_finding(findings: list[Finding]) -> Finding | None:
     """The finding that heads the verdict: the decided one with the highest estimated saving
     (``findings`` come sorted by saving); None when no finding estimates a saving."""
@@ -176,8 +181,9 @@ def _largest(ctx: Context) -> tuple[str, str, str]:
 def verdict(ctx: Context, findings: list[Finding]) -> str:
     """One sentence on what bounds this run. It names what the highest-saving finding names, with that
     finding's figures and estimated saving; the breakdown's largest category is added when it is another
-    one (so the two never contradict each other silently). Without a finding that estimates a saving, the
-    largest category is the verdict. A GPU run without device events says so first."""
+    one (so the two never contradict each other silently). When that finding would save under
+    :data:`MINOR_SAVING` and half the step or more is another category, that category leads and the
+    finding is cited. Without a finding that estimates a saving, the largest category is the verdict. A GPU run without device events says so first."""
     if ctx.analysis is None:
         return "Not diagnosed: no trace was analysed."
     if not ctx.has_steps:
@@ -199,10 +205,14 @@ def verdict(ctx: Context, findings: list[Finding]) -> str:
         return f"Not split: {no_ops.removeprefix(NO_OPS_NOTE + ': ')}; profile with host_tracer_level=2."
     if top is None:
         return f"{label}: {largest}."
-    sentence = (
-        f"{_headline(top, ctx)}: {top.claim.rstrip('.')} ({top.rule_id}, est. saving {pct(top.est_saving)})"
-    )
-    if cat not in _FAMILY_CATEGORIES.get(top.family, ()) and share.get(cat, 0.0) > 0:
+    cited = f"{top.claim.rstrip('.')} ({top.rule_id}, est. saving {pct(top.est_saving)})"
+    elsewhere = cat not in _FAMILY_CATEGORIES.get(top.family, ())
+    if elsewhere and top.est_saving < MINOR_SAVING and share.get(cat, 0.0) >= 0.5:
+        # the findings explain little of a step that is mostly something else: the step's bound is that
+        # (a 1 % precision finding does not make an H100 step that computes 5 % of the time compute-bound)
+        return f"{label}: {largest}; top finding: {cited}."
+    sentence = f"{_headline(top, ctx)}: {cited}"
+    if elsewhere and share.get(cat, 0.0) > 0:
         sentence += f"; largest share: {largest}"
     return sentence + "."
 

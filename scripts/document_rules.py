@@ -52,7 +52,10 @@ The one-sentence verdict names what the **highest-saving finding** names, with i
 saving: `Launch-bound: 66 % of step time is spent launching kernels while the GPU idles 86 %; ... (TFD202,
 est. saving 33 %).` When the breakdown's largest category is another one, it is added (`; largest share: 57 %
 of step time is device compute`), so the headline and the breakdown never contradict each other silently;
-input wait at 20 % or more is always the largest share named (XProf's *HIGHLY input-bound*). Without a
+input wait at 20 % or more is always the largest share named (XProf's *HIGHLY input-bound*). A finding that
+would save under 10 % does not name the bound of a step that is half or more another category: that
+category leads and the finding is cited (`Host-bound: 86 % of step time is Python and host work outside TF
+ops; top finding: ... (TFD402, est. saving 1.3 %)`, an H100 step staging 64 MiB of numpy). Without a
 finding that estimates a saving, the largest category is the verdict. A GPU run whose trace holds no device
 events says that first (`No device trace: ...`, with what to do about CUPTI). The label comes from the rule
 (`HEADLINE`) or its family: 1xx Input-bound, 2xx Launch-bound (Dispatch-bound on a CPU), 3xx Copy-bound,

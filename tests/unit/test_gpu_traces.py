@@ -79,7 +79,9 @@ def test_every_kernel_is_read_at_the_precision_it_ran_in():
         assert all(is_tensor_core_kernel(n) for n in kernels[label]), label
 
 
-@pytest.mark.parametrize("name", ["gpu-jax-input-bound", "gpu-jax-op-by-op", "gpu-jax-compute-bound"])
+@pytest.mark.parametrize(
+    "name", ["gpu-jax-input-bound", "gpu-jax-op-by-op", "gpu-jax-compute-bound", "gpu-jax-copy-bound"]
+)
 def test_steps_and_step_time_match_the_loops_own_clock(name):
     a = analyze(load(SAMPLES / name / "logdir"))
     assert a.steps is not None and a.steps.source == "tfdoctor markers"
@@ -112,3 +114,20 @@ def test_bf16_run_reads_as_16bit_and_is_not_told_to_use_mixed_precision():
     assert measured_precision(a.trace, a.steps, d).label.startswith("mixed")
     assert not any(x.rule_id == "TFD402" for x in findings)
     assert verdict.startswith("Compute-bound:")
+
+
+def test_a_minor_finding_does_not_name_the_bound_of_a_step_that_is_mostly_host_work():
+    """64 MiB of numpy a step handed to the step: the GPU computes 5 % of the step, copies 9 %, and the
+    host stages the copy (JAX's ``H2D Dispatch`` / ``Transpose::Execute``) the rest. The only finding is
+    TFD402 (fp32 on an H100, est. saving 1 %): the verdict had read "Compute-bound: 100 % of kernel time
+    is fp32 ..."; it now leads with the step's largest share and cites the finding."""
+    a, f = load_example(Example("sample_traces/gpu-jax-copy-bound", True))
+    findings, verdict = evaluate(a, f)
+    assert a.share["host_compute"] >= 0.8 and a.share["device_compute"] < 0.1
+    assert a.details.h2d_ms_per_step == pytest.approx(1.24, abs=0.1)  # 64 MiB over PCIe
+    top = findings[0]
+    assert top.rule_id == "TFD402" and top.est_saving < 0.1
+    assert verdict.startswith(
+        "Host-bound: 86 % of step time is Python and host work outside TF ops; top finding:"
+    )
+    assert "(TFD402, est. saving 1.3 %)" in verdict and "Compute-bound" not in verdict
