@@ -128,6 +128,8 @@ class Facts(_Frozen):
     steps_per_execution: int | None = None
     optimizer: str | None = None
     learning_rate: float | None = None
+    # the optimizer's learning-rate schedule and its numbers: "CosineDecay(initial_learning_rate=0, ...)"
+    learning_rate_schedule: str | None = None
     retraces: int | None = None  # tf.function traces of the step function beyond the first
     # warm-up as it happened: adaptive unless --warmup was given (see capture/clock.py)
     warmup_steps: int | None = None  # steps the warm-up actually took

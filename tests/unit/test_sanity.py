@@ -294,3 +294,49 @@ def test_training_changes_name_the_values() -> None:
         "precision": "float32 → mixed_bfloat16",
     }
     assert training_changes(a, a) == {} and training_changes(a, Facts()) == {}
+
+
+def test_training_changes_show_a_schedules_numbers() -> None:
+    """A warm-up schedule starts at 0.0 in both runs: its learning rate says nothing of batch-scale's
+    change; the schedule's numbers as the hooks describe them (real Keras schedules) do."""
+    keras = pytest.importorskip("keras")
+    from tfdoctor.capture.child.hooks import describe_schedule
+
+    cos = keras.optimizers.schedules.CosineDecay
+    a = describe_schedule(cos(0.0, 172, warmup_target=1e-3, warmup_steps=19))
+    b = describe_schedule(cos(0.0, 172, warmup_target=0.002, warmup_steps=19))
+    assert (
+        a
+        == "CosineDecay(initial_learning_rate=0, decay_steps=172, alpha=0, warmup_target=0.001, warmup_steps=19)"
+    )
+    changes = training_changes(
+        Facts(learning_rate=0.0, learning_rate_schedule=a), Facts(learning_rate=0.0, learning_rate_schedule=b)
+    )
+    assert changes == {"learning rate schedule": "CosineDecay warmup_target 0.001 → 0.002"}
+    pw = keras.optimizers.schedules.PiecewiseConstantDecay
+    a, b = (
+        describe_schedule(pw([100, 200], [0.1, 0.01, 0.001])),
+        describe_schedule(pw([50, 100], [0.2, 0.02, 0.002])),
+    )
+    assert a == "PiecewiseConstantDecay(boundaries=[100 200], values=[0.1 0.01 0.001])"
+    assert training_changes(Facts(learning_rate_schedule=a), Facts(learning_rate_schedule=b)) == {
+        "learning rate schedule": "PiecewiseConstantDecay boundaries [100 200] → [50 100], values [0.1 0.01 0.001] → [0.2 0.02 0.002]"
+    }
+    exp = keras.optimizers.schedules.ExponentialDecay(0.01, 1000, 0.9, staircase=True)
+    assert (
+        describe_schedule(exp)
+        == "ExponentialDecay(initial_learning_rate=0.01, decay_steps=1000, decay_rate=0.9)"
+    )
+    assert describe_schedule(keras.optimizers.Adam(1e-3)._learning_rate) is None
+
+    class Own(keras.optimizers.schedules.LearningRateSchedule):  # no get_config: its public numbers
+        def __init__(self, d_model, warmup_steps=4000):
+            self.d_model, self.warmup_steps = d_model, warmup_steps
+
+        def __call__(self, step):
+            return step
+
+    assert describe_schedule(Own(512)) == "Own(d_model=512, warmup_steps=4000)"
+    assert training_changes(
+        Facts(learning_rate_schedule="Own(d_model=512)"), Facts(learning_rate_schedule="X(a=1)")
+    ) == {"learning rate schedule": "Own(d_model=512) → X(a=1)"}

@@ -409,9 +409,32 @@ CHANGES_TRAINING: dict[str, str] = {
 }
 
 
+_SCHEDULE_RE = re.compile(r"^(\w+)\((.*)\)$")
+
+
+def _schedule_change(before: str | None, after: str | None) -> str | None:
+    """Two schedules as the facts describe them (``CosineDecay(warmup_target=0.001, ...)``): the numbers
+    that changed (``CosineDecay warmup_target 0.001 → 0.002``), or both whole when their kinds differ."""
+    if before is None or after is None or before == after:
+        return None
+    a, b = _SCHEDULE_RE.match(before), _SCHEDULE_RE.match(after)
+    if a is None or b is None or a[1] != b[1]:
+        return f"{before} → {after}"
+
+    def numbers(body: str) -> dict[str, str]:
+        return dict(kv.split("=", 1) for kv in body.split(", ") if "=" in kv)
+
+    x, y = numbers(a[2]), numbers(b[2])
+    moved = [
+        f"{k} {x.get(k, '–')} → {y.get(k, '–')}" for k in dict.fromkeys([*x, *y]) if x.get(k) != y.get(k)
+    ]
+    return f"{a[1]} {', '.join(moved)}" if moved else None
+
+
 def training_changes(before: Facts | None, after: Facts | None) -> dict[str, str]:
     """What the training itself changed between two runs' facts: ``{"batch size": "32 → 64", ...}``
-    (batch size, learning rate, precision); empty when the facts agree or are unknown."""
+    (batch size, learning rate, precision, the learning-rate schedule's numbers); empty when the facts
+    agree or are unknown."""
     if before is None or after is None:
         return {}
     out: dict[str, str] = {}
@@ -426,6 +449,9 @@ def training_changes(before: Facts | None, after: Facts | None) -> dict[str, str
         if isinstance(x, float) and isinstance(y, float) and math.isclose(x, y, rel_tol=1e-6):
             continue
         out[name] = f"{x:g} → {y:g}" if isinstance(x, float) and isinstance(y, float) else f"{x} → {y}"
+    sched = _schedule_change(before.learning_rate_schedule, after.learning_rate_schedule)
+    if sched:  # a warm-up starts at 0.0 in both runs: the schedule's numbers show the change
+        out["learning rate schedule"] = sched
     return out
 
 

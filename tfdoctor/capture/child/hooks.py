@@ -190,6 +190,36 @@ def returns_nothing(py: Any) -> bool:
     return True
 
 
+def describe_schedule(sched: Any) -> str | None:
+    """A Keras learning-rate schedule as ``Name(key=number, ...)``: its numbers (rates and step counts, from
+    ``get_config()``, else its public attributes); None when ``sched`` is no schedule. The rate a schedule
+    starts at says little (a warm-up starts at 0.0): these numbers show what a change of batch did to it."""
+    if sched is None or not any(c.__name__ == "LearningRateSchedule" for c in type(sched).__mro__):
+        return None
+    try:
+        config = dict(sched.get_config())
+    except Exception:  # a schedule of the script's own without get_config
+        config = {k: v for k, v in vars(sched).items() if not k.startswith("_")}
+
+    def number(v: Any) -> float | None:
+        if isinstance(v, (bool, str)) or v is None:
+            return None
+        try:
+            return float(v)  # a number, a tensor, a numpy number
+        except (TypeError, ValueError):
+            return None
+
+    nums = []
+    for k, v in config.items():
+        if isinstance(v, (list, tuple)):  # PiecewiseConstantDecay's boundaries and values
+            seq = [number(x) for x in v]
+            if seq and all(x is not None for x in seq):
+                nums.append(f"{k}=[{' '.join(f'{x:g}' for x in seq if x is not None)}]")
+        elif (x := number(v)) is not None:
+            nums.append(f"{k}={x:g}")
+    return f"{type(sched).__name__}({', '.join(nums)})"
+
+
 def _is_floating(v: Any) -> bool:
     """A floating-point tensor (a gradient target tfdoctor can read a loss from: a scalar, or
     per-example losses, whose mean it takes; not a list of targets)."""
@@ -538,6 +568,10 @@ class Tracker:
         if inner is not None:
             self.facts["optimizer"] = f"{type(opt).__name__}({type(inner).__name__})"
             opt = inner
+        if "learning_rate_schedule" not in self.facts:
+            sched = describe_schedule(getattr(opt, "_learning_rate", None))
+            if sched is not None:
+                self.facts["learning_rate_schedule"] = sched
         if "learning_rate" not in self.facts:
             try:
                 self.facts["learning_rate"] = float(opt.learning_rate)
