@@ -595,6 +595,19 @@ def test_tf_function_keeps_a_counter_python_where_a_read_needs_the_int_and_says_
     assert "epoch passed as Python numbers: the step is traced again for each new value" in out.reason
 
 
+def test_tf_function_tells_a_comprehensions_own_variable_from_the_loop_counter() -> None:
+    """``[... for epoch in range(2)]`` inside the step binds its own ``epoch`` (Python 3): it neither
+    rebinds the loop's counter nor reads it, so the counter still goes in as a tensor; the
+    comprehension's first iterable is read in the step's scope (``range(epoch)`` there needs the int)."""
+    comp = "tf.add_n([tf.reduce_sum(v) * 0.0 for epoch in range(2) for v in model.trainable_variables])"
+    src = COUNTER_LOOP.replace("(1 + 0 * (step % 100 == 0))", comp)
+    out = outcome("tf-function", src)
+    assert "train_step(batch, tf.constant(epoch, tf.float32))" in out.code, out.code
+    iterable = comp.replace("for epoch in range(2) for v in", "for v in list(range(epoch)) for w in")
+    out = outcome("tf-function", COUNTER_LOOP.replace("(1 + 0 * (step % 100 == 0))", iterable))
+    assert "tf.constant(epoch" not in out.code and "epoch passed as Python numbers" in out.reason
+
+
 def test_tf_function_passes_a_counter_given_to_the_decorated_step_as_a_tensor() -> None:
     """The step is a function taking the epoch: its calls in the loop pass it as a tensor."""
     assert_codemod(

@@ -436,7 +436,7 @@ def _tensor_dtype(name: str, block: Sequence[cst.CSTNode], tf: str) -> str | Non
     division, a float or another value (``0.5 / (1 + epoch)``, ``epoch * rate``). None when a read
     needs the Python int (an index, ``range(..)``, a Python call, an ``if`` test, a string) or the step
     rebinds it."""
-    if name in {n for s in block for n in _stores(s)}:
+    if name in {n for s in block for n in _stores(s, comprehensions=False)}:
         return None
     floaty = False
     safe = True
@@ -473,6 +473,11 @@ def _tensor_dtype(name: str, block: Sequence[cst.CSTNode], tf: str) -> str | Non
                 safe = False
             for c in node.children:
                 visit(c, False)
+            return
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)) and name in _stores(
+            node.for_in
+        ):  # a comprehension's own variable of that name (Python 3 keeps it inside): only the first
+            visit(node.for_in.iter, False)  # iterable is read in the step's scope
             return
         if isinstance(node, (cst.Subscript, cst.FormattedString, cst.CompFor, cst.Attribute)):
             for c in node.children:
