@@ -928,7 +928,7 @@ def test_batch_scale_scales_a_piecewise_constant_schedule() -> None:
 
 
 def test_batch_scale_says_where_a_loop_sets_the_rate_itself() -> None:
-    """A custom loop that sets the rate by hand every step (a warm-up: ``optimizer.learning_rate = lr``,
+    """A custom loop (or a callback's ``on_*`` method) that sets the rate by hand every step (a warm-up: ``optimizer.learning_rate = lr``,
     ``optimizer.lr.assign(lr)``, ``K.set_value(optimizer.lr, ...)``) replaces the optimizer's scaled rate:
     computed from a constant that was scaled, the summary says its step counts are not divided; from
     numbers of its own, the rate is not scaled at all, and the summary says so (it had said "0.1 → 0.2")."""
@@ -967,6 +967,30 @@ def test_batch_scale_says_where_a_loop_sets_the_rate_itself() -> None:
         "batch-scale", textwrap.dedent(src.format(lr="BASE_LR", stmt="x.assign(lr)")), params={"factor": "2"}
     )
     assert "the loop sets" not in out.reason
+    # a warm-up callback: the rate it sets comes from what its class is built with
+    callback = """
+    import keras
+    BATCH_SIZE = 64
+    LR = 1e-3
+
+    class WarmUp(keras.callbacks.Callback):
+        def __init__(self, target, warmup_steps=100):
+            super().__init__()
+            self.target, self.warmup_steps, self.step = target, warmup_steps, 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.step += 1
+            if self.step <= self.warmup_steps:
+                self.model.optimizer.learning_rate = self.target * self.step / self.warmup_steps
+
+    model.compile(optimizer=keras.optimizers.Adam(LR), loss="mse")
+    model.fit(x, y, batch_size=BATCH_SIZE, callbacks=[WarmUp(TARGET)])
+    """
+    out = run("batch-scale", textwrap.dedent(callback).replace("TARGET", "LR"), params={"factor": "2"})
+    assert "WarmUp.on_train_batch_begin() sets the rate itself at line 13" in out.reason
+    assert "from LR, scaled" in out.reason and "NOT SCALED" not in out.reason
+    out = run("batch-scale", textwrap.dedent(callback).replace("TARGET", "1e-3"), params={"factor": "2"})
+    assert "LEARNING RATE NOT SCALED" in out.reason
 
 
 def test_batch_scale_follows_absl_flags() -> None:

@@ -397,20 +397,21 @@ class BatchScaleCodemod(FixCodemod):
         self._schedulers(tree, self._scale(opts[0][1]), done, missed)
         scaled_names = self._scaled_names(consts)
         for where, text, names in self._rates_set_in_loops(tree):
+            who, at = where.split(" at ", 1)
             via = sorted(names & scaled_names)
             if not via:
                 missed.append(
-                    f"the loop sets the rate itself at {where} ({text}), from no rate scaled here: it replaces "
-                    "the scaled one every step"
+                    f"{who} sets the rate itself at {at} ({text}), from no rate scaled here: it replaces the "
+                    "scaled one"
                 )
                 continue
             done.append(
-                f"the loop sets the rate itself at {where} ({text}) from {', '.join(via)}, scaled: step counts "
-                f"in its schedule, if any, are not divided by {self.factor}"
+                f"{who} sets the rate itself at {at} ({text}) from {', '.join(via)}, scaled: step counts in "
+                f"its schedule, if any, are not divided by {self.factor}"
             )
             self.warn(
-                f"the loop sets the learning rate itself at {where} ({text}): a warm-up or decay it counts in "
-                f"steps now runs {self.factor}x slower per example: divide those step counts by {self.factor}"
+                f"{who} sets the learning rate itself at {at} ({text}): a warm-up or decay it counts in steps "
+                f"now runs {self.factor}x slower per example: divide those step counts by {self.factor}"
             )
         for m in missed:
             self.warn(f"learning rate not scaled: {m}")
@@ -464,24 +465,47 @@ class BatchScaleCodemod(FixCodemod):
         return {name for name, defs in consts.items() if len(defs) == 1 and id(defs[0].value) in self.edits}
 
     def _rates_set_in_loops(self, tree: cst.Module) -> list[tuple[str, str, set[str]]]:
-        """Where a loop sets the optimizer's rate by hand (``optimizer.learning_rate = lr``,
-        ``optimizer.lr.assign(lr)``, ``K.set_value(optimizer.lr, lr)``): (``line N``, the statement, the
-        names the rate is computed from, through the loop's own ``lr = ...`` assignments)."""
+        """Where a loop, or a callback's ``on_*`` method, sets the optimizer's rate by hand
+        (``optimizer.learning_rate = lr``, ``optimizer.lr.assign(lr)``, ``K.set_value(optimizer.lr, lr)``):
+        (``line N`` with who, the statement, the names the rate is computed from: through the scope's own
+        ``lr = ...`` assignments, and for a callback the arguments its class is built with)."""
         out: list[tuple[str, str, set[str]]] = []
         rate_attrs = ("learning_rate", "lr")
-        for loop in walk(tree):
-            if not isinstance(loop, (cst.For, cst.While)):
-                continue
+        scopes: list[tuple[cst.CSTNode, str, set[str]]] = []
+        for node in walk(tree):
+            if isinstance(node, (cst.For, cst.While)):
+                scopes.append((node.body, "the loop", set()))
+            elif isinstance(node, cst.ClassDef):
+                built = {  # WarmUp(target=LR), and the defaults of its __init__
+                    n.value
+                    for c in walk(tree)
+                    if isinstance(c, cst.Call) and call_name(c) == node.name.value
+                    for a in c.args
+                    for n in walk(a.value)
+                    if isinstance(n, cst.Name)
+                }
+                for fn in node.body.body:
+                    if isinstance(fn, cst.FunctionDef) and fn.name.value == "__init__":
+                        built |= {
+                            n.value
+                            for p in fn.params.params
+                            if p.default
+                            for n in walk(p.default)
+                            if isinstance(n, cst.Name)
+                        }
+                for fn in node.body.body:
+                    if isinstance(fn, cst.FunctionDef) and fn.name.value.startswith("on_"):
+                        scopes.append((fn.body, f"{node.name.value}.{fn.name.value}()", built))
+        for body, who, extra in scopes:
             local: dict[str, list[cst.BaseExpression]] = {}
-            for a in walk(loop.body):
+            for a in walk(body):
                 if (
                     isinstance(a, cst.Assign)
                     and len(a.targets) == 1
                     and isinstance(a.targets[0].target, cst.Name)
                 ):
                     local.setdefault(a.targets[0].target.value, []).append(a.value)
-
-            for n in walk(loop.body):
+            for n in walk(body):
                 hit: cst.Assign | cst.Call | None = None
                 if isinstance(n, cst.Assign) and any(
                     isinstance(t.target, cst.Attribute) and t.target.attr.value in rate_attrs
@@ -497,13 +521,14 @@ class BatchScaleCodemod(FixCodemod):
                         hit = n if n.func.value.attr.value in rate_attrs else None
                     elif name.split(".")[-1] == "set_value" and isinstance(first, cst.Attribute):
                         hit = n if first.attr.value in rate_attrs else None
-                if hit is not None and not any(o[0] == f"line {self.line(hit)}" for o in out):
+                where = f"line {self.line(hit)}" if hit is not None else ""
+                if hit is not None and not any(o[0].endswith(where) for o in out):
                     value = hit.value if isinstance(hit, cst.Assign) else hit.args[-1].value
                     out.append(
                         (
-                            f"line {self.line(hit)}",
+                            f"{who} at {where}",
                             cst.Module([]).code_for_node(hit).strip(),
-                            _names_through(value, local),
+                            _names_through(value, local) | extra,
                         )
                     )
         return out
@@ -872,7 +897,9 @@ class BatchScale(Fix):
     ``CustomSchedule``, its warm-up counted in steps) is wrapped in a ``TfdoctorScaledSchedule`` defined
     before its use: N times as far per step, its rate scaled by the rule), and, given the modules beside the script, in the one where the
     optimizer is built. A ``LearningRateScheduler(decay)`` sets the rate every epoch: the numbers ``decay``
-    returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one).
+    returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one). A loop, or
+    a callback's ``on_*`` method, that sets the rate itself (``optimizer.learning_rate = lr``) is said:
+    computed from a constant scaled here, its step counts are not divided; else LEARNING RATE NOT SCALED.
     The summary line says which rule was used for which optimizer. A learning rate that cannot
     be scaled is never left silently: the summary says LEARNING RATE NOT SCALED and the patch carries a
     comment above the batch size. A batch size or learning rate given on the command line is not
