@@ -344,6 +344,15 @@ def expr(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
 
 
+def assigned_values(node: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
+    """The values assigned to each plain name under ``node`` (``name = value``, one target), in order."""
+    out: dict[str, list[cst.BaseExpression]] = {}
+    for a in walk(node):
+        if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name):
+            out.setdefault(a.targets[0].target.value, []).append(a.value)
+    return out
+
+
 def function_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:
     for n in walk(module):
         if isinstance(n, cst.FunctionDef):

@@ -11,7 +11,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext, FixOutcome
-from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import aliases, assigned_values, attr_name, call_name, dotted, kwarg, set_kwarg, walk
 
 FACTORS = (2, 4, 8)
 BATCH_NAME = re.compile(r"^-*(batch[_-]?size|bs|batch)$", re.I)
@@ -123,6 +123,14 @@ def _schedule_arg(call: cst.Call, name: str, position: int | None) -> cst.Arg | 
     return positional[position] if len(positional) > position else None
 
 
+def _reads_name(e: cst.CSTNode, ref: str) -> bool:
+    """Whether ``e`` reads ``ref``: the name itself or an attribute of that name (``args.batch_size``)."""
+    return any(
+        (isinstance(n, cst.Name) and n.value == ref) or (isinstance(n, cst.Attribute) and n.attr.value == ref)
+        for n in walk(e)
+    )
+
+
 def _names_through(e: cst.CSTNode, local: dict[str, list[cst.BaseExpression]], depth: int = 0) -> set[str]:
     """The names ``e`` reads, and those its names were computed from (``lr = BASE_LR * warm``) in
     ``local`` assignments, three levels deep."""
@@ -191,6 +199,7 @@ class BatchScaleCodemod(FixCodemod):
         self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
         # id(a schedule's initial_learning_rate node) -> the schedule's call: its other rates scale too
         self.schedule_of: dict[int, cst.Call] = {}
+        self._batch_names: set[str] | None = None  # names computed from the batch size (_batch_dependent)
         self.note_at: int | None = None  # id of the statement that gets the "lr not scaled" comment
         self.wrapper_before: int | None = None  # id of the top statement the schedule wrapper goes before
         self.wrapper_base: str | None = None  # LearningRateSchedule, as the script names it
@@ -475,7 +484,9 @@ class BatchScaleCodemod(FixCodemod):
         for node in walk(tree):
             if isinstance(node, (cst.For, cst.While)):
                 scopes.append((node.body, "the loop", set()))
-            elif isinstance(node, cst.ClassDef):
+            elif isinstance(node, cst.ClassDef) and any(
+                isinstance(fn, cst.FunctionDef) and fn.name.value.startswith("on_") for fn in node.body.body
+            ):
                 built = {  # WarmUp(target=LR), and the defaults of its __init__
                     n.value
                     for c in walk(tree)
@@ -497,14 +508,7 @@ class BatchScaleCodemod(FixCodemod):
                     if isinstance(fn, cst.FunctionDef) and fn.name.value.startswith("on_"):
                         scopes.append((fn.body, f"{node.name.value}.{fn.name.value}()", built))
         for body, who, extra in scopes:
-            local: dict[str, list[cst.BaseExpression]] = {}
-            for a in walk(body):
-                if (
-                    isinstance(a, cst.Assign)
-                    and len(a.targets) == 1
-                    and isinstance(a.targets[0].target, cst.Name)
-                ):
-                    local.setdefault(a.targets[0].target.value, []).append(a.value)
+            local = assigned_values(body)
             for n in walk(body):
                 hit: cst.Assign | cst.Call | None = None
                 if isinstance(n, cst.Assign) and any(
@@ -798,45 +802,30 @@ class BatchScaleCodemod(FixCodemod):
 
     def _batch_dependent(self, expr: cst.BaseExpression) -> str | None:
         """The name through which ``expr`` depends on the scaled batch size (itself, ``args.<dest>``, or
-        a module constant computed from it: ``STEPS_PER_EPOCH = N_TRAIN // BATCH_SIZE``), else None."""
+        a name computed from it however far: ``STEPS_PER_EPOCH = N_TRAIN // BATCH_SIZE``; ``train_ds =
+        ....batch(BATCH_SIZE)``, ``total_steps = EPOCHS * len(train_ds)``), else None."""
         ref = self.batch_ref
         if ref is None:
             return None
-
-        def direct(e: cst.CSTNode) -> bool:
-            return any(
-                (isinstance(n, cst.Name) and n.value == ref)
-                or (isinstance(n, cst.Attribute) and n.attr.value == ref)
-                for n in walk(e)
-            )
-
-        if direct(expr):
+        if _reads_name(expr, ref):
             return ref
-        assigned: dict[str, list[cst.BaseExpression]] = {}
-        for a in walk(self.module_tree):
-            if (
-                isinstance(a, cst.Assign)
-                and len(a.targets) == 1
-                and isinstance(a.targets[0].target, cst.Name)
-            ):
-                assigned.setdefault(a.targets[0].target.value, []).append(a.value)
-        # names computed from the batch size, however far: STEPS = N // BATCH_SIZE; train_ds = ....batch(
-        # BATCH_SIZE); total_steps = EPOCHS * len(train_ds); decay_steps=total_steps - warmup_steps
-        dependent: set[str] = set()
-        grew = True
-        while grew:
-            grew = False
-            for name, values in assigned.items():
-                if name in dependent:
-                    continue
-                if any(
-                    direct(v) or any(isinstance(n, cst.Name) and n.value in dependent for n in walk(v))
-                    for v in values
-                ):
-                    dependent.add(name)
-                    grew = True
+        if self._batch_names is None:  # once: the script's assignments do not change while it is read
+            assigned = assigned_values(self.module_tree)
+            dependent: set[str] = set()
+            grew = True
+            while grew:
+                grew = False
+                for name, values in assigned.items():
+                    if name not in dependent and any(
+                        _reads_name(v, ref)
+                        or any(isinstance(n, cst.Name) and n.value in dependent for n in walk(v))
+                        for v in values
+                    ):
+                        dependent.add(name)
+                        grew = True
+            self._batch_names = dependent
         for n in walk(expr):
-            if isinstance(n, cst.Name) and n.value in dependent:
+            if isinstance(n, cst.Name) and n.value in self._batch_names:
                 return n.value
         return None
 

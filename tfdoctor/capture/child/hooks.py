@@ -346,6 +346,7 @@ class Tracker:
         self.step_fns: dict[int, str] = {}  # id(Function) -> "apply_gradients" | "gradient_tape"
         self.step_fn: Any = None
         self.primary_optimizer: int | None = None
+        self.schedules_read: set[int] = set()  # ids of the optimizers whose schedule was looked for
         self.lr_later: Any = None  # an optimizer whose learning rate could not be read yet (in a trace)
         # fit with Keras's own train_step: logs["loss"] is the epoch's running mean (see _batch_loss)
         self.fit_running_mean = False
@@ -568,7 +569,8 @@ class Tracker:
         if inner is not None:
             self.facts["optimizer"] = f"{type(opt).__name__}({type(inner).__name__})"
             opt = inner
-        if "learning_rate_schedule" not in self.facts:
+        if "learning_rate_schedule" not in self.facts and id(opt) not in self.schedules_read:
+            self.schedules_read.add(id(opt))  # once per optimizer: this runs on every apply of an eager loop
             sched = describe_schedule(getattr(opt, "_learning_rate", None))
             if sched is not None:
                 self.facts["learning_rate_schedule"] = sched
