@@ -40,6 +40,9 @@ class EagerDispatch(Rule):
     HEADLINE = "Dispatch-bound"
     EXAMPLES = [
         Example("sample_traces/walkthrough-metrics", True, "eager walkthrough loop: ~200 ops per step"),
+        Example(
+            "sample_traces/full-batch-loop", True, "tf.Module of two variables, assign_sub: 44 ops per step"
+        ),
         Example("sample_traces/rules-eager-loop", True, "plain-Python train step: ~86 eager ops per step"),
         Example("sample_traces/rules-well-fed", False, "tf.function step"),
         Example("sample_traces/rules-keras-fit-tiny", False, "Keras fit runs a traced function"),

@@ -69,6 +69,12 @@ class InputStall(Rule):
             "the custom training walkthrough's shape: metric updates with a second forward pass between steps"
             " (14 ms a step), the batch fetched in 0.5 ms: not input-bound",
         ),
+        Example(
+            "sample_traces/full-batch-loop",
+            False,
+            'TensorFlow\'s "Basic training loops" shape: a full-batch loop that fetches nothing; the '
+            "assign_sub update after the tape and the loss evaluated each epoch are the loop's work",
+        ),
         Example(f"{SHARED}/logs_load/download8-20210202-122657", False, "GPU, fit(numpy): under 1 % wait"),
     ]
 

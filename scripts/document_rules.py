@@ -94,7 +94,9 @@ Keras profiles recorded here (`tests/unit/test_rules_verdicts.py`, `test_xprof_a
 - **Our own harness runs** (tfdoctor markers, profile and timing windows): XProf's step time is the profiled
   step; where the profiler slowed the step by 10 % or more, our findings read the shares of the unprofiled
   step (`tracer_cost`, `unprofiled_share`; the breakdown's own shares stay the profiled step's). In a custom loop our input wait is the batch
-  fetch (tf.data `next`, as XProf's is the GetNext time); the rest between two steps is host work.
+  fetch (tf.data `next`, as XProf's is the GetNext time); the rest between two steps is host work. With no
+  fetch in the trace (a Python generator, numpy slicing, a full-batch loop) the wait is what follows the
+  last TensorFlow op the loop runs between the steps (an `assign_sub` update, a loss evaluated each epoch).
 """
 
 

@@ -8,6 +8,8 @@ trace analysis does the same with the GetNext events inside tfdoctor's input mar
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from tfdoctor.analysis import intervals as iv
@@ -59,3 +61,30 @@ def test_trace_input_marker_with_a_getnext_inside_is_the_getnext() -> None:
     wait, between = input_wait_set(getnext, markers)
     assert iv.measure(wait) == 5 + 100
     assert iv.measure(between) == 95
+
+
+def test_trace_marker_without_a_fetch_is_input_wait_only_after_the_loops_last_eager_op() -> None:
+    """A marker with no GetNext: the eager ops at its start are the loop's work after the step (an
+    ``assign_sub`` update, the loss evaluated each epoch); the wait is what follows the last of them."""
+    markers = _set((0, 100), (200, 300), (400, 500))
+    eager = _set((5, 20), (30, 60), (250, 270), (520, 530))  # none in the third marker
+    wait, between = input_wait_set(iv.EMPTY, markers, eager)
+    assert iv.measure(between) == 60 + 70  # marker 1 up to 60, marker 2 up to 270
+    assert iv.measure(wait) == 40 + 30 + 100
+    # with a fetch in the marker the fetch is the wait, eager ops or not (unchanged)
+    wait, between = input_wait_set(_set((90, 95)), _set((0, 100)), eager)
+    assert (iv.measure(wait), iv.measure(between)) == (5, 95)
+
+
+def test_a_full_batch_loop_that_fetches_nothing_is_not_read_as_input_bound() -> None:
+    """TensorFlow's "Basic training loops" recorded (sample_traces/full-batch-loop): the marker was
+    34 % of the step, all of it the loop's update and per-epoch loss; it read as 34 % input wait."""
+    from tfdoctor.rundir import RunDir
+    from tfdoctor.session.build import build_report
+
+    report = build_report(RunDir(Path(__file__).resolve().parents[2] / "sample_traces" / "full-batch-loop"))
+    share = report.breakdown.share
+    assert share["input_wait"] < 0.05, share
+    assert share["host_compute"] + share["dispatch"] > 0.7, share
+    assert any("host work between steps" in n for n in report.breakdown.notes), report.breakdown.notes
+    assert "TFD101" not in {f.rule_id for f in report.findings}

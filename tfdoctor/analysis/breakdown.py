@@ -132,14 +132,22 @@ def _set(plane: Plane, line: Line, pred, cache: dict) -> iv.IntervalSet:
     return iv.union(line.start_ps[sel], line.end_ps[sel])
 
 
-def input_wait_set(getnext: iv.IntervalSet, markers: iv.IntervalSet) -> tuple[iv.IntervalSet, iv.IntervalSet]:
+def input_wait_set(
+    getnext: iv.IntervalSet, markers: iv.IntervalSet, eager: iv.IntervalSet = iv.EMPTY
+) -> tuple[iv.IntervalSet, iv.IntervalSet]:
     """(input wait, host work between steps that is not getting the batch).
 
     tfdoctor's ``tfdoctor_input`` marker spans from the end of one step to the start of the next one's
     compute: in a custom loop that holds whatever the loop does between steps (metric updates with a
     second forward pass, logging), not only the batch. Where the trace shows the batch being fetched
     inside a marker (tf.data's GetNext), the input wait is that fetch and the rest of the marker is host
-    work between steps; a marker with no fetch inside (a Python generator) stays input wait."""
+    work between steps. A marker with no fetch inside (a Python generator, numpy slicing) is input wait
+    from the end of the last TensorFlow op the loop runs eagerly in it (``eager``: their dispatch and
+    kernels) on: the next batch is what the loop gets last before the step, and the ops before it are
+    the loop's own work after the step. A full-batch loop (TensorFlow's "Basic training loops",
+    physics-informed networks) fetches nothing: its ``w.assign_sub(lr * dw)`` after the tape and its
+    ``loss(y, model(x))``, ``w.numpy()`` each epoch are not a wait for data. (A generator that makes
+    tensors itself, ``yield tf.constant(batch)``, has its work up to that op read as the loop's.)"""
     ms, me = markers
     if not ms.size:
         return getnext, iv.EMPTY
@@ -154,6 +162,15 @@ def input_wait_set(getnext: iv.IntervalSet, markers: iv.IntervalSet) -> tuple[iv
         has_fetch = np.zeros(ms.size, dtype=bool)
     kept = (ms[~has_fetch], me[~has_fetch])
     between = iv.subtract((ms[has_fetch], me[has_fetch]), getnext)
+    es, ee = eager
+    if es.size and kept[0].size:
+        ks, ke = kept
+        j = np.searchsorted(es, ke, side="left") - 1  # the last eager op starting before the marker ends
+        jc = np.clip(j, 0, None)
+        ops_in = (j >= 0) & (ee[jc] > ks)
+        cut = np.where(ops_in, np.minimum(ee[jc], ke), ks)
+        between = iv.union_sets(between, iv.union(ks[ops_in], cut[ops_in]))
+        kept = iv.union(cut, ke)
     return iv.union_sets(getnext, kept), between
 
 
@@ -161,13 +178,15 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
     cache: dict = {}
     inp, coll, ops, disp, wait, func, kern, send, marker = [], [], [], [], [], [], [], [], []
     main = steps.main_line
+    main_disp = iv.EMPTY
     for plane in trace.host_planes():
         for ln in plane.lines:
             inp.append(_set(plane, ln, lambda n: n in INPUT_NAMES and n != INPUT_MARKER, cache))
             marker.append(_set(plane, ln, lambda n: n == INPUT_MARKER, cache))
             coll.append(_set(plane, ln, is_collective, cache))
             if ln is main:
-                disp.append(_set(plane, ln, is_dispatch, cache))
+                main_disp = _set(plane, ln, is_dispatch, cache)
+                disp.append(main_disp)
                 wait.append(_set(plane, ln, is_wait, cache))
                 func.append(_set(plane, ln, is_function_run, cache))
                 kern.append(_set(plane, ln, lambda n: n == "KernelAndDeviceFunc::Run", cache))
@@ -191,10 +210,12 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
     main_set = iv.EMPTY
     if main is not None and len(main):
         main_set = iv.union(main.start_ps, main.end_ps)
-    input_set, between = input_wait_set(iv.union_sets(*inp), iv.union_sets(*marker))
     # eager kernels run inline on the main thread: KernelAndDeviceFunc::Run outside function calls
     fn = iv.union_sets(*func)
     eager_kern = iv.subtract(iv.union_sets(*kern), fn)
+    input_set, between = input_wait_set(
+        iv.union_sets(*inp), iv.union_sets(*marker), iv.subtract(iv.union_sets(main_disp, eager_kern), fn)
+    )
     return {
         "input": input_set,
         "between_steps": between,
