@@ -187,6 +187,9 @@ class StepTiming(_Frozen):
     between_ns: int = 0  # the rest of step start -> compute start: host work between steps (metrics, logs)
     loss: float | None = None
     examples: int | None = None
+    # which of the script's fit() calls the step ran in (1, 2, ...; fit only): a script that fits a
+    # frozen base and then fine-tunes runs its phases at different speeds
+    phase: int | None = None
 
     @property
     def duration_ns(self) -> int:

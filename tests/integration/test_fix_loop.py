@@ -473,3 +473,34 @@ def test_a_mixed_precision_trial_failing_on_the_scripts_own_float32_math_says_wh
     assert "rolled back" in trial.reason and "tf.bfloat16 != tf.float32" in trial.reason
     assert "cast the model's outputs to float32" in trial.reason
     assert script.read_text() == OWN_FLOAT32_MATH
+
+
+FROZEN_THEN_FINE_TUNED = """
+import numpy as np
+import keras
+
+x = np.random.default_rng(0).normal(size=(640, 16)).astype("float32")
+y = (x[:, 0] > 0).astype("float32")
+base = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu")])
+model = keras.Sequential([base, keras.layers.Dense(1, activation="sigmoid")])
+base.trainable = False
+model.compile(optimizer="adam", loss="binary_crossentropy")
+model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+base.trainable = True
+model.compile(optimizer=keras.optimizers.Adam(1e-4), loss="binary_crossentropy")
+model.fit(x, y, batch_size=32, epochs=20, verbose=0)
+"""
+
+
+def test_a_trial_timed_in_a_later_fit_call_than_the_baseline_is_not_measured(tfd_home, tmp_path):
+    """TensorFlow's transfer-learning tutorial: a frozen base fitted, then fine-tuned by a second
+    compile and fit. steps_per_execution=8 runs 8 batches a step: in as many steps as the baseline (all
+    in the first fit's 20 batches) its timing window lies in the fine-tuning fit; it had been "rejected,
+    0.35x", a comparison of two phases of training."""
+    script = tmp_path / "fine_tune.py"
+    script.write_text(FROZEN_THEN_FINE_TUNED)
+    summary = _profile_and_fix(tfd_home, script, "ft", steps=12, only=["steps-per-execution"])
+    (trial,) = summary.trials
+    assert trial.status == "skipped", trial.reason
+    assert "fit() call 2, the reference's in call 1" in trial.reason
+    assert trial.speedup is None

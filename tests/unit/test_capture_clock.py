@@ -147,7 +147,7 @@ def test_a_diverged_loss_is_written_as_such_and_read_back(tmp_path):
     assert steps[3].loss is None and steps[3].examples is None
     # the line is the model's fields, whatever the values: every one of them (a field added to the model
     # and not to the line would be silently left at its default)
-    line = step_line(7, "timing", 10, 25, 3, 2, 1e-05, 64)
+    line = step_line(7, "timing", 10, 25, 3, 2, 1e-05, 64, 2)
     assert list(json.loads(line)) == list(StepTiming.model_fields)
     assert StepTiming.model_validate_json(line) == StepTiming(
         index=7,
@@ -158,7 +158,9 @@ def test_a_diverged_loss_is_written_as_such_and_read_back(tmp_path):
         between_ns=2,
         loss=1e-05,
         examples=64,
+        phase=2,
     )
+    assert "phase" not in json.loads(step_line(7, "timing", 10, 25, 3, 2, None, 64))  # outside fit
     clock.close()
 
 
@@ -589,3 +591,33 @@ def test_a_timing_window_with_a_floor_on_time_grows_until_it_lasts_that_long(tmp
     (tmp_path / "cap").mkdir()
     _, capped, _ = drive(tmp_path / "cap", Windows(3, 5, 0), None, lambda i: 0.1, min_timing_ns=floor)
     assert windows_of(capped) == ["warmup"] * 3 + ["timing"] * (TIMING_GROWTH_MAX * 5)
+
+
+def test_a_timing_window_grown_to_the_time_floor_ends_where_the_next_fit_begins(tmp_path):
+    """keras-io's distiller: the teacher's fit, then the distiller's. A bigger batch's timing window grew
+    past the teacher's last step to reach its 1 s floor and timed the distiller's first step (its
+    train function traced, ~1 s) and the distiller's training: it now ends where fit() call 2 begins."""
+    t = iter(range(0, 10**12, 10))
+    clock = StepClock(
+        Windows(2, 3, 0), tmp_path / "steps.jsonl", None, clock=lambda: next(t), min_timing_ns=10**9
+    )
+    clock.new_phase(1)
+    for _ in range(8):  # 2 warm-up, 3 planned timing, 3 grown (each step 20 ns: far below the floor)
+        clock.compute_start()
+        clock.end_step()
+    clock.new_phase(1)  # the same call again (a nested fit): nothing ends
+    with pytest.raises(StopCapture):
+        clock.new_phase(2)
+    assert clock.stopped and clock.windows.timing == 6
+    steps = _read(tmp_path / "steps.jsonl")
+    assert [s.phase for s in steps] == [1] * 8 and [s.window for s in steps].count("timing") == 6
+    # within the planned steps the window is not cut: the fix loop's check says what it measured
+    clock = StepClock(
+        Windows(2, 3, 0), tmp_path / "b.jsonl", None, clock=lambda: next(t), min_timing_ns=10**9
+    )
+    clock.new_phase(1)
+    for _ in range(3):
+        clock.compute_start()
+        clock.end_step()
+    clock.new_phase(2)
+    assert not clock.stopped

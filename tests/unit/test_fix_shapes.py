@@ -1696,6 +1696,34 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch size through steps_per_epoch (linear scaling for SGD)",
         },
     ),
+    # TF transfer learning: the head's Dense made first and called later (outputs = prediction_layer(x)),
+    # a frozen application base; a second compile at base_learning_rate / 10
+    "transfer_learning.py": (
+        _FIT,
+        {
+            "steps-per-execution": "model.compile() (line 43); model.compile() (line 55)",
+            "xla-jit": "model.compile() (line 43); model.compile() (line 55)",
+            "mixed-precision": "kept float32: Dense at line 31 (model)",
+            "batch-scale": "base_learning_rate (line 42) 0.0001 → 0.0001414 (square-root scaling for Adam); "
+            "RMSprop at line 56: base_learning_rate (line 42) (already scaled)",
+        },
+    ),
+    # keras-io knowledge distillation: Distiller.call returns the student it was given; fit on arrays at
+    # Keras's default batch, an unused batch_size = 64; Adam() twice
+    "distiller.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="numpy"),
+        {
+            "steps-per-execution": "super().compile() in Distiller.compile()",
+            "xla-jit": "super().compile() in Distiller.compile()",
+            "mixed-precision": "Dense at line 45 (teacher), Dense at line 57 (Distiller)",
+            "batch-scale": "fit()'s default 32 made explicit, → 64 (fit at line 73, 85)",
+        },
+    ),
+    # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
+    "basic_training_loops.py": (
+        Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
+        {"tf-function": "@tf.function on train() (line 32)"},
+    ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
     "keras_io_image_classification.py": (
         _FIT,
@@ -1887,3 +1915,35 @@ def test_tfdata_prefetch_ends_a_pipeline_where_its_function_returns_it() -> None
     out = run("tfdata-prefetch", src.replace(".prefetch(16)", ""))
     assert "    return dataset.cache().shuffle(2048).prefetch(tf.data.AUTOTUNE)\n" in out.code, out.code
     assert "    dataset = dataset.map(f)\n" in out.code
+
+
+def test_mixed_precision_skips_a_script_with_no_keras_layer() -> None:
+    """TensorFlow's "Basic training loops": a tf.Module of tf.Variables; a Keras policy changes none of
+    its math, so the trial would measure nothing (it was run and rejected at 1.0x)."""
+    out = run("mixed-precision", (SHAPES / "basic_training_loops.py").read_text(), hardware=BF16)
+    assert out.status == "skipped"
+    assert "no Keras layer or model in the script" in out.reason
+
+
+def test_mixed_precision_keeps_the_students_output_float32_through_the_distiller() -> None:
+    out = run("mixed-precision", (SHAPES / "distiller.py").read_text(), hardware=BF16)
+    assert out.changed, out.reason
+    assert out.code.count('layers.Dense(10, dtype="float32")') == 2  # teacher's and student's
+    assert "Distiller: trained with fit()" in out.reason
+
+
+def test_batch_scale_passes_over_a_batch_size_the_script_never_reads() -> None:
+    """keras-io's distillation sets ``batch_size = 64`` and fits at Keras's default: scaling the unused
+    name changed nothing (the trial saw 32 examples a step and was rejected). Without facts saying
+    fit trains on arrays the name is the last resort (a module beside the script may read it), and the
+    summary says that nothing here reads it."""
+    src = (SHAPES / "distiller.py").read_text()
+    out = run("batch-scale", src, facts=Facts(loop_kind="keras_fit", input_kind="numpy"))
+    assert out.changed, out.reason
+    assert "batch_size = 64\n" in out.code  # left as it is
+    assert "teacher.fit(x_train, y_train, epochs=1, batch_size=64)" in out.code
+    assert "distiller.fit(x_train, y_train, epochs=3, batch_size=64)" in out.code
+    out = run("batch-scale", src, facts=Facts(loop_kind="keras_fit", input_kind="tf.data"))
+    assert out.changed, out.reason
+    assert "batch_size = 128\n" in out.code and "batch_size=64" not in out.code
+    assert "nothing in the script reads batch_size" in out.reason

@@ -16,6 +16,7 @@ from tfdoctor.fixes.sanity import (
     loss_noise,
     normalized_output,
     not_in_effect,
+    other_phase,
     output_change,
     terminal_lines,
     training_changes,
@@ -340,3 +341,37 @@ def test_training_changes_show_a_schedules_numbers() -> None:
     assert training_changes(
         Facts(learning_rate_schedule="Own(d_model=512)"), Facts(learning_rate_schedule="X(a=1)")
     ) == {"learning rate schedule": "Own(d_model=512) → X(a=1)"}
+
+
+def _phased(phases: list[int | None], warmup: int = 2) -> list[StepTiming]:
+    return [
+        StepTiming(
+            index=i,
+            window="warmup" if i < warmup else "timing",
+            start_ns=i,
+            end_ns=i + 1,
+            examples=32,
+            phase=p,
+        )
+        for i, p in enumerate(phases)
+    ]
+
+
+def test_a_trial_timed_in_another_fit_call_is_not_compared() -> None:
+    """TensorFlow's transfer-learning tutorial fits a frozen base for 2 epochs, then fine-tunes it (a
+    second compile and fit, several times slower a step). steps_per_execution=8 ran 8 batches a step:
+    its timing window was all in the fine-tuning fit, the baseline's in the first; it measured "0.35x"."""
+    ref = [_phased([1] * 10)]
+    assert other_phase(ref, [_phased([1] * 10)]) is None
+    why = other_phase(ref, [_phased([1, 1, 2, 2, 2, 2])], disjoint=True)
+    assert why is not None and "fit() call 2, the reference's in call 1" in why
+    crossing = [_phased([1, 1, 1, 1, 2, 2])]  # a bigger batch, past the first fit's end
+    assert other_phase(ref, crossing, disjoint=True) is None  # left to the paired rounds
+    why = other_phase(ref, crossing)
+    assert why is not None and "fit() call 1 and 2" in why
+    # paired rounds whose windows both grew into the second fit (keras-io's distiller: the teacher's
+    # fit, then the distiller's): one pair alike is enough
+    assert other_phase([_phased([1, 1, 1, 2]), _phased([1] * 4)], crossing) is None
+    assert other_phase(ref, [_phased([1, 1, 2, 2], warmup=2 + 2)]) is None  # nothing timed: said elsewhere
+    assert other_phase([_phased([None] * 6)], [_phased([None] * 6)]) is None  # a custom loop: no phases
+    assert other_phase([_phased([1, 2, 2, 2])], [_phased([2, 2, 2, 2])]) is None  # the warm-up crossed

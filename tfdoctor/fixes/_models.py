@@ -32,6 +32,9 @@ class ModelDef:
     build: cst.Call  # the Sequential(...) / Model(...) call
     outputs: list[cst.Call] = field(default_factory=list)  # output layer constructor calls
     unresolved: str = ""  # why an output layer was not found
+    # a subclass whose call() returns a model it was given (``self.student = student``): that
+    # __init__ parameter's name and position (``self`` not counted)
+    delegate: tuple[str, int] | None = None
 
 
 def _is_sequential(call: cst.Call) -> bool:
@@ -63,6 +66,7 @@ class Models:
         self.tree = tree
         self.defs: dict[str, ModelDef] = {}
         self.vars: dict[str, str] = {}  # variable name -> model key
+        self._layer_names: set[str] | None = None  # classes the script imports from a layers module
         assigns = [n for n in walk(tree) if isinstance(n, cst.Assign)]
         self._assigns = assigns
         # X = Sequential([...]) / Model(...)
@@ -113,6 +117,7 @@ class Models:
         for key in self.defs:
             if not key.endswith("()"):
                 self.vars.setdefault(key, key)
+        self._delegates()
         layer_ok = layer_classes_taking_dtype(tree)
         for d in self.defs.values():
             kept = []
@@ -167,15 +172,20 @@ class Models:
             return  # a train_step-only subclass wraps models built elsewhere
         d = ModelDef(cls.name.value, cst.Call(func=cst.Name(cls.name.value)))
         attrs: dict[str, cst.Call] = {}
+        given: dict[str, tuple[str, int]] = {}  # self.<attr> = <__init__ parameter>
         if init is not None:
+            params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
             for a in walk(init):
                 if (
                     isinstance(a, cst.Assign)
                     and len(a.targets) == 1
-                    and isinstance(a.value, cst.Call)
                     and (dotted(a.targets[0].target) or "").startswith("self.")
                 ):
-                    attrs[(dotted(a.targets[0].target) or "")[5:]] = a.value
+                    attr = (dotted(a.targets[0].target) or "")[5:]
+                    if isinstance(a.value, cst.Call):
+                        attrs[attr] = a.value
+                    elif isinstance(a.value, cst.Name) and a.value.value in params:
+                        given[attr] = (a.value.value, params.index(a.value.value))
         # a name returned: the layer last called to assign it in call() (``x = self.dense(x)`` ...
         # ``return x``); a tuple returned (``return x, states``): its first element, the prediction
         named: dict[str, cst.BaseExpression] = {}
@@ -208,9 +218,37 @@ class Models:
                         and not any(o is attrs[e.func.attr.value] for o in d.outputs)
                     ):
                         d.outputs.append(attrs[e.func.attr.value])
+                    elif (  # keras-io's Distiller: ``return self.student(x)``, the student given
+                        isinstance(e, cst.Call)
+                        and isinstance(e.func, cst.Attribute)
+                        and dotted(e.func.value) == "self"
+                        and e.func.attr.value in given
+                    ):
+                        d.delegate = given[e.func.attr.value]
         if not d.outputs:
             d.unresolved = f"{cls.name.value}.call() does not return a layer built in __init__"
         self.defs[cls.name.value] = d
+
+    def _delegates(self) -> None:
+        """A subclass whose ``call`` returns the model it was given: that model's output layers, from
+        the calls making an instance (``Distiller(student=student, teacher=teacher)``)."""
+        for d in self.defs.values():
+            if d.delegate is None or d.outputs:
+                continue
+            param, pos = d.delegate
+            for c in walk(self.tree):
+                if not (isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value == d.key):
+                    continue
+                arg = kwarg(c, param)
+                positional = [a for a in c.args if a.keyword is None and not a.star]
+                if arg is None and pos < len(positional):
+                    arg = positional[pos]
+                given = self.vars.get(arg.value.value) if arg and isinstance(arg.value, cst.Name) else None
+                for layer in self.defs[given].outputs if given and given != d.key else ():
+                    if not any(o is layer for o in d.outputs):
+                        d.outputs.append(layer)
+            if d.outputs:
+                d.unresolved = ""
 
     @staticmethod
     def _elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -221,26 +259,72 @@ class Models:
         return [value]
 
     def _layer_of(self, expr: cst.BaseExpression, before: cst.Call) -> cst.Call | None:
-        """``Dense(10)(x)`` -> the ``Dense(10)`` call; a name -> the layer call last assigned to it."""
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Call):
-            return expr.func
+        """``Dense(10)(x)`` -> the ``Dense(10)`` call; ``head(x)`` with ``head = Dense(1)`` -> that call;
+        a name -> the layer call last assigned to it."""
         if isinstance(expr, cst.Name):
             # the last assignment of the name before the model is built, in the scope building it: two
             # builder functions that both write ``x = ...(x)`` must not see each other's layers
-            found = None
-            for a in own_nodes(self._scope_of(before)):
+            found = self._assigned_before(expr.value, before)
+            if not isinstance(found, cst.Call):
+                return None
+            expr = found
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Call):
+            return expr.func
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
+            # a layer made first and called later (TF's transfer-learning tutorial:
+            # ``prediction_layer = tf.keras.layers.Dense(1)`` ... ``outputs = prediction_layer(x)``)
+            layer = self._assigned_before(expr.func.value, before)
+            if isinstance(layer, cst.Call) and self._is_layer_class(layer):
+                return layer
+        return None
+
+    def _assigned_before(self, name: str, before: cst.Call) -> cst.BaseExpression | None:
+        """The value last assigned to ``name`` before ``before``, in the scope holding it (the
+        module's when that scope assigns it nowhere)."""
+        found = None
+        for scope in dict.fromkeys([self._scope_of(before), self.tree]):
+            for a in own_nodes(scope):
                 if a is before:
                     break
                 if (
                     isinstance(a, cst.Assign)
                     and len(a.targets) == 1
                     and isinstance(a.targets[0].target, cst.Name)
-                    and a.targets[0].target.value == expr.value
+                    and a.targets[0].target.value == name
                 ):
                     found = a.value
-            if isinstance(found, cst.Call) and isinstance(found.func, cst.Call):
-                return found.func
-        return None
+            if found is not None:
+                break
+        return found
+
+    def _is_layer_class(self, call: cst.Call) -> bool:
+        """``call`` builds a Keras layer: a class from a ``layers`` module (``tf.keras.layers.Dense``,
+        ``layers.Dense``, ``from keras.layers import Dense``) or a Layer subclass of the script's. Not
+        a model (``MobileNetV2(...)``, ``Sequential``): it may take no ``dtype``, its output layer is
+        inside it."""
+        name = call_name(call) or ""
+        parts = name.split(".")
+        if "layers" in parts[:-1]:
+            return True
+        if self._layer_names is None:
+            self._layer_names = {
+                cls.name.value
+                for cls in walk(self.tree)
+                if isinstance(cls, cst.ClassDef)
+                and any((dotted(b.value) or "").split(".")[-1] == "Layer" for b in cls.bases)
+            }
+            for imp in walk(self.tree):
+                if (
+                    isinstance(imp, cst.ImportFrom)
+                    and imp.module is not None
+                    and (dotted(imp.module) or "").split(".")[-1] == "layers"
+                    and not isinstance(imp.names, cst.ImportStar)
+                ):
+                    for alias in imp.names:
+                        bound = alias.asname.name if alias.asname else alias.name
+                        if isinstance(bound, cst.Name):
+                            self._layer_names.add(bound.value)
+        return len(parts) == 1 and name in self._layer_names
 
     def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The innermost function holding ``node`` (its body), or the module."""
@@ -316,6 +400,11 @@ class Models:
                     compiled = self.vars.get(dotted(n.func.value) or "")
                     if has_loss and compiled is not None:
                         found.setdefault(compiled, "compiled with a loss")
+                if attr_name(n) in ("fit", "train_on_batch") and isinstance(n.func, cst.Attribute):
+                    # fit computes a loss whatever compile() was given (a compute_loss override)
+                    trained = self.vars.get(dotted(n.func.value) or "")
+                    if trained is not None:
+                        found.setdefault(trained, f"trained with {attr_name(n)}()")
             elif isinstance(n, cst.Assign):
                 names = [x for t in n.targets for x in targets(t.target)]
                 if any("loss" in x.lower() for x in names):

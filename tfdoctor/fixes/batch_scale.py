@@ -204,6 +204,7 @@ class BatchScaleCodemod(FixCodemod):
         self.wrapper_before: int | None = None  # id of the top statement the schedule wrapper goes before
         self.wrapper_base: str | None = None  # LearningRateSchedule, as the script names it
         self.batch_ref: str | None = None  # the name (or args.<dest>) the batch size was scaled in
+        self.fit_batch: set[int] = set()  # id(fit() calls on arrays) that get batch_size= (Keras's 32 scaled)
         args = list(self.fix.script_args)
         if self.fix.params.get("lr_only"):  # a module beside the script: its optimizers only
             lr_desc, unscaled = self._learning_rates(tree, args)
@@ -244,6 +245,7 @@ class BatchScaleCodemod(FixCodemod):
                     self.edits[id(d.value)] = _fmt(v * self.factor, d.value)
                     self.batch_ref = name.lstrip("-").replace("-", "_")
                     return f"--{name.lstrip('-')} default {v:g} → {v * self.factor:g}, line {self.line(c)}"
+        unread: cst.Assign | None = None  # a batch constant nothing reads: the last resort
         for s in walk(tree):  # BATCH_SIZE = 32
             if not (
                 isinstance(s, cst.Assign)
@@ -253,6 +255,9 @@ class BatchScaleCodemod(FixCodemod):
                 continue
             name = s.targets[0].target.value
             if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and (v := _number(s.value)) is not None:
+                if not self._is_read(tree, name):  # keras-io's distillation sets batch_size = 64, uses none
+                    unread = unread or s
+                    continue
                 self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
                 self.batch_ref = name
                 return f"{s.targets[0].target.value} = {v * self.factor:g}, line {self.line(s)}"
@@ -283,10 +288,47 @@ class BatchScaleCodemod(FixCodemod):
             if BATCH_NAME.match(name) and default is not None and (v := _number(default)) is not None:
                 self.edits[id(default)] = _fmt(v * self.factor, default)
                 return f"default of parameter {name} {v:g} → {v * self.factor:g}, line {self.line(ps[0])}"
+        facts = self.fix.facts
+        if facts.loop_kind == "keras_fit" and facts.input_kind == "numpy":
+            # fit(x_train, y_train) on arrays batches by Keras's default, 32: made explicit, scaled (a
+            # fit on a dataset or PyDataset ignores batch_size; the trial's facts then show no change)
+            fits = [
+                c
+                for c in walk(tree)
+                if isinstance(c, cst.Call)
+                and attr_name(c) == "fit"
+                and isinstance(c.func, cst.Attribute)
+                and kwarg(c, "batch_size") is None
+                and (kwarg(c, "x") is not None or any(a.keyword is None and not a.star for a in c.args))
+                and not any(a.star for a in c.args)
+            ]
+            for c in fits:
+                self.fit_batch.add(id(c))
+            if fits:
+                lines = ", ".join(str(self.line(c)) for c in fits)
+                return f"fit()'s default 32 made explicit, → {32 * self.factor} (fit at line {lines})"
+        if unread is not None and (v := _number(unread.value)) is not None:
+            name = unread.targets[0].target.value  # type: ignore[attr-defined]
+            self.edits[id(unread.value)] = _fmt(v * self.factor, unread.value)
+            self.batch_ref = name
+            return (
+                f"{name} = {v * self.factor:g}, line {self.line(unread)}; nothing in the script reads {name}"
+            )
         raise SkipFile(
             "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, .batch(N), "
-            "a batch_size=N parameter default)"
+            "a batch_size=N parameter default, fit() on arrays)"
         )
+
+    @staticmethod
+    def _is_read(tree: cst.Module, name: str) -> bool:
+        """``name`` is read somewhere (not only assigned)."""
+        stores = {
+            id(t.target)
+            for a in walk(tree)
+            if isinstance(a, (cst.Assign, cst.AugAssign))
+            for t in (a.targets if isinstance(a, cst.Assign) else [a])
+        }
+        return any(isinstance(n, cst.Name) and n.value == name and id(n) not in stores for n in walk(tree))
 
     def _learning_rates(self, tree: cst.Module, args: list[str]) -> tuple[str, str]:
         """Scale the learning rate of every optimizer; (what was done, what could not be scaled)."""
@@ -831,6 +873,8 @@ class BatchScaleCodemod(FixCodemod):
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         updated = super().on_leave(original_node, updated_node)
+        if id(original_node) in self.fit_batch and isinstance(updated, cst.Call):
+            return set_kwarg(updated, "batch_size", cst.Integer(str(32 * self.factor)))
         new = self.edits.get(id(original_node))
         if new is not None and isinstance(new, cst.Call) and isinstance(updated, cst.Call):
             # an optimizer call given its default learning rate: keep the edits made inside it
@@ -867,8 +911,10 @@ class BatchScale(Fix):
 
     What it changes: the batch size where the script sets it (an argparse ``--batch-size`` or absl
     ``flags.DEFINE_integer("batch_size", ...)`` default, a
-    ``BATCH_SIZE = N`` constant, a ``{"batch_size": N}`` config dict, ``.batch(N)`` or ``batch_size=N``),
-    and the learning rate with it (followed through ``config["lr"]`` too):
+    ``BATCH_SIZE = N`` constant the script reads, a ``{"batch_size": N}`` config dict, ``.batch(N)`` or
+    ``batch_size=N``; where the profiled ``fit`` trains on arrays and none of those is set, Keras's default
+    made explicit: ``fit(x, y)`` → ``fit(x, y, batch_size=32×N)``), and the learning rate with it
+    (followed through ``config["lr"]`` too):
     **linear** scaling for SGD/momentum (Goyal et al., 2017), **square-root** scaling for Adam-style
     optimizers (Adam, AdamW, RMSprop, Adagrad, …). Every optimizer the script builds is scaled (a GAN's
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,

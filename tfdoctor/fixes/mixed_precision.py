@@ -234,6 +234,13 @@ class MixedPrecisionCodemod(FixCodemod):
     def _output_layers(self, tree: cst.Module) -> str:
         """Mark the output layer of each model that computes the loss; the summary's note."""
         models = Models(tree)
+        if not models.defs and not any(
+            "keras" in text.lower() for text in (tree.code, *self.fix.project.values())
+        ):  # TF's "Basic training loops": a tf.Module of tf.Variables, no layer a policy would reach
+            raise SkipFile(
+                "no Keras layer or model in the script: its weights are tf.Variables it computes with "
+                "itself, which a Keras dtype policy does not change"
+            )
         if not models.defs:
             self.warn(
                 "no Keras model built in the script: make sure the model's outputs are float32 (dtype='float32')"
@@ -289,11 +296,16 @@ class MixedPrecision(Fix):
     imports (after the statement importing Keras when that comes later, as in a notebook export), so
     before any model is built; imports further down the file do not move it. ``dtype="float32"`` goes
     on the output layer of each model that computes the loss: the layer producing the model's output
-    (the ``Activation("softmax")`` after the last ``Dense``, each output of a functional model, the
-    layer a subclassed model's ``call`` returns), for the models whose output reaches a loss (a GAN's
-    discriminator, not its generator; a VAE's encoder and decoder) or that are compiled with one.
-    Where that cannot be told, every model's output layer; given the modules beside the script
-    (``FixContext.project``), a model built in one of them gets it there.
+    (the ``Activation("softmax")`` after the last ``Dense``, each output of a functional model, where
+    it is built when made first and called later (``head = Dense(1)`` ... ``outputs = head(x)``), the
+    layer a subclassed model's ``call`` returns, the output layer of the model it was given when
+    ``call`` returns that (keras-io's ``Distiller``: the student's)), for the models whose output
+    reaches a loss (a GAN's discriminator, not its generator; a VAE's encoder and decoder) or that are
+    compiled with one or trained with ``fit``. Where that cannot be told, every model's output layer;
+    given the modules beside the script (``FixContext.project``), a model built in one of them gets it
+    there. A script with no Keras layer or model at all (a ``tf.Module`` holding ``tf.Variable``
+    objects, as in TensorFlow's "Basic training loops") is skipped: a Keras policy reaches none of its
+    math.
     On a GPU with tensor cores (compute capability ≥ 7.0) the policy is ``mixed_float16``; a custom loop
     then also gets loss scaling (``LossScaleOptimizer`` around the optimizer, ``optimizer.scale_loss(loss)``
     before ``tape.gradient``; Keras ``compile`` adds it itself). On a CPU it is ``mixed_bfloat16``, and only

@@ -10,6 +10,8 @@
 * :func:`not_in_effect`: the run's facts must show that the fix's change took effect (jit_compile,
   steps_per_execution, the dtype policy, a tf.function step, the batch size, the tf.data caches filled
   before the timed steps) before it is measured.
+* :func:`other_phase`: the trial's timing window must lie in the same ``fit()`` call of the script as
+  the reference's (a frozen base, then fine-tuning, run at different speeds).
 * :func:`training_changes`: what a fix changed of the training itself (batch size, learning rate,
   precision), with values, so the headline can say "same training, faster" or not.
 
@@ -456,6 +458,46 @@ def training_changes(before: Facts | None, after: Facts | None) -> dict[str, str
 
 
 # -- did the change take effect? -----------------------------------------------------------------------
+def timing_phases(steps: list[StepTiming]) -> frozenset[int] | None:
+    """The ``fit()`` calls a run's timing window ran in; None where that is not known (a custom loop)."""
+    phases = {s.phase for s in steps if s.window == "timing"}
+    if not phases or None in phases:
+        return None
+    return frozenset(p for p in phases if p is not None)
+
+
+def other_phase(
+    ref_runs: Sequence[list[StepTiming]], trial_runs: Sequence[list[StepTiming]], *, disjoint: bool = False
+) -> str | None:
+    """Why the trial's runs cannot be compared with the reference's, or None: their timing windows ran
+    in different ``fit()`` calls of the script (TensorFlow's transfer-learning tutorial fits a frozen
+    base, then compiles again and fine-tunes it, several times slower a step). A trial whose steps hold
+    more examples (``steps_per_execution``, a bigger batch) reaches further into the training in as
+    many steps, and can pass the end of the first ``fit()``; a speed-up measured there is another
+    phase's, not the fix's.
+
+    With ``disjoint``, only windows with no ``fit()`` call in common (the first trial run against the
+    profiled baseline, whose window does not grow to the time floor: a partial overlap is left to the
+    paired rounds, measured alike); else no trial run whose window ran in the same calls as a
+    reference run's."""
+    a = {p for r in ref_runs if (p := timing_phases(r)) is not None}
+    b = {p for r in trial_runs if (p := timing_phases(r)) is not None}
+    if not a or not b:
+        return None
+    ua, ub = frozenset().union(*a), frozenset().union(*b)
+    if (ua & ub) if disjoint else (a & b):
+        return None
+
+    def calls(p: frozenset[int]) -> str:
+        return " and ".join(str(x) for x in sorted(p))
+
+    return (
+        f"its timing window ran in the script's fit() call {calls(ub)}, the reference's in call {calls(ua)}: "
+        "different parts of the training, not compared (its steps hold more examples, so it reached a "
+        "later fit() in as many steps: a longer first fit(), or fewer --steps, lets it be measured)"
+    )
+
+
 def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str | None:
     """Why the trial's facts do not show its change in effect, or None (shown, or nothing to show it
     by: the input-pipeline fixes have no fact of their own)."""
@@ -515,7 +557,9 @@ __all__ = [
     "mask",
     "normalized_output",
     "not_in_effect",
+    "other_phase",
     "output_change",
     "terminal_lines",
+    "timing_phases",
     "training_changes",
 ]

@@ -59,6 +59,7 @@ from tfdoctor.fixes.sanity import (
     CHANGES_TRAINING,
     loss_check,
     not_in_effect,
+    other_phase,
     output_change,
     training_changes,
 )
@@ -1258,6 +1259,8 @@ class FixLoop:
         )
         if absent:
             return decided("skipped", f"not applied: {absent}; not measured"), ref
+        if elsewhere := other_phase([ref.steps], [res.steps], disjoint=True):
+            return decided("skipped", f"not measured: {elsewhere}"), ref
         if outcome.side_effects:
             effects = "; ".join(outcome.side_effects)
             why = f"Python side effects in the step would change behaviour under it ({effects})"
@@ -1325,6 +1328,8 @@ class FixLoop:
             return decided("failed", *r.failed), ref
         if r.cold:
             return decided("rejected", MEMO_COLD), ref
+        if elsewhere := other_phase([ref.steps, *r.ref_steps], [res.steps, *r.trial_steps]):
+            return decided("skipped", f"not measured: {elsewhere}"), ref
         assert r.decision is not None
         d: Decision = r.decision
         extra.update(

@@ -448,15 +448,17 @@ def step_line(
     between_ns: int,
     loss: float | None,
     examples: int | None,
+    phase: int | None = None,
 ) -> str:
     """One line of ``steps.jsonl``: a :class:`~tfdoctor.model.StepTiming` as JSON, formatted without
     building the model (see :meth:`StepClock.end_step`). A loss that is NaN or infinite is kept as such
     (``NaN``), where the model's own JSON would write ``null`` and the loss check could no longer tell
     a diverged step from a step without a loss."""
+    tail = "" if phase is None else f',"phase":{phase}'
     return (
         f'{{"index":{index},"window":"{window}","start_ns":{start_ns},"end_ns":{end_ns},'
         f'"input_wait_ns":{input_wait_ns},"between_ns":{between_ns},"loss":{_num(loss)},'
-        f'"examples":{_num(examples)}}}\n'
+        f'"examples":{_num(examples)}{tail}}}\n'
     )
 
 
@@ -504,6 +506,7 @@ class StepClock:
         self.start_ns: int | None = None  # start of the step in progress; None before the first event
         self.compute_ns: list[int] = []  # compute-start candidates seen in the step in progress
         self.fetch_ns: list[tuple[int, int]] = []  # (start, end) of the batch fetches seen
+        self.phase: int | None = None  # the fit() call running (hooks set it): written with each step
         self.stopped = False
         self.profiling = False
         self._input_open = False
@@ -571,7 +574,7 @@ class StepClock:
         window = self.windows.of(self.index)
         index, end = self.index, max(t, start)
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
-        self._write(step_line(index, window, start, end, wait, gap - wait, loss, examples))
+        self._write(step_line(index, window, start, end, wait, gap - wait, loss, examples, self.phase))
         if self._input_open and self.markers is not None:
             self.markers.close_input()
         self._input_open = False
@@ -634,6 +637,27 @@ class StepClock:
         if goes_on and self.index >= self.windows.warmup:
             self.windows = dataclasses.replace(self.windows, warmup=self.index + 1)
         return max(t, self.clock()) if deciding else t
+
+    def new_phase(self, phase: int) -> None:
+        """The script's ``fit()`` call number ``phase`` begins (hooks). A timing window that grew past
+        its plan to reach the time floor ends here: the new call's first step traces its train function,
+        and its training (a fine-tuning fit after a frozen one, keras-io's distiller after its teacher)
+        runs at another speed. Only where nothing is profiled after it (a timing-only run)."""
+        changed = self.phase is not None and phase != self.phase
+        self.phase = phase
+        w = self.windows
+        if (
+            not changed
+            or self.stopped
+            or w.profile
+            or w.of(self.index) != "timing"
+            or self.index < w.warmup + self.planned.timing
+        ):
+            return
+        self.windows = dataclasses.replace(w, timing=self.index - w.warmup)
+        self._stop_profiler()
+        self.stopped = True
+        raise StopCapture()
 
     def _decide_timing(self, start: int, end: int) -> None:
         """After a timing step (``start``-``end``): when it was the window's last and the window is still

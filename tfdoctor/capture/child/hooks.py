@@ -472,6 +472,10 @@ class Tracker:
     def fit_begin(self, model: Any, x: Any, batch_size: Any) -> None:
         self.counts["fit"] += 1
         self.in_fit += 1
+        if self.in_fit == 1 and self.soft_stop_fit:  # in-process: fit is never stopped from outside it
+            self.clock.phase = self.counts["fit"]
+        elif self.in_fit == 1:
+            self.clock.new_phase(self.counts["fit"])
         self.facts["loop_kind"] = "keras_fit"
         self.source.setdefault("fit", where(user_frame(3)) or "")
         try:
