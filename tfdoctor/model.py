@@ -121,6 +121,9 @@ class Facts(_Frozen):
     # XLA on the step: model.compile(jit_compile=...) or tf.function(jit_compile=...)
     jit_compile: bool | None = None
     auto_jit: bool | None = None  # tf.config.optimizer.get_jit()
+    # why Keras would run the fitted model without XLA whatever compile() asks (its model_supports_jit):
+    # the layer classes that do not support it (RandomRotation, StringLookup...), "op determinism"
+    xla_unsupported: list[str] | None = None
     # tf.config.run_functions_eagerly(True) was on: every tf.function (the step too) ran op by op
     functions_run_eagerly: bool | None = None
     strategy: str | None = None  # class name of the active tf.distribute strategy
@@ -187,8 +190,8 @@ class StepTiming(_Frozen):
     between_ns: int = 0  # the rest of step start -> compute start: host work between steps (metrics, logs)
     loss: float | None = None
     examples: int | None = None
-    # which of the script's fit() calls the step ran in (1, 2, ...; fit only): a script that fits a
-    # frozen base and then fine-tunes runs its phases at different speeds
+    # the phase of training the step ran in (fit only): 1, then one more at each fit() of another model
+    # or of a model compiled again (a frozen base, then fine-tuned, runs its phases at other speeds)
     phase: int | None = None
 
     @property

@@ -711,3 +711,31 @@ def test_a_scaled_loss_reads_as_the_loss(tfd_home, tmp_path, kind):
     n = len(losses)
     assert n >= 8 and len(seen) >= n - 1
     assert losses[: n - 1] == pytest.approx(seen[: n - 1], rel=1e-5)
+
+
+TWO_FITS_ONE_WITHOUT_XLA = """
+import numpy as np
+import keras
+
+x = np.random.default_rng(0).random((256, 8, 8, 3)).astype("float32")
+y = (x.mean(axis=(1, 2, 3)) > 0.5).astype("float32")
+model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.RandomRotation(0.2), keras.layers.Flatten(),
+                          keras.layers.Dense(1, activation="sigmoid")])
+model.compile(optimizer="adam", loss="binary_crossentropy", jit_compile=True)
+model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+model.compile(optimizer="adam", loss="binary_crossentropy")
+for epoch in range(3):  # a fit() per epoch of one compiled model: one phase
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+"""
+
+
+def test_fit_steps_carry_their_fit_call_and_the_facts_say_what_keeps_xla_off(tfd_home, tmp_path):
+    """TensorFlow's transfer-learning tutorial: augmentation layers in the model (RandomRotation does not
+    support XLA, so Keras compiles without it whatever compile() asks), compiled again to fine-tune (a
+    new phase of training), then fitted an epoch at a time (the same phase)."""
+    script = tmp_path / "two_fits.py"
+    script.write_text(TWO_FITS_ONE_WITHOUT_XLA)
+    res, _ = capture(tfd_home, script, profile=False, steps=22, warmup=3)
+    assert res.ok, res.error
+    assert [s.phase for s in sorted(res.steps, key=lambda s: s.index)] == [1] * 8 + [2] * 14
+    assert res.facts.xla_unsupported == ["RandomRotation"] and res.facts.jit_compile is False

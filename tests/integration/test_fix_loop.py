@@ -502,5 +502,5 @@ def test_a_trial_timed_in_a_later_fit_call_than_the_baseline_is_not_measured(tfd
     summary = _profile_and_fix(tfd_home, script, "ft", steps=12, only=["steps-per-execution"])
     (trial,) = summary.trials
     assert trial.status == "skipped", trial.reason
-    assert "fit() call 2, the reference's in call 1" in trial.reason
+    assert "training phase 2, the reference's in phase 1" in trial.reason
     assert trial.speedup is None

@@ -596,7 +596,7 @@ def test_a_timing_window_with_a_floor_on_time_grows_until_it_lasts_that_long(tmp
 def test_a_timing_window_grown_to_the_time_floor_ends_where_the_next_fit_begins(tmp_path):
     """keras-io's distiller: the teacher's fit, then the distiller's. A bigger batch's timing window grew
     past the teacher's last step to reach its 1 s floor and timed the distiller's first step (its
-    train function traced, ~1 s) and the distiller's training: it now ends where fit() call 2 begins."""
+    train function traced, ~1 s) and the distiller's training: it now ends where phase 2 begins."""
     t = iter(range(0, 10**12, 10))
     clock = StepClock(
         Windows(2, 3, 0), tmp_path / "steps.jsonl", None, clock=lambda: next(t), min_timing_ns=10**9

@@ -744,6 +744,18 @@ def test_steps_per_execution_skipped_for_custom_loops_and_when_set() -> None:
 
 
 # -- xla-jit ---------------------------------------------------------------------------------------
+def test_xla_is_not_tried_on_a_fit_model_keras_runs_without_it() -> None:
+    """TensorFlow's transfer-learning tutorial: RandomFlip/RandomRotation in the model. Keras compiles it
+    without XLA whatever compile() asks; the trial ran and its facts showed jit_compile False."""
+    fix = get_fix("xla-jit")
+    facts = Facts(loop_kind="keras_fit", step_kind="tf.function", xla_unsupported=["RandomRotation"])
+    why = fix.precheck(FixContext(facts=facts))
+    assert why is not None and "RandomRotation do(es) not support XLA" in why
+    assert fix.precheck(FixContext(facts=facts.model_copy(update={"xla_unsupported": []}))) is None
+    custom = facts.model_copy(update={"loop_kind": "custom"})  # a tf.function step: Keras does not decide
+    assert fix.precheck(FixContext(facts=custom)) is None
+
+
 def test_xla_on_the_step_decorator_and_on_compile() -> None:
     assert_codemod(
         "xla-jit",

@@ -364,11 +364,11 @@ def test_a_trial_timed_in_another_fit_call_is_not_compared() -> None:
     ref = [_phased([1] * 10)]
     assert other_phase(ref, [_phased([1] * 10)]) is None
     why = other_phase(ref, [_phased([1, 1, 2, 2, 2, 2])], disjoint=True)
-    assert why is not None and "fit() call 2, the reference's in call 1" in why
+    assert why is not None and "training phase 2, the reference's in phase 1" in why
     crossing = [_phased([1, 1, 1, 1, 2, 2])]  # a bigger batch, past the first fit's end
     assert other_phase(ref, crossing, disjoint=True) is None  # left to the paired rounds
     why = other_phase(ref, crossing)
-    assert why is not None and "fit() call 1 and 2" in why
+    assert why is not None and "training phase 1 and 2" in why
     # paired rounds whose windows both grew into the second fit (keras-io's distiller: the teacher's
     # fit, then the distiller's): one pair alike is enough
     assert other_phase([_phased([1, 1, 1, 2]), _phased([1] * 4)], crossing) is None

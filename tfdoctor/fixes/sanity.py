@@ -10,8 +10,8 @@
 * :func:`not_in_effect`: the run's facts must show that the fix's change took effect (jit_compile,
   steps_per_execution, the dtype policy, a tf.function step, the batch size, the tf.data caches filled
   before the timed steps) before it is measured.
-* :func:`other_phase`: the trial's timing window must lie in the same ``fit()`` call of the script as
-  the reference's (a frozen base, then fine-tuning, run at different speeds).
+* :func:`other_phase`: the trial's timing window must lie in the same phase of the training as the
+  reference's (a frozen base, then fine-tuning, run at different speeds).
 * :func:`training_changes`: what a fix changed of the training itself (batch size, learning rate,
   precision), with values, so the headline can say "same training, faster" or not.
 
@@ -459,7 +459,8 @@ def training_changes(before: Facts | None, after: Facts | None) -> dict[str, str
 
 # -- did the change take effect? -----------------------------------------------------------------------
 def timing_phases(steps: list[StepTiming]) -> frozenset[int] | None:
-    """The ``fit()`` calls a run's timing window ran in; None where that is not known (a custom loop)."""
+    """The phases of training (``StepTiming.phase``) a run's timing window ran in; None where that is not
+    known (a custom loop)."""
     phases = {s.phase for s in steps if s.window == "timing"}
     if not phases or None in phases:
         return None
@@ -470,13 +471,14 @@ def other_phase(
     ref_runs: Sequence[list[StepTiming]], trial_runs: Sequence[list[StepTiming]], *, disjoint: bool = False
 ) -> str | None:
     """Why the trial's runs cannot be compared with the reference's, or None: their timing windows ran
-    in different ``fit()`` calls of the script (TensorFlow's transfer-learning tutorial fits a frozen
-    base, then compiles again and fine-tunes it, several times slower a step). A trial whose steps hold
+    in different phases of the training, each begun by a ``fit()`` of another model or of a model
+    compiled again (TensorFlow's transfer-learning tutorial fits a frozen base, then compiles again and
+    fine-tunes it, several times slower a step; a ``fit()`` per epoch of one model is one phase). A trial whose steps hold
     more examples (``steps_per_execution``, a bigger batch) reaches further into the training in as
-    many steps, and can pass the end of the first ``fit()``; a speed-up measured there is another
-    phase's, not the fix's.
+    many steps, and can pass the end of the first phase; a speed-up measured there is another phase's,
+    not the fix's.
 
-    With ``disjoint``, only windows with no ``fit()`` call in common (the first trial run against the
+    With ``disjoint``, only windows with no phase in common (the first trial run against the
     profiled baseline, whose window does not grow to the time floor: a partial overlap is left to the
     paired rounds, measured alike); else no trial run whose window ran in the same calls as a
     reference run's."""
@@ -492,9 +494,10 @@ def other_phase(
         return " and ".join(str(x) for x in sorted(p))
 
     return (
-        f"its timing window ran in the script's fit() call {calls(ub)}, the reference's in call {calls(ua)}: "
-        "different parts of the training, not compared (its steps hold more examples, so it reached a "
-        "later fit() in as many steps: a longer first fit(), or fewer --steps, lets it be measured)"
+        f"its timing window ran in training phase {calls(ub)}, the reference's in phase {calls(ua)} (a "
+        "phase begins with each fit() of another model or of a model compiled again): different parts of "
+        "the training, not compared (its steps hold more examples, so it reached a later phase in as many "
+        "steps: a longer first fit(), more epochs of it, lets it be measured)"
     )
 
 

@@ -118,7 +118,10 @@ class XlaJit(Fix):
     ``jit_compile`` the script sets itself is left alone. When the step is a tf.function defined outside
     the script, the harness's run-time switch compiles it and the patch is empty (say so to the user).
 
-    When it applies: after ``tf-function`` (an eager step cannot be XLA-compiled). XLA often *slows*
+    When it applies: after ``tf-function`` (an eager step cannot be XLA-compiled); not to a ``fit`` model
+    Keras runs without XLA whatever ``compile`` asks (a layer with ``supports_jit = False``, such as
+    ``RandomRotation``, ``StringLookup``, or op determinism enabled: the baseline's facts name them,
+    ``xla_unsupported``), skipped before any run. XLA often *slows*
     CPU training of convolutional networks (its CPU convolutions lose to oneDNN: 0.33x on the case
     study's CNN here), and it speeds up steps full of element-wise work it can fuse (1.17x on
     ``examples/mlp_loop.py``'s LayerNorm/GELU MLP on the same CPU), so the measurement decides.
@@ -137,6 +140,11 @@ class XlaJit(Fix):
             return "the step is already XLA-compiled"
         if ctx.facts.step_kind == "eager" and ctx.facts.loop_kind == "custom":
             return "the profiled training step runs eagerly: XLA compiles only a tf.function step (tf-function first)"
+        if ctx.facts.loop_kind == "keras_fit" and ctx.facts.xla_unsupported:
+            return (
+                "Keras runs this model without XLA whatever compile() asks (its model_supports_jit): "
+                f"{', '.join(ctx.facts.xla_unsupported)} do(es) not support XLA"
+            )
         return None
 
 

@@ -506,7 +506,7 @@ class StepClock:
         self.start_ns: int | None = None  # start of the step in progress; None before the first event
         self.compute_ns: list[int] = []  # compute-start candidates seen in the step in progress
         self.fetch_ns: list[tuple[int, int]] = []  # (start, end) of the batch fetches seen
-        self.phase: int | None = None  # the fit() call running (hooks set it): written with each step
+        self.phase: int | None = None  # the phase of training running (hooks set it): with each step
         self.stopped = False
         self.profiling = False
         self._input_open = False
@@ -639,8 +639,9 @@ class StepClock:
         return max(t, self.clock()) if deciding else t
 
     def new_phase(self, phase: int) -> None:
-        """The script's ``fit()`` call number ``phase`` begins (hooks). A timing window that grew past
-        its plan to reach the time floor ends here: the new call's first step traces its train function,
+        """A ``fit()`` of the script begins phase ``phase`` of its training (hooks: a new phase with each
+        fit of another model or of a model compiled again). A timing window that grew past its plan to
+        reach the time floor ends where a new phase begins: its first step traces a train function,
         and its training (a fine-tuning fit after a frozen one, keras-io's distiller after its teacher)
         runs at another speed. Only where nothing is profiled after it (a timing-only run)."""
         changed = self.phase is not None and phase != self.phase

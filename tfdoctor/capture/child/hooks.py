@@ -393,6 +393,7 @@ class Tracker:
         #: ``model.stop_training`` and returns normally (its History bound) instead of StopCapture
         #: raised through it; the harness keeps the hard stop (the rest of the script must not run)
         self.soft_stop_fit = False
+        self.fit_model: int | None = None  # id() of the model the last fit() trained (see _note_phase)
         #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
         self.filling = False  # our own pass over a cache runs: no hook counts it
@@ -472,16 +473,15 @@ class Tracker:
     def fit_begin(self, model: Any, x: Any, batch_size: Any) -> None:
         self.counts["fit"] += 1
         self.in_fit += 1
-        if self.in_fit == 1 and self.soft_stop_fit:  # in-process: fit is never stopped from outside it
-            self.clock.phase = self.counts["fit"]
-        elif self.in_fit == 1:
-            self.clock.new_phase(self.counts["fit"])
+        if self.in_fit == 1:
+            self._note_phase(model)
         self.facts["loop_kind"] = "keras_fit"
         self.source.setdefault("fit", where(user_frame(3)) or "")
         try:
             self.facts["jit_compile"] = bool(model.jit_compile)
         except Exception:
             pass
+        self._guard("xla support", lambda: self._note_xla_support(model))
         spe = getattr(model, "steps_per_execution", None)
         if isinstance(spe, int):
             self.facts["steps_per_execution"] = spe
@@ -510,6 +510,32 @@ class Tracker:
             self.input_kind = "numpy" if x is not None else None
             bs = batch_size if isinstance(batch_size, int) else 32
         self.facts["fit_batch_size"] = bs
+
+    def _note_phase(self, model: Any) -> None:
+        """A new phase of training begins with a fit() of another model, or of a model compiled again
+        since its last fit (its train function rebuilt: a frozen base then fine-tuned); a fit() per
+        epoch of the same compiled model goes on with the same phase."""
+        same = id(model) == self.fit_model and getattr(model, "train_function", None) is not None
+        self.fit_model = id(model)
+        phase = (self.clock.phase or 0) + (0 if same else 1)
+        if self.soft_stop_fit:  # in-process: fit is never stopped from outside it
+            self.clock.phase = phase
+        else:
+            self.clock.new_phase(phase)
+
+    def _note_xla_support(self, model: Any) -> None:
+        """What makes Keras run ``model`` without XLA whatever ``compile(jit_compile=True)`` asks
+        (keras.src.trainers.trainer.model_supports_jit): layers that do not support it, op determinism."""
+        layers = getattr(model, "_flatten_layers", None)
+        if layers is None:
+            return
+        why = sorted({type(layer).__name__ for layer in layers() if not getattr(layer, "supports_jit", True)})
+        if self.modules.get("tf") is not None:  # keras.utils / tf.config.experimental.enable_op_determinism
+            from tensorflow.python.framework import config
+
+            if config.is_op_determinism_enabled():
+                why.append("op determinism")
+        self.facts["xla_unsupported"] = why
 
     def fit_end(self, model: Any = None) -> None:
         self.in_fit = max(0, self.in_fit - 1)
