@@ -1715,7 +1715,7 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
         {
             "steps-per-execution": "super().compile() in Distiller.compile()",
             "xla-jit": "super().compile() in Distiller.compile()",
-            "mixed-precision": "Dense at line 45 (teacher), Dense at line 57 (Distiller)",
+            "mixed-precision": "Dense at line 45 (teacher), Dense at line 57 (Distiller, student's)",
             "batch-scale": "fit()'s default 32 made explicit, → 64 (fit at line 73, 85)",
         },
     ),

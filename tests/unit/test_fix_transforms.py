@@ -750,7 +750,9 @@ def test_xla_is_not_tried_on_a_fit_model_keras_runs_without_it() -> None:
     fix = get_fix("xla-jit")
     facts = Facts(loop_kind="keras_fit", step_kind="tf.function", xla_unsupported=["RandomRotation"])
     why = fix.precheck(FixContext(facts=facts))
-    assert why is not None and "RandomRotation do(es) not support XLA" in why
+    assert why is not None and "RandomRotation does not support XLA" in why
+    two = FixContext(facts=facts.model_copy(update={"xla_unsupported": ["RandomFlip", "op determinism"]}))
+    assert "RandomFlip, op determinism do not support XLA" in (fix.precheck(two) or "")
     assert fix.precheck(FixContext(facts=facts.model_copy(update={"xla_unsupported": []}))) is None
     custom = facts.model_copy(update={"loop_kind": "custom"})  # a tf.function step: Keras does not decide
     assert fix.precheck(FixContext(facts=custom)) is None

@@ -256,11 +256,12 @@ class MixedPrecisionCodemod(FixCodemod):
             if not d.outputs:
                 self.warn(f"model {key}: {d.unresolved}: make sure its outputs are float32 (dtype='float32')")
                 continue
-            for layer in d.outputs:
+            for i, layer in enumerate(d.outputs):
                 if kwarg(layer, "dtype") is None and id(layer) not in self.outputs:
                     self.outputs.add(id(layer))
                     name = (call_name(layer) or "layer").split(".")[-1]
-                    done.append(f"{name} at line {self.line(layer)} ({key})")
+                    whose = f"{key}, {d.via[i]}'s" if i < len(d.via) else key  # Distiller, student's
+                    done.append(f"{name} at line {self.line(layer)} ({whose})")
         if not done:
             missing = [
                 f"{k}: {models.defs[k].unresolved}" for k in dict.fromkeys(keys) if not models.defs[k].outputs

@@ -141,9 +141,11 @@ class XlaJit(Fix):
         if ctx.facts.step_kind == "eager" and ctx.facts.loop_kind == "custom":
             return "the profiled training step runs eagerly: XLA compiles only a tf.function step (tf-function first)"
         if ctx.facts.loop_kind == "keras_fit" and ctx.facts.xla_unsupported:
+            why = ctx.facts.xla_unsupported
+            verb = "does" if len(why) == 1 else "do"
             return (
                 "Keras runs this model without XLA whatever compile() asks (its model_supports_jit): "
-                f"{', '.join(ctx.facts.xla_unsupported)} do(es) not support XLA"
+                f"{', '.join(why)} {verb} not support XLA"
             )
         return None
 
