@@ -1558,6 +1558,19 @@ def test_a_step_inside_a_method_called_once_an_epoch_becomes_a_method() -> None:
 
 # -- scripts in the shapes of public tutorials and examples (tests/data/shapes/) --------------------
 SHAPES = Path(__file__).resolve().parents[1] / "data" / "shapes"
+#: shapes whose script lives beside its recorded trace (sample_traces/), not in SHAPES
+SHAPE_ELSEWHERE = {
+    "basic_training_loops.py": Path(__file__).resolve().parents[2]
+    / "sample_traces"
+    / "full-batch-loop"
+    / "train.py"
+}
+
+
+def shape(script: str) -> Path:
+    return SHAPE_ELSEWHERE.get(script, SHAPES / script)
+
+
 _FN = Facts(loop_kind="custom", step_kind="tf.function")
 _FIT = Facts(loop_kind="keras_fit", step_kind="tf.function")
 #: script -> (what its run's facts say, the fixes that change it, a phrase of each fix's reason)
@@ -1722,7 +1735,7 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
-        {"tf-function": "@tf.function on train() (line 32)"},
+        {"tf-function": "@tf.function on train() (line 34)"},
     ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
     "keras_io_image_classification.py": (
@@ -1744,7 +1757,7 @@ def test_each_fix_on_scripts_in_the_shapes_of_public_tutorials(script: str) -> N
     """Every fix on each script: the ones that apply change it (and say what, where), the others skip
     with a reason; each finding here was a wrong or missing change before (see each case's comment)."""
     facts, expected = SHAPE_CASES[script]
-    src = (SHAPES / script).read_text()
+    src = shape(script).read_text()
     ctx = FixContext(hardware=BF16, filename=script, facts=facts)
     got: dict[str, str] = {}
     for fix in all_fixes():
@@ -1920,7 +1933,7 @@ def test_tfdata_prefetch_ends_a_pipeline_where_its_function_returns_it() -> None
 def test_mixed_precision_skips_a_script_with_no_keras_layer() -> None:
     """TensorFlow's "Basic training loops": a tf.Module of tf.Variables; a Keras policy changes none of
     its math, so the trial would measure nothing (it was run and rejected at 1.0x)."""
-    out = run("mixed-precision", (SHAPES / "basic_training_loops.py").read_text(), hardware=BF16)
+    out = run("mixed-precision", shape("basic_training_loops.py").read_text(), hardware=BF16)
     assert out.status == "skipped"
     assert "no Keras layer or model in the script" in out.reason
 

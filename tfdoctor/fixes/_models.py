@@ -35,7 +35,7 @@ class ModelDef:
     # a subclass whose call() returns a model it was given (``self.student = student``): that
     # __init__ parameter's name and position (``self`` not counted)
     delegate: tuple[str, int] | None = None
-    via: list[str] = field(default_factory=list)  # the model each delegated output layer belongs to
+    via: dict[int, str] = field(default_factory=dict)  # id(a delegated output layer) -> its model
 
 
 def _is_sequential(call: cst.Call) -> bool:
@@ -248,7 +248,7 @@ class Models:
                 for layer in self.defs[given].outputs if given and given != d.key else ():
                     if not any(o is layer for o in d.outputs):
                         d.outputs.append(layer)
-                        d.via.append(str(given))
+                        d.via[id(layer)] = str(given)
             if d.outputs:
                 d.unresolved = ""
 

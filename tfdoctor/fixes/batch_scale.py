@@ -245,7 +245,7 @@ class BatchScaleCodemod(FixCodemod):
                     self.edits[id(d.value)] = _fmt(v * self.factor, d.value)
                     self.batch_ref = name.lstrip("-").replace("-", "_")
                     return f"--{name.lstrip('-')} default {v:g} → {v * self.factor:g}, line {self.line(c)}"
-        unread: cst.Assign | None = None  # a batch constant nothing reads: the last resort
+        unread: tuple[str, cst.Assign] | None = None  # a batch constant nothing reads: the last resort
         for s in walk(tree):  # BATCH_SIZE = 32
             if not (
                 isinstance(s, cst.Assign)
@@ -256,7 +256,7 @@ class BatchScaleCodemod(FixCodemod):
             name = s.targets[0].target.value
             if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and (v := _number(s.value)) is not None:
                 if not self._is_read(tree, name):  # keras-io's distillation sets batch_size = 64, uses none
-                    unread = unread or s
+                    unread = unread or (name, s)
                     continue
                 self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
                 self.batch_ref = name
@@ -299,21 +299,19 @@ class BatchScaleCodemod(FixCodemod):
                 and attr_name(c) == "fit"
                 and isinstance(c.func, cst.Attribute)
                 and kwarg(c, "batch_size") is None
-                and (kwarg(c, "x") is not None or any(a.keyword is None and not a.star for a in c.args))
                 and not any(a.star for a in c.args)
+                and (kwarg(c, "x") is not None or any(a.keyword is None for a in c.args))
             ]
             for c in fits:
                 self.fit_batch.add(id(c))
             if fits:
                 lines = ", ".join(str(self.line(c)) for c in fits)
                 return f"fit()'s default 32 made explicit, → {32 * self.factor} (fit at line {lines})"
-        if unread is not None and (v := _number(unread.value)) is not None:
-            name = unread.targets[0].target.value  # type: ignore[attr-defined]
-            self.edits[id(unread.value)] = _fmt(v * self.factor, unread.value)
+        if unread is not None and (v := _number(unread[1].value)) is not None:
+            name, s = unread
+            self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
             self.batch_ref = name
-            return (
-                f"{name} = {v * self.factor:g}, line {self.line(unread)}; nothing in the script reads {name}"
-            )
+            return f"{name} = {v * self.factor:g}, line {self.line(s)}; nothing in the script reads {name}"
         raise SkipFile(
             "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, .batch(N), "
             "a batch_size=N parameter default, fit() on arrays)"

@@ -256,11 +256,12 @@ class MixedPrecisionCodemod(FixCodemod):
             if not d.outputs:
                 self.warn(f"model {key}: {d.unresolved}: make sure its outputs are float32 (dtype='float32')")
                 continue
-            for i, layer in enumerate(d.outputs):
+            for layer in d.outputs:
                 if kwarg(layer, "dtype") is None and id(layer) not in self.outputs:
                     self.outputs.add(id(layer))
                     name = (call_name(layer) or "layer").split(".")[-1]
-                    whose = f"{key}, {d.via[i]}'s" if i < len(d.via) else key  # Distiller, student's
+                    via = d.via.get(id(layer))
+                    whose = f"{key}, {via}'s" if via else key  # Distiller, student's
                     done.append(f"{name} at line {self.line(layer)} ({whose})")
         if not done:
             missing = [

@@ -473,14 +473,14 @@ def other_phase(
     """Why the trial's runs cannot be compared with the reference's, or None: their timing windows ran
     in different phases of the training, each begun by a ``fit()`` of another model or of a model
     compiled again (TensorFlow's transfer-learning tutorial fits a frozen base, then compiles again and
-    fine-tunes it, several times slower a step; a ``fit()`` per epoch of one model is one phase). A trial whose steps hold
-    more examples (``steps_per_execution``, a bigger batch) reaches further into the training in as
-    many steps, and can pass the end of the first phase; a speed-up measured there is another phase's,
+    fine-tunes it, several times slower a step; a ``fit()`` per epoch of one model is one phase). A
+    trial whose steps hold more examples (``steps_per_execution``, a bigger batch) reaches further into
+    the training in as many steps, and can pass the end of the first phase; a speed-up measured there is another phase's,
     not the fix's.
 
     With ``disjoint``, only windows with no phase in common (the first trial run against the
     profiled baseline, whose window does not grow to the time floor: a partial overlap is left to the
-    paired rounds, measured alike); else no trial run whose window ran in the same calls as a
+    paired rounds, measured alike); else no trial run whose window ran in the same phases as a
     reference run's."""
     a = {p for r in ref_runs if (p := timing_phases(r)) is not None}
     b = {p for r in trial_runs if (p := timing_phases(r)) is not None}
@@ -490,11 +490,11 @@ def other_phase(
     if (ua & ub) if disjoint else (a & b):
         return None
 
-    def calls(p: frozenset[int]) -> str:
+    def listed(p: frozenset[int]) -> str:
         return " and ".join(str(x) for x in sorted(p))
 
     return (
-        f"its timing window ran in training phase {calls(ub)}, the reference's in phase {calls(ua)} (a "
+        f"its timing window ran in training phase {listed(ub)}, the reference's in phase {listed(ua)} (a "
         "phase begins with each fit() of another model or of a model compiled again): different parts of "
         "the training, not compared (its steps hold more examples, so it reached a later phase in as many "
         "steps: a longer first fit(), more epochs of it, lets it be measured)"
