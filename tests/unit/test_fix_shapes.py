@@ -1960,3 +1960,8 @@ def test_batch_scale_passes_over_a_batch_size_the_script_never_reads() -> None:
     assert out.changed, out.reason
     assert "batch_size = 128\n" in out.code and "batch_size=64" not in out.code
     assert "nothing in the script reads batch_size" in out.reason
+    # a keyword, a parameter or an attribute of that name reads nothing: fit's own batch_size=32 is scaled
+    other = "import keras\nbatch_size = 64\ndef load(batch_size=8):\n    return cfg.batch_size\nm.fit(x, y, batch_size=32)\n"
+    out = run("batch-scale", other, facts=Facts(loop_kind="keras_fit", input_kind="numpy"))
+    assert out.changed, out.reason
+    assert "batch_size = 64\n" in out.code and "m.fit(x, y, batch_size=64)" in out.code, out.code

@@ -379,6 +379,46 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return out
 
 
+def names_read(node: cst.CSTNode) -> set[str]:
+    """The plain names read under ``node``: :func:`names_in` less what only binds a name (a bare
+    assignment target, a parameter, a def or class name)."""
+    out: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> bool:
+            return not isinstance(n.target, cst.Name)
+
+        def visit_Param(self, n: cst.Param) -> bool:
+            for part in (n.default, n.annotation):
+                if part is not None:
+                    part.visit(self)
+            return False
+
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+            for child in (n.params, n.body, *n.decorators, *([n.returns] if n.returns else [])):
+                child.visit(self)
+            return False
+
+        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+            for child in (n.body, *n.bases, *n.keywords, *n.decorators):
+                child.visit(self)
+            return False
+
+    node.visit(V())
+    return out
+
+
 def unique_name(module: cst.Module, base: str) -> str:
     used = names_in(module)
     if base not in used:

@@ -11,7 +11,17 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext, FixOutcome
-from tfdoctor.fixes._cst import aliases, assigned_values, attr_name, call_name, dotted, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import (
+    aliases,
+    assigned_values,
+    attr_name,
+    call_name,
+    dotted,
+    kwarg,
+    names_read,
+    set_kwarg,
+    walk,
+)
 
 FACTORS = (2, 4, 8)
 BATCH_NAME = re.compile(r"^-*(batch[_-]?size|bs|batch)$", re.I)
@@ -246,6 +256,7 @@ class BatchScaleCodemod(FixCodemod):
                     self.batch_ref = name.lstrip("-").replace("-", "_")
                     return f"--{name.lstrip('-')} default {v:g} → {v * self.factor:g}, line {self.line(c)}"
         unread: tuple[str, cst.Assign] | None = None  # a batch constant nothing reads: the last resort
+        read = names_read(tree)
         for s in walk(tree):  # BATCH_SIZE = 32
             if not (
                 isinstance(s, cst.Assign)
@@ -255,7 +266,7 @@ class BatchScaleCodemod(FixCodemod):
                 continue
             name = s.targets[0].target.value
             if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and (v := _number(s.value)) is not None:
-                if not self._is_read(tree, name):  # keras-io's distillation sets batch_size = 64, uses none
+                if name not in read:  # keras-io's distillation sets batch_size = 64, uses none
                     unread = unread or (name, s)
                     continue
                 self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
@@ -316,17 +327,6 @@ class BatchScaleCodemod(FixCodemod):
             "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, .batch(N), "
             "a batch_size=N parameter default, fit() on arrays)"
         )
-
-    @staticmethod
-    def _is_read(tree: cst.Module, name: str) -> bool:
-        """``name`` is read somewhere (not only assigned)."""
-        stores = {
-            id(t.target)
-            for a in walk(tree)
-            if isinstance(a, (cst.Assign, cst.AugAssign))
-            for t in (a.targets if isinstance(a, cst.Assign) else [a])
-        }
-        return any(isinstance(n, cst.Name) and n.value == name and id(n) not in stores for n in walk(tree))
 
     def _learning_rates(self, tree: cst.Module, args: list[str]) -> tuple[str, str]:
         """Scale the learning rate of every optimizer; (what was done, what could not be scaled)."""
