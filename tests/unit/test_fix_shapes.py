@@ -1103,7 +1103,26 @@ def test_keras_dataset_utilities_are_pipelines_that_prefetch_themselves() -> Non
     model.fit(dataset_train, epochs=10)
     """
     assert_skipped("tfdata-prefetch", src, "dataset_train: timeseries_dataset_from_array() prefetches itself")
-    assert_skipped("tfdata-cache", src, "dataset_train (line 2): no deterministic map before the end")
+    # its windows are gathered by a map of its own, the same every epoch when it does not shuffle them
+    out = run("tfdata-cache", src)
+    assert out.status == "changed", out.reason
+    assert "batch_size=256\n).cache()\nmodel.fit" in out.code
+    assert out.reason == "cache() after timeseries_dataset_from_array() of dataset_train (line 2)"
+    assert any("each window a copy of its rows" in w for w in out.warnings)
+    out = run("tfdata-cache", src.replace("batch_size=256", "batch_size=256, shuffle=False"))
+    assert out.status == "changed" and "shuffle=False\n).cache()" in out.code
+    # shuffled windows: a cache after them, or after a map of them, would replay one order
+    shuffled = src.replace("batch_size=256", "batch_size=256, shuffle=True").replace(
+        "    model.fit", "    dataset_train = dataset_train.map(scale)\n    model.fit"
+    )
+    assert_skipped(
+        "tfdata-cache", shuffled, "shuffles its windows every epoch: a cache after it would replay"
+    )
+    assert_skipped(
+        "tfdata-cache",
+        src.replace("sequence_length=120, sampling_rate=6, batch_size=256", "120, 1, 6, 256, True"),
+        "shuffles its windows",
+    )
     csv = 'import tensorflow as tf\nds = tf.data.experimental.make_csv_dataset(path, batch_size=5, label_name="y")\n'
     assert_skipped("tfdata-prefetch", csv, "ds: make_csv_dataset() prefetches itself")
     assert_skipped(
@@ -1730,6 +1749,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "xla-jit": "super().compile() in Distiller.compile()",
             "mixed-precision": "Dense at line 45 (teacher), Dense at line 57 (Distiller, student's)",
             "batch-scale": "fit()'s default 32 made explicit, → 64 (fit at line 73, 85)",
+        },
+    ),
+    # keras-io weather forecasting: timeseries_dataset_from_array (a gather map of its own, not shuffled),
+    # an LSTM; ModelCheckpoint and EarlyStopping; a take(1) loop before fit reads the input shape
+    "weather_forecasting.py": (
+        _FIT,
+        {
+            "steps-per-execution": "model.compile() (line 76)",
+            "tfdata-cache": "cache() after timeseries_dataset_from_array() of dataset_train (line 41); "
+            "cache() after timeseries_dataset_from_array() of dataset_val (line 56)",
+            "xla-jit": "model.compile() (line 76)",
+            "mixed-precision": "Dense at line 73 (model)",
+            "batch-scale": "batch_size = 512, line 19); learning rate Adam at line 76: learning_rate (line 18)",
         },
     ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch

@@ -20,6 +20,7 @@ from tfdoctor.fixes._cst import (
     attr_name,
     call_name,
     dotted,
+    kwarg,
     method_chain,
     names_in,
     source_kind,
@@ -29,6 +30,11 @@ from tfdoctor.fixes._purity import Module, _bound_in, _is_docstring, _live, _tar
 from tfdoctor.model import CACHE_FILL_SWITCH
 
 DETERMINISTIC_OPS = ("map", "filter")
+
+
+#: in-memory sources whose elements are work of their own (windows gathered from an array, batched):
+#: cached as they come when they do not shuffle
+SELF_MAPPING_SOURCES = frozenset({"timeseries_dataset_from_array"})
 
 
 def _random_call(node: cst.CSTNode) -> str | None:
@@ -423,6 +429,28 @@ class CacheCodemod(FixCodemod):
                         "in memory (cache(filename) caches to disk)"
                     )
                     continue
+                # a Keras utility whose elements are its own work (windows gathered from an array):
+                # worth caching as it comes, unless it shuffles them, when a cache anywhere after it
+                # would replay the first epoch's order
+                own_work = kind in SELF_MAPPING_SOURCES
+                if own_work and kind_from is not None:
+                    positional = [x for x in kind_from.args if x.keyword is None and not x.star]
+                    given = kwarg(kind_from, "shuffle")
+                    shuffle = (
+                        given.value
+                        if given is not None
+                        else positional[6].value
+                        if len(positional) > 6
+                        else None
+                    )
+                    if shuffle is not None and not (
+                        isinstance(shuffle, cst.Name) and shuffle.value in ("False", "None")
+                    ):
+                        reasons.append(
+                            f"{name} (line {line}): {kind}(shuffle=...) shuffles its windows every epoch: "
+                            "a cache after it would replay one order"
+                        )
+                        continue
                 det: list[tuple[str, cst.Call]] = []
                 shuffled = False
                 split: tuple[int, cst.Call, _Split] | None = None
@@ -464,7 +492,7 @@ class CacheCodemod(FixCodemod):
                     else:
                         why_stop = f"{op}()"
                     break
-                if not any(op == "map" for op, _ in det) and split is None:
+                if not any(op == "map" for op, _ in det) and split is None and not own_work:
                     reasons.append(
                         f"{name} (line {line}): no deterministic map before {why_stop}: nothing worth caching"
                     )
@@ -472,7 +500,7 @@ class CacheCodemod(FixCodemod):
                 before: list[tuple[str, cst.Call | None]] = [s for s in stages[:cut] if s[0] != "shuffle"]
                 moved: list[tuple[str, cst.Call | None]] = [s for s in stages[:cut] if s[0] == "shuffle"]
                 after: list[tuple[str, cst.Call | None]] = list(stages[cut:])
-                cached = ", ".join(f"{op}()" for op, _ in before)
+                cached = ", ".join(f"{op}()" for op, _ in before) or f"{kind}()"
                 if split is not None:
                     _, call, plan = split
                     fname = plan.fn.name.value
@@ -495,10 +523,17 @@ class CacheCodemod(FixCodemod):
                         "draw, no variable or Python state), so the shuffle permutes the same elements, and from "
                         "the cache it still reshuffles every epoch"
                     )
-                self.warn(
-                    f"line {line}: the source is in memory ({kind}); the cache holds the decoded elements, which may be "
-                    "several times larger (uint8 → float32 is 4×): watch memory on big datasets"
-                )
+                if own_work:
+                    self.warn(
+                        f"line {line}: {kind}() makes each window a copy of its rows: the cache holds every "
+                        "window, about sequence_length / sequence_stride times the array's size: watch memory "
+                        "on long series"
+                    )
+                else:
+                    self.warn(
+                        f"line {line}: the source is in memory ({kind}); the cache holds the decoded elements, "
+                        "which may be several times larger (uint8 → float32 is 4×): watch memory on big datasets"
+                    )
                 reasons.append(f"cache() after {cached} of {name} (line {line})")
         if not self.plans:
             raise SkipFile("; ".join(reasons) or "no tf.data pipeline with an in-memory source in the script")
@@ -662,7 +697,10 @@ class Cache(Fix):
 
     What it changes: in a tf.data pipeline built from an in-memory source (``from_tensor_slices``,
     ``from_tensors``, ``range``, ``from_generator``), ``.cache()`` goes after the leading run of
-    deterministic ``map``/``filter`` steps. A map is deterministic when its function (a lambda or a
+    deterministic ``map``/``filter`` steps. Keras's ``timeseries_dataset_from_array`` is such a source
+    whose windows are work of their own (a gather map inside it): it is cached as it comes, unless it
+    shuffles them (``shuffle=True``: a cache after it would replay one order). A map is
+    deterministic when its function (a lambda or a
     module-level function, followed through the functions it calls) draws no random numbers
     (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``) and calls no object whose randomness
     its name cannot tell (``augmenter(x)``: a Keras layer or model may hold ``RandomFlip``).
