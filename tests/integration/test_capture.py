@@ -138,6 +138,28 @@ def test_fit_on_a_generator_with_steps_per_execution(tfd_home):
     assert {s.examples for s in res.steps} == {32}
 
 
+SHORT_EPOCHS_SPE = """
+import numpy as np
+import keras
+
+x = np.random.default_rng(0).random((300, 4)).astype("float32")
+y = x.sum(axis=1)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse", steps_per_execution=4)
+model.fit(x, y, batch_size=30, epochs=6, verbose=0)
+"""
+
+
+def test_an_epochs_last_execution_counts_the_batches_it_ran(tfd_home, tmp_path):
+    """10 batches an epoch at 4 a step: Keras runs 4, 4, then the 2 left (its loop ends with the
+    iterator). The third step of each epoch counted 4 batches, a short epoch's rate 20 % too high."""
+    script = tmp_path / "short_epochs.py"
+    script.write_text(SHORT_EPOCHS_SPE)
+    res, _ = capture(tfd_home, script, profile=False, steps=12, warmup=3)
+    assert res.ok, res.error
+    assert [s.examples for s in sorted(res.steps, key=lambda s: s.index)] == [120, 120, 60] * 4
+
+
 def test_a_script_with_its_own_profiler_session_runs_on_without_our_trace(tfd_home, tmp_path):
     res, _ = capture(tfd_home, ROOT / "tests" / "scripts" / "own_profiler.py", str(tmp_path / "theirs"))
     assert res.status == "complete" and len(res.steps) == res.facts.warmup_steps + 9
@@ -714,18 +736,30 @@ def test_a_scaled_loss_reads_as_the_loss(tfd_home, tmp_path, kind):
 
 
 TWO_FITS_ONE_WITHOUT_XLA = """
+import os
+import time
+
 import numpy as np
 import keras
 
+class Validation(keras.callbacks.Callback):  # when Keras validated, for the test
+    def on_test_begin(self, logs=None):
+        self.t0 = time.time_ns()
+
+    def on_test_end(self, logs=None):
+        with open(os.environ["VALIDATION_LOG"], "a") as f:
+            f.write(f"{self.t0} {time.time_ns()}\\n")
+
 x = np.random.default_rng(0).random((256, 8, 8, 3)).astype("float32")
 y = (x.mean(axis=(1, 2, 3)) > 0.5).astype("float32")
+val = (x[:64], y[:64])
 model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.RandomRotation(0.2), keras.layers.Flatten(),
                           keras.layers.Dense(1, activation="sigmoid")])
 model.compile(optimizer="adam", loss="binary_crossentropy", jit_compile=True)
-model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+model.fit(x, y, batch_size=32, epochs=2, verbose=0, validation_data=val, callbacks=[Validation()])
 model.compile(optimizer="adam", loss="binary_crossentropy")
 for epoch in range(3):  # a fit() per epoch of one compiled model: one phase
-    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, validation_data=val, callbacks=[Validation()])
 """
 
 
@@ -735,7 +769,17 @@ def test_fit_steps_carry_their_fit_call_and_the_facts_say_what_keeps_xla_off(tfd
     new phase of training), then fitted an epoch at a time (the same phase)."""
     script = tmp_path / "two_fits.py"
     script.write_text(TWO_FITS_ONE_WITHOUT_XLA)
-    res, _ = capture(tfd_home, script, profile=False, steps=22, warmup=3)
+    log = tmp_path / "validation.txt"
+    res, _ = capture(
+        tfd_home, script, profile=False, steps=30, warmup=3, env={**QUIET, "VALIDATION_LOG": str(log)}
+    )
     assert res.ok, res.error
-    assert [s.phase for s in sorted(res.steps, key=lambda s: s.index)] == [1] * 8 + [2] * 14
+    steps = sorted(res.steps, key=lambda s: s.index)
+    assert [s.phase for s in steps] == [1] * 16 + [2] * 14
+    # the validation at each epoch's end (its first traces the test function) is no step's time: the
+    # step after it begins with the next epoch, as Keras's own ms/step counts
+    validations = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
+    assert len(validations) >= 3
+    for t0, t1 in validations:
+        assert not [s.index for s in steps if s.start_ns < t1 and s.end_ns > t0], (t0, t1)
     assert res.facts.xla_unsupported == ["RandomRotation"] and res.facts.jit_compile is False

@@ -621,3 +621,36 @@ def test_a_timing_window_grown_to_the_time_floor_ends_where_the_next_fit_begins(
         clock.end_step()
     clock.new_phase(2)
     assert not clock.stopped
+
+
+def test_a_step_begins_with_its_epoch_outside_the_profile_window(tmp_path):
+    """Keras validates between the last batch of an epoch and the next epoch's first: that time (a
+    first validation traces its test function) is no step's. In the profile window the trace's markers,
+    opened when the step began, keep it, so the step written agrees with them."""
+    now = [0]
+    markers = RecordingMarkers()
+    clock = StepClock(Windows(1, 2, 2), tmp_path / "steps.jsonl", markers, clock=lambda: now[0])
+    for i in range(5):
+        if i in (2, 4):  # an epoch's end: validation, then the next epoch begins
+            now[0] += 1000
+            clock.epoch_begin()
+        now[0] += 5
+        clock.compute_start()
+        now[0] += 10
+        try:
+            clock.end_step()
+        except StopCapture:
+            assert i == 4
+    steps = _read(tmp_path / "steps.jsonl")
+    assert [s.window for s in steps] == ["warmup", "timing", "timing", "profile", "profile"]
+    assert [s.duration_ns for s in steps] == [10, 15, 15, 15, 1015]
+    assert steps[2].start_ns == steps[1].end_ns + 1000
+    # an epoch begun before anything else, or while a step computes, moves nothing
+    clock = StepClock(Windows(1, 2, 0), tmp_path / "b.jsonl", None, clock=lambda: now[0])
+    clock.epoch_begin()
+    assert clock.start_ns is None
+    clock.compute_start()
+    now[0] += 7
+    clock.epoch_begin()
+    clock.end_step()
+    assert _read(tmp_path / "b.jsonl")[0].duration_ns == 7

@@ -536,6 +536,19 @@ class StepClock:
             if self.markers is not None:
                 self.markers.close_input()
 
+    def epoch_begin(self, t: int | None = None) -> None:
+        """Keras began an epoch of ``fit``: the step in progress, which has not begun computing, begins
+        here. What ran since the last batch of the epoch before (validation, epoch-end callbacks such as
+        ``ModelCheckpoint``, the logs) is not a training step's time, as Keras's own ms/step leaves it out:
+        a short epoch's first validation traces its test function (about a second), which made one step
+        in fifteen last 25 times the others and a trial's figure depend on where the epochs fell. Not in
+        the profile window, whose steps are the trace's markers (opened when the step began)."""
+        if self.stopped or self.start_ns is None or self.compute_ns or self.profiling:
+            return
+        t = self.clock() if t is None else t
+        self.start_ns = max(self.start_ns, t)
+        self.fetch_ns = [f for f in self.fetch_ns if f[1] > self.start_ns]
+
     def note_fetch(self, t0: int, t1: int) -> None:
         """The loop fetched a batch (a tf.data iterator's ``next``) from ``t0`` to ``t1``."""
         if not self.stopped and t1 >= t0:
