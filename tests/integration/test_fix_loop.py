@@ -504,3 +504,20 @@ def test_a_trial_timed_in_a_later_fit_call_than_the_baseline_is_not_measured(tfd
     assert trial.status == "skipped", trial.reason
     assert "training phase 2, the reference's in phase 1" in trial.reason
     assert trial.speedup is None
+
+
+def test_a_trial_whose_steps_hold_more_examples_runs_fewer_of_them(tfd_home, tmp_path):
+    """The same script with a first fit of 80 batches: at 8 batches a step, 12 steps (96 batches) ran
+    into the fine-tuning and were not compared; the trial now runs as many examples as the baseline's
+    run, at least its 3 warm-up and 3 timed steps: 6 steps, 48 batches, all in the first fit."""
+    script = tmp_path / "fine_tune.py"
+    script.write_text(FROZEN_THEN_FINE_TUNED.replace("epochs=1,", "epochs=4,"))
+    summary = _profile_and_fix(
+        tfd_home, script, "ft4", steps=12, only=["steps-per-execution"], min_timing_s=0.0
+    )
+    (trial,) = summary.trials
+    assert "phase" not in trial.reason, trial.reason
+    assert trial.speedup is not None and trial.run_id is not None
+    steps = RunStore(tfd_home).get(trial.run_id).report().steps
+    # 20 batches an epoch at 8 a step: 8, 8 and the 4 left
+    assert [s.examples for s in steps] == [256, 256, 128] * 2 and {s.phase for s in steps} == {1}

@@ -120,9 +120,11 @@ class ScriptedLoop(FixLoop):
         self.modules_measured: list[dict[str, str] | None] = []  # each run's modules beside the script
         self.switches_measured: list[dict[str, str]] = []  # each run's run-time switches
         self.run_ids: list[str] = []  # each run's id, in the order of ``measured``
+        self.steps_planned: list[int] = []  # each run's planned steps (run_steps of its examples)
 
-    def measure(self, label, code, switches, *, profile=False, modules=None):
+    def measure(self, label, code, switches, *, profile=False, modules=None, examples=None):
         self.measured.append(label)
+        self.steps_planned.append(self.run_steps(examples))
         self.modules_measured.append(modules)
         self.switches_measured.append(dict(switches))
         self._last = self.state_key(code, switches, modules)
@@ -443,6 +445,20 @@ def test_a_batch_change_without_a_loss_to_check_is_not_kept_unless_allowed(tmp_p
     ) and "kept as --allow-unchecked asked" in two.reason
     assert (four.name, four.status, four.fix_id) == ("batch-scale ×4", "failed", "batch-scale")
     assert summary.kept == ["batch-scale ×2"] and summary.allow_unchecked
+    # every run trains on as many examples as the baseline's 40 steps of 32: a ×2 state 20 steps, ×4 10
+    planned = dict(zip(loop.measured, loop.steps_planned, strict=True))
+    assert planned == {
+        "batch-scale ×2": 20,
+        "batch-scale ×2: reference, paired round 1": 40,
+        "batch-scale ×2: reference, paired round 2": 40,
+        "batch-scale ×2: paired round 2": 20,
+        "batch-scale ×4": 10,
+        "combined: batch-scale ×2": 20,
+        "combined vs the baseline: reference, paired round 1": 40,
+        "combined vs the baseline: reference, paired round 2": 40,
+        "combined vs the baseline: trial, paired round 2": 20,
+    }
+    assert loop.run_steps(32 * 64) == 6  # never fewer than the warm-up and 3 timed steps
     assert summary.training_changes == {"batch size": "32 → 64", "learning rate": "0.01 → 0.02"}
     assert "# changed batch size 32 → 64, learning rate 0.01 → 0.02\n" in summary.patch
     console = Console(record=True, width=220)

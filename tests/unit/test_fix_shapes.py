@@ -1997,3 +1997,24 @@ def test_batch_scale_passes_over_a_batch_size_the_script_never_reads() -> None:
     out = run("batch-scale", other, facts=Facts(loop_kind="keras_fit", input_kind="numpy"))
     assert out.changed, out.reason
     assert "batch_size = 64\n" in out.code and "m.fit(x, y, batch_size=64)" in out.code, out.code
+
+
+def test_a_model_compiled_only_to_be_evaluated_is_left_alone() -> None:
+    """TensorFlow's text-classification tutorial compiles an export model (the vectorisation layer, the
+    trained model, a sigmoid) only to evaluate it: steps_per_execution and XLA go on the model fit only
+    (XLA there met a string layer). A model passed elsewhere may be trained there: still edited."""
+    src = """
+    import tensorflow as tf
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(loss="mse", optimizer="adam")
+    model.fit(x, y, epochs=10)
+    export_model = tf.keras.Sequential([vectorize_layer, model])
+    export_model.compile(loss="mse", optimizer="adam", metrics=["accuracy"])
+    metrics = export_model.evaluate(raw_test_ds, return_dict=True)
+    """
+    for fix_id, edit in (("steps-per-execution", "steps_per_execution=8"), ("xla-jit", "jit_compile=True")):
+        out = run(fix_id, src)
+        assert out.status == "changed" and out.code.count(edit) == 1, out.reason
+        assert 'optimizer="adam", ' + edit + ")\nmodel.fit" in out.code
+        passed = run(fix_id, src + "train(export_model)\n")
+        assert passed.code.count(edit) == 2, passed.reason

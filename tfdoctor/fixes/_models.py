@@ -508,4 +508,50 @@ def compile_sites(
             )
             continue
         sites.append((c, f"{recv}.compile()"))
+    untrained = _never_trained([r for c, r in sites], tree)
+    if untrained:
+        kept: list[tuple[cst.Call, str]] = []
+        for c, label in sites:
+            recv = label.removesuffix(".compile()")
+            if recv in untrained:
+                notes.append(
+                    f"{label} at line {line(c)}: {recv} is only evaluated, never trained: left alone"
+                )
+            else:
+                kept.append((c, label))
+        sites = kept
     return sites, notes
+
+
+#: what a model that is compiled only to be evaluated or exported has called on it
+NOT_TRAINING = frozenset(
+    {"compile", "evaluate", "predict", "predict_on_batch", "test_on_batch", "summary", "save", "export"}
+)
+
+
+def _never_trained(labels: list[str], tree: cst.Module) -> set[str]:
+    """The plain names among compile sites' ``labels`` (``export_model.compile()``) whose model the script
+    only compiles, evaluates, predicts with or saves (TensorFlow's text-classification tutorial compiles
+    an export model with the vectorisation layer to evaluate it), when another site's model is fitted.
+    A name used any other way (passed to a function, returned, aliased) may be trained there: kept."""
+    names = {lab.removesuffix(".compile()") for lab in labels if lab.endswith(".compile()")}
+    names = {n for n in names if n.isidentifier()}
+    if len(names) < 2:
+        return set()
+    attr_values = {id(n.value): n.attr.value for n in walk(tree) if isinstance(n, cst.Attribute)}
+    skip = {id(n.attr) for n in walk(tree) if isinstance(n, cst.Attribute)}
+    skip |= {id(n.keyword) for n in walk(tree) if isinstance(n, cst.Arg) and n.keyword is not None}
+    targets = {id(t.target) for n in walk(tree) if isinstance(n, cst.Assign) for t in n.targets}
+    fitted: set[str] = set()
+    other: set[str] = set()
+    for n in walk(tree):
+        if not (isinstance(n, cst.Name) and n.value in names) or id(n) in skip or id(n) in targets:
+            continue
+        attr = attr_values.get(id(n))
+        if attr in ("fit", "train_on_batch", "fit_generator"):
+            fitted.add(n.value)
+        elif attr not in NOT_TRAINING:
+            other.add(n.value)
+    if not fitted:
+        return set()
+    return names - fitted - other

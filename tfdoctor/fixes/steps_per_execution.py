@@ -48,7 +48,9 @@ class StepsPerExecution(Fix):
 
     What it changes: ``steps_per_execution=8`` in ``model.compile(...)`` (for a model whose class
     overrides ``compile`` with its own signature, a GAN's ``compile(d_optimizer, g_optimizer, loss_fn)``:
-    in that override's ``super().compile(...)`` call), so ``fit`` runs 8 batches per
+    in that override's ``super().compile(...)`` call; not on a model the script only compiles to
+    evaluate, predict or save while another is fitted, such as the export model of TensorFlow's
+    text-classification tutorial: the same for ``xla-jit``), so ``fit`` runs 8 batches per
     trip from Python into the compiled function: the fixed per-step cost (callbacks, Python, function
     dispatch) is paid once per 8 batches. Batches, their order and the updates are the same; callbacks
     and logs see one batch end per 8 steps.

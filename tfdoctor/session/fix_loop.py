@@ -24,6 +24,7 @@ The user's files are never written here.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import tempfile
@@ -93,6 +94,9 @@ EXTRA_ROUNDS = 2
 #: few tens of milliseconds, whose rate one thread wake-up or an epoch boundary (a shuffle buffer
 #: refilled, a log line) moves by 10-30 %; the fixes that matter most make states fast
 MIN_TIMING_S = 1.0
+#: a run whose steps hold more examples than the baseline's runs fewer steps, never fewer than its
+#: warm-up and this many timed steps
+MIN_TIMED_STEPS = 3
 
 
 @dataclass
@@ -627,6 +631,7 @@ class FixLoop:
         on_capture: Callable[[CaptureProgress], None] | None = None,
     ):
         self.store, self.baseline, self.report, self.cfg = store, baseline, report, cfg
+        self.base_examples: int | None = None  # the examples of a baseline step (run_steps)
         self.on_event = on_event or (lambda e: None)
         self.on_capture = on_capture
         self.script = cfg.script.resolve()
@@ -698,6 +703,7 @@ class FixLoop:
             modules=dict(self.user_modules),
         )
         base_state = state
+        self.base_examples = state.examples
         hardware = Hardware.detect(facts)
         cands = self.candidates()
         self.event("candidates", ", ".join(f.ID for f, _ in cands), total=len(cands))
@@ -825,7 +831,9 @@ class FixLoop:
             self.event("final", f"final state with {', '.join(kept)}")
             ok, failed = True, ""
             if self._last != state.key():  # not the run just made: measured again, timing-only
-                run, res, rep = self.measure(label, state.source, state.switches, modules=state.modules)
+                run, res, rep = self.measure(
+                    label, state.source, state.switches, modules=state.modules, examples=state.examples
+                )
                 ok = res.ok and rep.throughput is not None
                 failed = res.message or res.status
                 if ok:
@@ -896,6 +904,7 @@ class FixLoop:
                     state.switches,
                     profile=True,
                     modules=state.modules,
+                    examples=state.examples,
                 )
                 if pres.ok:
                     run_id = prun.id
@@ -1047,7 +1056,13 @@ class FixLoop:
             sw = ref_switches if side == "reference" else trial.switches
             self.event("trial", f"{label}, paired round {i}, {side}", index=index, total=total, label=label)
             return self._measured(
-                self.measure(f"{label}: {side}, paired round {i}", st.source, sw, modules=st.modules)
+                self.measure(
+                    f"{label}: {side}, paired round {i}",
+                    st.source,
+                    sw,
+                    modules=st.modules,
+                    examples=st.examples,
+                )
             )
 
         return judge_rounds(
@@ -1091,6 +1106,20 @@ class FixLoop:
         """The key of the state a run measures (``modules`` None: the user's own)."""
         return state_key(code, switches, self.user_modules if modules is None else modules)
 
+    def run_steps(self, examples: float | None) -> int:
+        """The steps of a run whose steps hold ``examples`` each: as many examples as the baseline's
+        run trained on. A step of ``steps_per_execution=8`` is 8 batches and a batch ×2 step two: in the
+        baseline's steps such a run trained 8 (2) times as far, into the next ``fit()`` of a tutorial
+        that trains a second model (a phase its reference never reached: not compared) or past the
+        script's end. At least the warm-up and :data:`MIN_TIMED_STEPS` timed steps; the timing window's
+        floor on time (:data:`MIN_TIMING_S`) still grows it a step at a time."""
+        steps = self.cfg.steps
+        base = self.base_examples
+        if not examples or not base or examples <= base * 1.01:
+            return steps
+        floor = max(3, self.cfg.warmup or 0) + MIN_TIMED_STEPS
+        return max(min(steps, floor), math.ceil(steps * base / examples))
+
     def measure(
         self,
         label: str,
@@ -1099,9 +1128,11 @@ class FixLoop:
         *,
         profile: bool = False,
         modules: dict[str, str] | None = None,
+        examples: float | None = None,
     ) -> tuple[RunDir, CaptureResult, Report]:
         """One run of the script ``code`` with the modules beside it as ``modules`` (None: the user's
-        own), in a copy of the script's folder."""
+        own), in a copy of the script's folder; ``examples``: the examples a step of it holds
+        (:meth:`run_steps`)."""
         modules = self.user_modules if modules is None else modules
         self._last = self.state_key(code, switches, modules)
         run = self.store.new_run(str(self.script), self.cfg.args, kind="fix", parent=self.baseline.id)
@@ -1127,7 +1158,7 @@ class FixLoop:
             ccfg = CaptureConfig(
                 script=copy,
                 args=list(self.cfg.args),
-                steps=self.cfg.steps,
+                steps=self.run_steps(examples),
                 warmup=self.cfg.warmup,
                 profile=profile,
                 timeout_s=self.timeout(),
@@ -1196,7 +1227,7 @@ class FixLoop:
         # sides, and only the fix's own cache makes a difference
         ref_switches = reference_switches(ref.switches, switches)
         ref_was_last = self._last == state_key(ref.source, ref_switches, ref.modules)
-        run, res, rep = self.measure(label, outcome.code, switches, modules=modules)
+        run, res, rep = self.measure(label, outcome.code, switches, modules=modules, examples=expected)
         tp = rep.throughput if res.ok else None
         extra: dict[str, object] = {}
         paired_ids: list[str] = []
@@ -1300,10 +1331,16 @@ class FixLoop:
             )
             if side == "reference":
                 got = self.measure(
-                    f"{label}: reference, paired round {i}", ref.source, ref_switches, modules=ref.modules
+                    f"{label}: reference, paired round {i}",
+                    ref.source,
+                    ref_switches,
+                    modules=ref.modules,
+                    examples=ref.examples,
                 )
             else:
-                got = self.measure(f"{label}: paired round {i}", outcome.code, switches, modules=modules)
+                got = self.measure(
+                    f"{label}: paired round {i}", outcome.code, switches, modules=modules, examples=expected
+                )
             return self._measured(got)
 
         r = judge_rounds(
