@@ -654,3 +654,23 @@ def test_a_step_begins_with_its_epoch_outside_the_profile_window(tmp_path):
     clock.epoch_begin()
     clock.end_step()
     assert _read(tmp_path / "b.jsonl")[0].duration_ns == 7
+
+
+def test_the_time_floor_counts_the_steps_not_what_ran_between_epochs(tmp_path):
+    """3 planned timing steps of 30 ms with a validation of 2 s between two of them: the wall had
+    counted that as the 1 s floor reached; the steps' own 90 ms grow the window to 34 steps."""
+    now = [0]
+    clock = StepClock(
+        Windows(1, 3, 0), tmp_path / "steps.jsonl", None, clock=lambda: now[0], min_timing_ns=1000 * MS
+    )
+    for i in range(60):
+        if i == 2:
+            now[0] += 2000 * MS  # the epoch ended, Keras validated, the next epoch begins
+            clock.epoch_begin()
+        clock.compute_start()
+        now[0] += 30 * MS
+        try:
+            clock.end_step()
+        except StopCapture:
+            break
+    assert clock.windows.timing == 34 and clock.timing_ns == 34 * 30 * MS

@@ -496,7 +496,7 @@ class StepClock:
         self.windows = windows
         self.warmup = warmup
         self.min_timing_ns = min_timing_ns
-        self.timing_start_ns: int | None = None  # where the timing window's first step began
+        self.timing_ns = 0  # the timing window's steps so far, their durations summed
         self.traces = 0  # tf.function traces seen during the step in progress
         self.first_start_ns: int | None = None
         self.markers = markers
@@ -674,16 +674,18 @@ class StepClock:
         raise StopCapture()
 
     def _decide_timing(self, start: int, end: int) -> None:
-        """After a timing step (``start``-``end``): when it was the window's last and the window is still
-        shorter than ``min_timing_ns``, one step more (within :data:`TIMING_GROWTH_MAX`)."""
-        if self.timing_start_ns is None:
-            self.timing_start_ns = start
+        """After a timing step (``start``-``end``): when it was the window's last and its steps still last
+        less than ``min_timing_ns`` together, one step more (within :data:`TIMING_GROWTH_MAX`). The steps'
+        time, not the wall's: what ran between a fit's epochs (validation, ModelCheckpoint) is no step's
+        (:meth:`epoch_begin`), and a window of 3 steps of 30 ms with a validation between them had
+        counted as its floor of 1 s."""
+        self.timing_ns += max(0, end - start)
         w = self.windows
         last = self.index == w.warmup + w.timing
         if (
             last
             and self.min_timing_ns > 0
-            and end - self.timing_start_ns < self.min_timing_ns
+            and self.timing_ns < self.min_timing_ns
             and w.timing < TIMING_GROWTH_MAX * self.planned.timing
         ):
             self.windows = dataclasses.replace(w, timing=w.timing + 1)
