@@ -1764,6 +1764,29 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch_size = 512, line 19); learning rate Adam at line 76: learning_rate (line 18)",
         },
     ),
+    # TF "Image classification": image_dataset_from_directory, cache().shuffle().prefetch(), a Sequential
+    # fitted, then a second model assigned to the same name (augmentation, Dropout) fitted again
+    "image_classification.py": (
+        _FIT,
+        {
+            "steps-per-execution": "model.compile() (line 77); model.compile() (line 117)",
+            "xla-jit": "model.compile() (line 77); model.compile() (line 117)",
+            "mixed-precision": "Dense at line 73 (model), Dense at line 113 (model)",
+            "batch-scale": "batch_size = 64, line 23",
+        },
+    ),
+    # TF "Basic text classification": text_dataset_from_directory, TextVectorization in a map, an export
+    # model compiled only to evaluate
+    "text_classification.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 97)",
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 4 map/interleave",
+            "xla-jit": "jit_compile=True on model.compile() (line 97)",
+            "mixed-precision": "Dense at line 91 (model), Activation at line 111 (export_model)",
+            "batch-scale": "batch_size = 64, line 30",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),

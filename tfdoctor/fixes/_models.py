@@ -162,6 +162,11 @@ class Models:
                 layer = self._layer_of(expr, build)
                 if layer is not None:
                     d.outputs.append(layer)
+        prev = self.defs.get(key)
+        if prev is not None and prev.build is not build:
+            # the name holds another model later (TensorFlow's image-classification tutorial trains
+            # ``model``, then a second ``model`` with augmentation): each one's output layer
+            d.outputs = [*prev.outputs, *(c for c in d.outputs if c not in prev.outputs)]
         if not d.outputs:
             d.unresolved = "its output layer is not a layer call in the script"
         self.defs[key] = d
