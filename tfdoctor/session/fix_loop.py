@@ -1106,18 +1106,19 @@ class FixLoop:
         """The key of the state a run measures (``modules`` None: the user's own)."""
         return state_key(code, switches, self.user_modules if modules is None else modules)
 
-    def run_steps(self, examples: float | None) -> int:
+    def run_steps(self, examples: float | None, profile: bool = False) -> int:
         """The steps of a run whose steps hold ``examples`` each: as many examples as the baseline's
         run trained on. A step of ``steps_per_execution=8`` is 8 batches and a batch ×2 step two: in the
         baseline's steps such a run trained 8 (2) times as far, into the next ``fit()`` of a tutorial
         that trains a second model (a phase its reference never reached: not compared) or past the
-        script's end. At least the warm-up and :data:`MIN_TIMED_STEPS` timed steps; the timing window's
-        floor on time (:data:`MIN_TIMING_S`) still grows it a step at a time."""
+        script's end. At least the warm-up and :data:`MIN_TIMED_STEPS` timed steps (and as many more for a
+        profiled run's trace); the timing window's floor on time (:data:`MIN_TIMING_S`) still grows it a
+        step at a time."""
         steps = self.cfg.steps
         base = self.base_examples
         if not examples or not base or examples <= base * 1.01:
             return steps
-        floor = max(3, self.cfg.warmup or 0) + MIN_TIMED_STEPS
+        floor = max(3, self.cfg.warmup or 0) + MIN_TIMED_STEPS * (2 if profile else 1)
         return max(min(steps, floor), math.ceil(steps * base / examples))
 
     def measure(
@@ -1158,7 +1159,7 @@ class FixLoop:
             ccfg = CaptureConfig(
                 script=copy,
                 args=list(self.cfg.args),
-                steps=self.run_steps(examples),
+                steps=self.run_steps(examples, profile),
                 warmup=self.cfg.warmup,
                 profile=profile,
                 timeout_s=self.timeout(),
