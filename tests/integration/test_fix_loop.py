@@ -513,7 +513,7 @@ def test_a_trial_whose_steps_hold_more_examples_runs_fewer_of_them(tfd_home, tmp
     script = tmp_path / "fine_tune.py"
     script.write_text(FROZEN_THEN_FINE_TUNED.replace("epochs=1,", "epochs=4,"))
     summary = _profile_and_fix(
-        tfd_home, script, "ft4", steps=12, only=["steps-per-execution"], min_timing_s=0.0
+        tfd_home, script, "ft4", steps=12, only=["steps-per-execution"], min_timing_s=0.0, confirm_rounds=0
     )
     (trial,) = summary.trials
     assert "phase" not in trial.reason, trial.reason
