@@ -359,64 +359,62 @@ def function_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:
             yield n
 
 
+class _Names(cst.CSTVisitor):
+    """Collects the plain names under a node (attribute names and keywords excluded) into ``out``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: set[str] = set()
+
+    def visit_Name(self, n: cst.Name) -> None:
+        self.out.add(n.value)
+
+    def visit_Attribute(self, n: cst.Attribute) -> bool:
+        n.value.visit(self)
+        return False
+
+    def visit_Arg(self, n: cst.Arg) -> bool:
+        n.value.visit(self)
+        return False
+
+
+class _NamesRead(_Names):
+    """:class:`_Names` less what only binds a name (a bare assignment target, a parameter, a def or
+    class name)."""
+
+    def visit_AssignTarget(self, n: cst.AssignTarget) -> bool:
+        return not isinstance(n.target, cst.Name)
+
+    def visit_Param(self, n: cst.Param) -> bool:
+        for part in (n.default, n.annotation):
+            if part is not None:
+                part.visit(self)
+        return False
+
+    def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+        for child in (n.params, n.body, *n.decorators, *([n.returns] if n.returns else [])):
+            child.visit(self)
+        return False
+
+    def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+        for child in (n.body, *n.bases, *n.keywords, *n.decorators):
+            child.visit(self)
+        return False
+
+
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every plain name read or written under ``node`` (attribute names and keywords excluded)."""
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.add(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(V())
-    return out
+    v = _Names()
+    node.visit(v)
+    return v.out
 
 
 def names_read(node: cst.CSTNode) -> set[str]:
     """The plain names read under ``node``: :func:`names_in` less what only binds a name (a bare
     assignment target, a parameter, a def or class name)."""
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.add(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_AssignTarget(self, n: cst.AssignTarget) -> bool:
-            return not isinstance(n.target, cst.Name)
-
-        def visit_Param(self, n: cst.Param) -> bool:
-            for part in (n.default, n.annotation):
-                if part is not None:
-                    part.visit(self)
-            return False
-
-        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
-            for child in (n.params, n.body, *n.decorators, *([n.returns] if n.returns else [])):
-                child.visit(self)
-            return False
-
-        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
-            for child in (n.body, *n.bases, *n.keywords, *n.decorators):
-                child.visit(self)
-            return False
-
-    node.visit(V())
-    return out
+    v = _NamesRead()
+    node.visit(v)
+    return v.out
 
 
 def unique_name(module: cst.Module, base: str) -> str:
