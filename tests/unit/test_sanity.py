@@ -189,7 +189,7 @@ def test_steps_of_another_size_are_compared_at_the_same_examples_seen() -> None:
         same = loss_check([ref], spe)
         assert same.status == "ok", same.text
         assert "the first 2560 examples (5 stretches of the same examples)" in same.text, same.text
-        pairs, _ = aligned_losses(ref, spe)
+        pairs = aligned_losses(ref, spe).pairs
         assert len(pairs) == 5 and all(abs(b - t) < 1e-9 for b, t in pairs), pairs
         # a trial that really is worse at the same examples seen is still caught
         worse = [s.model_copy(update={"loss": (s.loss or 0) + 1.0}) for s in spe]

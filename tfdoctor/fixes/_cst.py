@@ -360,16 +360,22 @@ def function_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:
 
 
 class _Names(cst.CSTVisitor):
-    """Collects the plain names under a node (attribute names and keywords excluded) into ``out``."""
+    """Collects the plain names under a node (attribute names and keywords excluded) into ``out``, and
+    each occurrence in ``uses`` with the attribute taken on it (``model.fit`` → ``("model", "fit")``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.out: set[str] = set()
+        self.uses: list[tuple[str, str | None]] = []
+        self._attr: dict[int, str] = {}  # id(Name) -> the attribute taken on it
 
     def visit_Name(self, n: cst.Name) -> None:
         self.out.add(n.value)
+        self.uses.append((n.value, self._attr.get(id(n))))
 
     def visit_Attribute(self, n: cst.Attribute) -> bool:
+        if isinstance(n.value, cst.Name):
+            self._attr[id(n.value)] = n.attr.value
         n.value.visit(self)
         return False
 
@@ -415,6 +421,14 @@ def names_read(node: cst.CSTNode) -> set[str]:
     v = _NamesRead()
     node.visit(v)
     return v.out
+
+
+def name_reads(node: cst.CSTNode) -> list[tuple[str, str | None]]:
+    """Each read of a plain name under ``node`` (as :func:`names_read` counts them), in source order,
+    with the attribute taken on it: ``model.fit(x)`` → ``("model", "fit")``, ``f(model)`` → ``("model", None)``."""
+    v = _NamesRead()
+    node.visit(v)
+    return v.uses
 
 
 def unique_name(module: cst.Module, base: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, own_nodes, walk
+from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, name_reads, own_nodes, walk
 
 #: calls whose result is a loss (the last part of the called name, lower case, contains one of these)
 LOSS_WORDS = ("loss", "crossentropy", "mean_squared_error", "mean_absolute_error", "hinge", "kl_divergence")
@@ -543,20 +543,15 @@ def _never_trained(labels: list[str], tree: cst.Module) -> set[str]:
     names = {n for n in names if n.isidentifier()}
     if len(names) < 2:
         return set()
-    attr_values = {id(n.value): n.attr.value for n in walk(tree) if isinstance(n, cst.Attribute)}
-    skip = {id(n.attr) for n in walk(tree) if isinstance(n, cst.Attribute)}
-    skip |= {id(n.keyword) for n in walk(tree) if isinstance(n, cst.Arg) and n.keyword is not None}
-    targets = {id(t.target) for n in walk(tree) if isinstance(n, cst.Assign) for t in n.targets}
     fitted: set[str] = set()
     other: set[str] = set()
-    for n in walk(tree):
-        if not (isinstance(n, cst.Name) and n.value in names) or id(n) in skip or id(n) in targets:
+    for name, attr in name_reads(tree):
+        if name not in names:
             continue
-        attr = attr_values.get(id(n))
         if attr in ("fit", "train_on_batch", "fit_generator"):
-            fitted.add(n.value)
+            fitted.add(name)
         elif attr not in NOT_TRAINING:
-            other.add(n.value)
+            other.add(name)
     if not fitted:
         return set()
     return names - fitted - other

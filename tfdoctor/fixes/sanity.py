@@ -28,7 +28,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from tfdoctor.model import CACHE_FILL_SWITCH, FP16_POLICIES, Facts, StepTiming
 
@@ -276,9 +276,17 @@ def _progress(steps: Sequence[StepTiming]) -> dict[int, int] | None:
     return out
 
 
+class Alignment(NamedTuple):
+    """The losses of two runs paired at the same point of the training (:func:`aligned_losses`)."""
+
+    pairs: list[tuple[float, float]]  # (reference loss, trial loss)
+    span: str  # what they cover, for the decision's text
+    by_examples: bool  # steps of other sizes, matched by the examples seen (over stretches, or nearest)
+
+
 def aligned_losses(
     ref: Sequence[StepTiming], new: Sequence[StepTiming], *, by: str = "examples"
-) -> tuple[list[tuple[float, float]], str]:
+) -> Alignment:
     """The reference's and the trial's losses at the same point of the training, and how they were
     matched. Steps of the same size are matched by index; steps of other sizes (steps_per_execution runs
     8 batches per step, a bigger batch more examples) by the examples seen, so the trial's loss after
@@ -297,8 +305,10 @@ def aligned_losses(
         size_t = {s.index: s.examples or 0 for s in new}
         blocks = _blocks(lb, pb, size_b, lt, pt, size_t)
         if len(blocks) >= LOSS_MIN_STEPS:
-            return [(b, t) for _, b, t in blocks], (
-                f"the first {blocks[-1][0]} examples ({len(blocks)} stretches of the same examples)"
+            return Alignment(
+                [(b, t) for _, b, t in blocks],
+                f"the first {blocks[-1][0]} examples ({len(blocks)} stretches of the same examples)",
+                by_examples=True,
             )
         at = {pb[i]: i for i in lb if i in pb}
         keys = sorted(at)
@@ -314,10 +324,14 @@ def aligned_losses(
             if abs(near - e) <= 0.5 * min(size_b[j], size_t[i]):
                 pairs.append((lb[j], v))
                 last = e
-        return pairs, f"the first {last} examples ({len(pairs)} points matched by examples seen)"
+        return Alignment(
+            pairs,
+            f"the first {last} examples ({len(pairs)} points matched by examples seen)",
+            by_examples=True,
+        )
     common = sorted(set(lb) & set(lt))
     span = f"steps {common[0]}-{common[-1]}" if common else "no common step"
-    return [(lb[i], lt[i]) for i in common], span
+    return Alignment([(lb[i], lt[i]) for i in common], span, by_examples=False)
 
 
 def _blocks(
@@ -383,7 +397,7 @@ def _loss_check(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming],
     bad = [i for i, v in sorted(lt.items()) if not math.isfinite(v)]
     if bad:
         return LossCheck("not finite", f"loss is not finite from step {bad[0]} on ({lt[bad[0]]})")
-    pairs, span = aligned_losses(refs[-1], new, by=by) if refs else ([], "")
+    pairs, span, by_examples = aligned_losses(refs[-1], new, by=by) if refs else Alignment([], "", False)
     if len(pairs) < LOSS_MIN_STEPS:
         if not refs or not losses(refs[-1]) or not lt:
             side = "the trial" if refs and losses(refs[-1]) else "the reference"
@@ -396,7 +410,7 @@ def _loss_check(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming],
     noise, learned = loss_noise(refs)
     tol = max(LOSS_K * noise, LOSS_FLOOR * abs(mb), 1e-6)
     how = f"{LOSS_K:g}× the noise of {learned}"
-    if span.startswith("the first") and len(pairs) >= LOSS_MIN_STEPS:
+    if by_examples:
         # compared over stretches of several reference steps (a trial's steps of 8 batches, or twice the
         # examples): the trial may stand where the reference stood up to LOSS_STRETCHES stretches earlier,
         # by the reference's median change from one compared stretch to the next. Learned over a whole run, most

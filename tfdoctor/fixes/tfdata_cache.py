@@ -23,6 +23,7 @@ from tfdoctor.fixes._cst import (
     kwarg,
     method_chain,
     names_in,
+    names_read,
     source_kind,
     walk,
 )
@@ -618,7 +619,7 @@ class CacheCodemod(FixCodemod):
                 continue
             plan, pre, rest = self.splits[fname]
             pre_fn, rest_fn = _split_functions(plan, pre, rest)
-            if _references(tree, fname) > 0:  # still used elsewhere: kept, the two go after it
+            if fname in names_read(tree):  # still used elsewhere: kept, the two go after it
                 body += [stmt, pre_fn.with_changes(leading_lines=blank)]
             else:
                 body.append(pre_fn.with_changes(leading_lines=stmt.leading_lines))
@@ -650,14 +651,6 @@ def _with_fn(call: cst.Call, name: str) -> cst.Call:
     """The map ``call`` with ``name`` as its function, its other arguments (num_parallel_calls ...) kept."""
     first = call.args[0]
     return call.with_changes(args=[first.with_changes(value=cst.Name(name)), *call.args[1:]])
-
-
-def _references(tree: cst.Module, name: str) -> int:
-    """Uses of the name ``name`` in the module besides its definitions (attribute names, keywords aside)."""
-    skip = {id(n.attr) for n in walk(tree) if isinstance(n, cst.Attribute)}
-    skip |= {id(n.keyword) for n in walk(tree) if isinstance(n, cst.Arg) and n.keyword is not None}
-    skip |= {id(n.name) for n in walk(tree) if isinstance(n, (cst.FunctionDef, cst.ClassDef))}
-    return sum(1 for n in walk(tree) if isinstance(n, cst.Name) and n.value == name and id(n) not in skip)
 
 
 def _split_functions(plan: _Split, pre: str, rest: str) -> tuple[cst.FunctionDef, cst.FunctionDef]:
