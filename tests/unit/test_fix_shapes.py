@@ -1787,6 +1787,32 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch_size = 64, line 30",
         },
     ),
+    # TF "Intro to Autoencoders": a Model subclass whose decoder is a Sequential attribute, fitted on
+    # arrays at Keras's default batch; then ``autoencoder = Denoise()``, a second subclass, fitted. The
+    # decoder Sequential itself got dtype="float32" (Keras 3's Sequential takes no dtype: a TypeError)
+    # and the first model, the one the run profiles, kept its output bf16 (the name held only the last)
+    "autoencoder.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="numpy"),
+        {
+            "steps-per-execution": "autoencoder.compile() (line 58); autoencoder.compile() (line 103)",
+            "xla-jit": "jit_compile=True on autoencoder.compile() (line 58); autoencoder.compile() (line 103)",
+            "mixed-precision": "Reshape at line 45 (Autoencoder), Conv2D at line 93 (Denoise)",
+            "batch-scale": "fit()'s default 32 made explicit, → 64 (fit at line 60, 105)",
+        },
+    ),
+    # keras-io "Customizing what happens in fit()" (Keras 3): CustomModel overrides only train_step
+    # (``self.optimizer.apply``, ``self.compute_loss``) and is built as ``CustomModel(inputs, outputs)``;
+    # a second CustomModel, with its own loss and trackers, compiled without a loss. Mixed precision
+    # found "no model in the script" and left both outputs bf16
+    "custom_fit.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="numpy"),
+        {
+            "steps-per-execution": "model.compile() (line 52); model.compile() (line 106)",
+            "xla-jit": "jit_compile=True on model.compile() (line 52); model.compile() (line 106)",
+            "mixed-precision": "Dense at line 50 (model), Dense at line 102 (model)",
+            "batch-scale": "fit()'s default 32 made explicit, → 64 (fit at line 57, 111)",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
@@ -2041,3 +2067,15 @@ def test_a_model_compiled_only_to_be_evaluated_is_left_alone() -> None:
         assert 'optimizer="adam", ' + edit + ")\nmodel.fit" in out.code
         passed = run(fix_id, src + "train(export_model)\n")
         assert passed.code.count(edit) == 2, passed.reason
+
+
+def test_mixed_precision_keeps_the_output_layer_inside_a_sequential_attribute_float32() -> None:
+    """TensorFlow's autoencoder tutorial: ``self.decoder = tf.keras.Sequential([...])`` returned by
+    ``call()``. The Sequential got ``dtype="float32"``, which Keras 3's Sequential does not take (a
+    TypeError in the trial); its last layer is the one. Both models the name ``autoencoder`` holds in
+    turn are trained, and each keeps its output float32."""
+    out = run("mixed-precision", (SHAPES / "autoencoder.py").read_text(), hardware=BF16)
+    assert out.changed, out.reason
+    assert 'layers.Reshape(shape, dtype="float32")' in out.code
+    assert "padding='same', dtype=\"float32\")])" in out.code
+    assert "Sequential([" in out.code and "], dtype=" not in out.code

@@ -42,9 +42,11 @@ def _is_sequential(call: cst.Call) -> bool:
     return (call_name(call) or "").split(".")[-1] == "Sequential"
 
 
-def _is_functional(call: cst.Call) -> bool:
+def _is_functional(call: cst.Call, subclasses: frozenset[str] = frozenset()) -> bool:
+    """``Model(inputs, outputs)``, or a subclass of the script's built the same way (keras-io's
+    "Customizing what happens in fit": ``CustomModel(inputs, outputs)``, overriding only ``train_step``)."""
     name = (call_name(call) or "").split(".")[-1]
-    return name == "Model" and (
+    return (name == "Model" or name in subclasses) and (
         kwarg(call, "outputs") is not None or sum(1 for a in call.args if a.keyword is None) >= 2
     )
 
@@ -66,16 +68,27 @@ class Models:
     def __init__(self, tree: cst.Module):
         self.tree = tree
         self.defs: dict[str, ModelDef] = {}
-        self.vars: dict[str, str] = {}  # variable name -> model key
+        # variable name -> the keys of every model assigned to it (TensorFlow's autoencoder tutorial
+        # fits ``autoencoder = Autoencoder(...)``, then ``autoencoder = Denoise()``)
+        self.vars: dict[str, list[str]] = {}
         self._layer_names: set[str] | None = None  # classes the script imports from a layers module
         assigns = [n for n in walk(tree) if isinstance(n, cst.Assign)]
         self._assigns = assigns
+        # Model subclasses without a call() of their own: built like Model(inputs, outputs)
+        subclasses = frozenset(
+            cls.name.value
+            for cls in walk(tree)
+            if isinstance(cls, cst.ClassDef)
+            and any((dotted(b.value) or "").split(".")[-1] == "Model" for b in cls.bases)
+            and not any(isinstance(f, cst.FunctionDef) and f.name.value == "call" for f in cls.body.body)
+        )
+        self._functional = lambda call: _is_functional(call, subclasses)
         # X = Sequential([...]) / Model(...)
         for a in assigns:
             if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
                 continue
             name = a.targets[0].target.value
-            if isinstance(a.value, cst.Call) and (_is_sequential(a.value) or _is_functional(a.value)):
+            if isinstance(a.value, cst.Call) and (_is_sequential(a.value) or self._functional(a.value)):
                 self._add(name, a.value)
         # def build_model(): ... return Sequential(...) / return Model(...) / return <var>
         for fn in walk(tree):
@@ -85,7 +98,7 @@ class Models:
                 if isinstance(r, cst.Return) and r.value is not None:
                     v = r.value
                     key = f"{fn.name.value}()"
-                    if isinstance(v, cst.Call) and (_is_sequential(v) or _is_functional(v)):
+                    if isinstance(v, cst.Call) and (_is_sequential(v) or self._functional(v)):
                         self._add(key, v)
                     elif isinstance(v, cst.Name) and v.value in self.defs:
                         self.defs[key] = self.defs[v.value]
@@ -98,7 +111,7 @@ class Models:
                 and isinstance(a.value.func, cst.Name)
                 and f"{a.value.func.value}()" in self.defs
             ):
-                self.vars[a.targets[0].target.value] = f"{a.value.func.value}()"
+                self._bind(a.targets[0].target.value, f"{a.value.func.value}()")
         # class MyModel(keras.Model) with call() returning self.<layer>(...): that layer
         for cls in walk(tree):
             if isinstance(cls, cst.ClassDef) and any(
@@ -114,10 +127,10 @@ class Models:
                 and a.value.func.value in self.defs
                 and not a.value.func.value.endswith("()")
             ):
-                self.vars[a.targets[0].target.value] = a.value.func.value
+                self._bind(a.targets[0].target.value, a.value.func.value)
         for key in self.defs:
             if not key.endswith("()"):
-                self.vars.setdefault(key, key)
+                self._bind(key, key)
         self._delegates()
         layer_ok = layer_classes_taking_dtype(tree)
         for d in self.defs.values():
@@ -130,14 +143,32 @@ class Models:
                     d.unresolved = f"{layer_cls} (defined in the script) takes no dtype argument"
             d.outputs = kept
 
+    def _bind(self, name: str, key: str) -> None:
+        keys = self.vars.setdefault(name, [])
+        if key not in keys:
+            keys.append(key)
+
     def _add(self, key: str, build: cst.Call) -> None:
-        d = ModelDef(key, build)
+        d = ModelDef(key, build, self._outputs_of(key, build))
+        prev = self.defs.get(key)
+        if prev is not None and prev.build is not build:
+            # the name holds another model later (TensorFlow's image-classification tutorial trains
+            # ``model``, then a second ``model`` with augmentation): each one's output layer
+            d.outputs = [*prev.outputs, *(c for c in d.outputs if c not in prev.outputs)]
+        if not d.outputs:
+            d.unresolved = "its output layer is not a layer call in the script"
+        self.defs[key] = d
+
+    def _outputs_of(self, key: str, build: cst.Call) -> list[cst.Call]:
+        """The output layers of the Sequential or functional model ``build`` (``key``: the name it is
+        assigned to, for ``key.add(...)``)."""
+        outputs: list[cst.Call] = []
         if _is_sequential(build):
             layers = build.args[0].value if build.args else None
             if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements:
                 last = layers.elements[-1].value
                 if isinstance(last, cst.Call):
-                    d.outputs.append(last)
+                    outputs.append(last)
             else:  # X = Sequential(); X.add(layer) ...
                 adds = [
                     c
@@ -150,7 +181,7 @@ class Models:
                     and isinstance(c.args[0].value, cst.Call)
                 ]
                 if adds:
-                    d.outputs.append(adds[-1].args[0].value)  # type: ignore[arg-type]
+                    outputs.append(adds[-1].args[0].value)  # type: ignore[arg-type]
         else:
             out_arg = kwarg(build, "outputs")
             value = (
@@ -161,15 +192,8 @@ class Models:
             for expr in self._elements(value):
                 layer = self._layer_of(expr, build)
                 if layer is not None:
-                    d.outputs.append(layer)
-        prev = self.defs.get(key)
-        if prev is not None and prev.build is not build:
-            # the name holds another model later (TensorFlow's image-classification tutorial trains
-            # ``model``, then a second ``model`` with augmentation): each one's output layer
-            d.outputs = [*prev.outputs, *(c for c in d.outputs if c not in prev.outputs)]
-        if not d.outputs:
-            d.unresolved = "its output layer is not a layer call in the script"
-        self.defs[key] = d
+                    outputs.append(layer)
+        return outputs
 
     def _add_subclass(self, cls: cst.ClassDef) -> None:
         methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
@@ -221,9 +245,16 @@ class Models:
                         and isinstance(e.func, cst.Attribute)
                         and dotted(e.func.value) == "self"
                         and e.func.attr.value in attrs
-                        and not any(o is attrs[e.func.attr.value] for o in d.outputs)
                     ):
-                        d.outputs.append(attrs[e.func.attr.value])
+                        built = attrs[e.func.attr.value]
+                        # a Sequential or functional model held as an attribute (``self.decoder =
+                        # Sequential([...])``): its output layer (a model takes no dtype of its own)
+                        inner = (
+                            self._outputs_of(f"self.{e.func.attr.value}", built)
+                            if _is_sequential(built) or self._functional(built)
+                            else [built]
+                        )
+                        d.outputs += [o for o in inner if not any(o is p for p in d.outputs)]
                     elif (  # keras-io's Distiller: ``return self.student(x)``, the student given
                         isinstance(e, cst.Call)
                         and isinstance(e.func, cst.Attribute)
@@ -249,11 +280,12 @@ class Models:
                 positional = [a for a in c.args if a.keyword is None and not a.star]
                 if arg is None and pos < len(positional):
                     arg = positional[pos]
-                given = self.vars.get(arg.value.value) if arg and isinstance(arg.value, cst.Name) else None
-                for layer in self.defs[given].outputs if given and given != d.key else ():
-                    if not any(o is layer for o in d.outputs):
-                        d.outputs.append(layer)
-                        d.via[id(layer)] = str(given)
+                given = self.vars.get(arg.value.value, []) if arg and isinstance(arg.value, cst.Name) else []
+                for g in given:
+                    for layer in self.defs[g].outputs if g != d.key else ():
+                        if not any(o is layer for o in d.outputs):
+                            d.outputs.append(layer)
+                            d.via[id(layer)] = g
             if d.outputs:
                 d.unresolved = ""
 
@@ -342,17 +374,18 @@ class Models:
         return scope
 
     # -- which models compute the loss ---------------------------------------------------------------
-    def model_of(self, func: cst.BaseExpression) -> str | None:
-        """The model a call of ``func`` runs: ``model(...)``, ``self.discriminator(...)``."""
+    def model_of(self, func: cst.BaseExpression) -> set[str]:
+        """The models a call of ``func`` may run: ``model(...)``, ``self.discriminator(...)`` (every
+        model the name is assigned anywhere)."""
         if isinstance(func, cst.Name):
-            return self.vars.get(func.value)
+            return set(self.vars.get(func.value, ()))
         if (
             isinstance(func, cst.Attribute)
             and isinstance(func.value, cst.Name)
             and func.value.value == "self"
         ):
-            return self.vars.get(func.attr.value)
-        return None
+            return set(self.vars.get(func.attr.value, ()))
+        return set()
 
     def loss_models(self) -> tuple[list[str], list[str]]:
         """(keys of the models whose output reaches a loss, how each was told)."""
@@ -361,8 +394,8 @@ class Models:
         def of(e: cst.CSTNode) -> set[str]:
             if isinstance(e, cst.Call):
                 m = self.model_of(e.func)
-                if m is not None:
-                    return {m}
+                if m:
+                    return m
             if isinstance(e, cst.Name):
                 return set(taint.get(e.value, ()))
             out: set[str] = set()
@@ -404,13 +437,11 @@ class Models:
                     has_loss = (
                         kwarg(n, "loss") is not None or sum(1 for a in n.args if a.keyword is None) >= 2
                     )
-                    compiled = self.vars.get(dotted(n.func.value) or "")
-                    if has_loss and compiled is not None:
+                    for compiled in self.vars.get(dotted(n.func.value) or "", ()) if has_loss else ():
                         found.setdefault(compiled, "compiled with a loss")
                 if attr_name(n) in ("fit", "train_on_batch") and isinstance(n.func, cst.Attribute):
                     # fit computes a loss whatever compile() was given (a compute_loss override)
-                    trained = self.vars.get(dotted(n.func.value) or "")
-                    if trained is not None:
+                    for trained in self.vars.get(dotted(n.func.value) or "", ()):
                         found.setdefault(trained, f"trained with {attr_name(n)}()")
             elif isinstance(n, cst.Assign):
                 names = [x for t in n.targets for x in targets(t.target)]
