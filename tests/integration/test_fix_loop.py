@@ -121,7 +121,8 @@ def test_a_fix_run_that_times_out_is_rolled_back_with_the_error(tfd_home, tmp_pa
     assert store.get(trial.run_id).meta["status"] == "timeout"
 
 
-def test_fix_command_apply_writes_the_script_and_keeps_a_backup(tfd_home, tmp_path, capsys):
+def test_fix_command_apply_writes_the_script_and_keeps_a_backup(tfd_home, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # a CI log's width
     script = _copy(tmp_path, "tfdata_loop.py")
     original = script.read_text()
     assert (
@@ -146,6 +147,11 @@ def test_fix_command_apply_writes_the_script_and_keeps_a_backup(tfd_home, tmp_pa
     fix = RunStore(tfd_home).get("b2").report().fix
     (trial,) = fix.trials
     assert trial.fix_id == "tf-function" and trial.throughput is not None
+    # at 80 columns the trials are blocks, each name whole at the start of its line (a five-column table
+    # there wrapped every reason a word a line)
+    assert any(ln.startswith("tf-function  ") for ln in out.splitlines()), out
+    assert "┃ fix" not in out, out
+    assert any(ln.startswith(("Combined: ", "No fix kept.", "Kept ")) for ln in out.splitlines()), out
     backup = script.with_name("tfdata_loop.py.tfdoctor-bak")
     if trial.status == "kept":
         assert "Applied to" in out

@@ -154,11 +154,11 @@ def run_loop(
         if getattr(args, "command", None) == "fix":
             sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
-        from tfdoctor.report.terminal import fix_table
+        from tfdoctor.report.terminal import WIDE, fix_parts
 
-        table = fix_table(report)
-        if table is not None:
-            out.print(table)
+        for part in fix_parts(report, narrow=out.width < WIDE):
+            if part is not None:
+                out.print(part)
         out.print(f"[bold]{escape(fix_headline(summary))}[/] (whole --fix run {summary.wall_s:.0f} s)")
         if summary.patch:
             out.print(

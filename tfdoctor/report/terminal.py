@@ -221,6 +221,17 @@ def _why(t) -> Text:  # type: ignore[no-untyped-def]
     return why
 
 
+def fix_parts(report: Report, *, narrow: bool) -> list[RenderableType | None]:
+    """The fix trials as a table, or for a narrow console (a terminal or a log file under
+    :data:`WIDE` columns) as blocks and the table's caption."""
+    if not narrow:
+        return [fix_table(report)]
+    parts: list[RenderableType | None] = [*fix_blocks(report)]
+    if report.fix is not None and (cap := fix_caption(report.fix)):
+        parts.append(Text(cap, style="dim"))
+    return parts
+
+
 def fix_blocks(report: Report) -> list[RenderableType]:
     """The fix trials for a narrow terminal: per trial a heading line (name whole, result, speedup),
     then its throughput and why, indented."""
@@ -328,12 +339,8 @@ def render(report: Report, console: Console | None = None, *, run_dir: str | Non
         *measured_lines(report),
         distributed_table(report),
     ]
-    if narrow:
-        parts += [*findings_blocks(report), *fix_blocks(report)]
-        if report.fix is not None and (cap := fix_caption(report.fix)):
-            parts.append(Text(cap, style="dim"))
-    else:
-        parts += [findings_table(report), fix_table(report)]
+    parts += [*findings_blocks(report)] if narrow else [findings_table(report)]
+    parts += fix_parts(report, narrow=narrow)
     for part in parts:
         if part is not None:
             console.print(part)
