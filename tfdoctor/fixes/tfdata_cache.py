@@ -384,6 +384,7 @@ class CacheCodemod(FixCodemod):
         self.splits: dict[str, tuple[_Split, str, str]] = {}  # function -> (its split, prefix, rest names)
         self.split_uses: Counter[str] = Counter()  # map arguments replaced, per split function
         reasons: list[str] = []
+        shuffled_windows = False  # a shuffled timeseries_dataset_from_array left alone
         for name, assigns in pipes.assigns.items():
             caching = [b for b in assigns if any(op == "cache" for op, _ in pipes.stages(b.value)[1])]
             if caching:  # the script caches this pipeline itself: said once, whatever else it does
@@ -447,10 +448,15 @@ class CacheCodemod(FixCodemod):
                     if shuffle is not None and not (
                         isinstance(shuffle, cst.Name) and shuffle.value in ("False", "None")
                     ):
+                        # Keras draws one window order when the dataset is made, then shuffles within
+                        # batch_size × 8 windows every epoch, before its own batch(): a cache after
+                        # the batches would replay the first epoch's
                         reasons.append(
-                            f"{name} (line {line}): {kind}(shuffle=...) shuffles its windows every epoch: "
-                            "a cache after it would replay one order"
+                            f"{name} (line {line}): {kind}(shuffle=...) reshuffles its windows every epoch "
+                            "(within batch_size × 8 of them, inside the utility, before it batches): a "
+                            "cache after its batches would replay one epoch's order"
                         )
+                        shuffled_windows = True
                         continue
                 det: list[tuple[str, cst.Call]] = []
                 shuffled = False
@@ -537,7 +543,17 @@ class CacheCodemod(FixCodemod):
                     )
                 reasons.append(f"cache() after {cached} of {name} (line {line})")
         if not self.plans:
-            raise SkipFile("; ".join(reasons) or "no tf.data pipeline with an in-memory source in the script")
+            advice = (
+                "; advice: to cache the windows, make them unshuffled and unbatched "
+                "(shuffle=False, batch_size=None), then .cache().shuffle(<number of windows>).batch(<batch "
+                "size>): every epoch a full reshuffle, where the utility keeps one order and reshuffles "
+                "locally (a change of the data order: not applied)"
+                if shuffled_windows
+                else ""
+            )
+            raise SkipFile(
+                ("; ".join(reasons) or "no tf.data pipeline with an in-memory source in the script") + advice
+            )
         self.summary = "; ".join(r for r in reasons if r.startswith("cache()"))
         # harness-only (not in the patch): the trial's run fills the cache before its first step, so
         # the timed steps read it as every epoch after the first does (see capture/child/hooks.py)
@@ -692,7 +708,9 @@ class Cache(Fix):
     ``from_tensors``, ``range``, ``from_generator``), ``.cache()`` goes after the leading run of
     deterministic ``map``/``filter`` steps. Keras's ``timeseries_dataset_from_array`` is such a source
     whose windows are work of their own (a gather map inside it): it is cached as it comes, unless it
-    shuffles them (``shuffle=True``: a cache after it would replay one order). A map is
+    shuffles them (``shuffle=True``: Keras reshuffles the windows within ``batch_size × 8`` every epoch
+    before it batches, so a cache after it would replay one order; caching them unshuffled and unbatched,
+    then ``.cache().shuffle(...).batch(...)``, changes the data order: advice, not applied). A map is
     deterministic when its function (a lambda or a
     module-level function, followed through the functions it calls) draws no random numbers
     (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``) and calls no object whose randomness

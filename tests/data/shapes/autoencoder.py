@@ -41,7 +41,7 @@ class Autoencoder(Model):
       layers.Dense(latent_dim, activation='relu'),
     ])
     self.decoder = tf.keras.Sequential([
-      layers.Dense(tf.math.reduce_prod(shape).numpy(), activation='sigmoid'),
+      layers.Dense(int(tf.math.reduce_prod(shape)), activation='sigmoid'),
       layers.Reshape(shape)
     ])
 
