@@ -1832,6 +1832,18 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2 (32 → 64, line 98)",
         },
     ),
+    # CIFAR repositories: ImageDataGenerator(rotation_range=...).flow(x, y, batch_size=batch_size) fed
+    # to fit with steps_per_epoch computed from the batch. generator-prefetch said "no Python generator
+    # ... in the script", true but no help; now it says why the loader is left alone, with advice
+    "image_data_generator.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="python_generator"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 31)",
+            "xla-jit": "jit_compile=True on model.compile() (line 31)",
+            "mixed-precision": "Dense at line 29 (model)",
+            "batch-scale": "batch_size = 128, line 9",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
@@ -2098,3 +2110,21 @@ def test_mixed_precision_keeps_the_output_layer_inside_a_sequential_attribute_fl
     assert 'layers.Reshape(shape, dtype="float32")' in out.code
     assert "padding='same', dtype=\"float32\")])" in out.code
     assert "Sequential([" in out.code and "], dtype=" not in out.code
+
+
+def test_generator_prefetch_says_why_an_image_data_generator_is_left_alone() -> None:
+    src = (SHAPES / "image_data_generator.py").read_text()
+    reason = assert_skipped("generator-prefetch", src, "fit() at line 41 reads a Keras ImageDataGenerator")
+    assert "under the GIL" in reason and "; advice: Keras preprocessing layers" in reason
+    # a flow() assigned to a name first, and flow_from_directory, are the same loader
+    named = src.replace(
+        "history = model.fit(datagen.flow(x_train, y_train, batch_size=batch_size),",
+        "train_gen = datagen.flow_from_directory('data', batch_size=batch_size)\nhistory = model.fit(train_gen,",
+    )
+    assert_skipped("generator-prefetch", named, "reads a Keras ImageDataGenerator")
+    # an ImageDataGenerator made but not fitted on: the usual reason
+    plain = src.replace(
+        "model.fit(datagen.flow(x_train, y_train, batch_size=batch_size),",
+        "model.fit(x_train, y_train, batch_size=batch_size,",
+    )
+    assert_skipped("generator-prefetch", plain, "no Python generator function")
