@@ -75,14 +75,13 @@ class Models:
         assigns = [n for n in walk(tree) if isinstance(n, cst.Assign)]
         self._assigns = assigns
         # Model subclasses without a call() of their own: built like Model(inputs, outputs)
-        subclasses = frozenset(
+        self._subclasses = frozenset(
             cls.name.value
             for cls in walk(tree)
             if isinstance(cls, cst.ClassDef)
             and any((dotted(b.value) or "").split(".")[-1] == "Model" for b in cls.bases)
             and not any(isinstance(f, cst.FunctionDef) and f.name.value == "call" for f in cls.body.body)
         )
-        self._functional = lambda call: _is_functional(call, subclasses)
         # X = Sequential([...]) / Model(...)
         for a in assigns:
             if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
@@ -142,6 +141,9 @@ class Models:
                 else:
                     d.unresolved = f"{layer_cls} (defined in the script) takes no dtype argument"
             d.outputs = kept
+
+    def _functional(self, call: cst.Call) -> bool:
+        return _is_functional(call, self._subclasses)
 
     def _bind(self, name: str, key: str) -> None:
         keys = self.vars.setdefault(name, [])
