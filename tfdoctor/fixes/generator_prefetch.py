@@ -245,8 +245,9 @@ class GeneratorPrefetchCodemod(FixCodemod):
     def _image_generators(self, tree: cst.Module) -> list[str]:
         """Why a Keras ``ImageDataGenerator`` feeding ``fit`` (``datagen.flow(...)``, or a name
         assigned one) is left alone: Keras's own loader, whose random transforms run in scipy and
-        numpy under the GIL. ``workers=4`` on its iterator measured 1.01-1.13x on a CIFAR-sized
-        convnet on 2 cores (docs/fixes.md): not worth a trial."""
+        numpy under the GIL: two threads made its batches at 0.75x one thread's rate, and ``workers=4``
+        on its iterator measured 1.01-1.13x on a CIFAR-sized convnet, on 2 cores (docs/fixes.md): not
+        worth a trial."""
         makers = {
             a.targets[0].target.value
             for a in walk(tree)
@@ -290,8 +291,8 @@ class GeneratorPrefetchCodemod(FixCodemod):
             return []
         return [
             f"fit() at line {self.line(fed[0])} reads a Keras ImageDataGenerator: its random transforms run "
-            "in scipy and numpy under the GIL, so threads barely overlap them (workers=4 on its iterator: "
-            "1.01-1.13x on a 2-core CPU; left alone); advice: Keras "
+            "in scipy and numpy under the GIL, so more threads do not make them faster (two made its batches at "
+            "0.75x one's rate on a 2-core CPU; left alone); advice: Keras "
             "preprocessing layers (RandomRotation, RandomTranslation, RandomFlip) in a tf.data map with "
             "num_parallel_calls=tf.data.AUTOTUNE, or at the start of the model"
         ]
@@ -432,9 +433,10 @@ class GeneratorPrefetch(Fix):
     threads (same batches, same order; random draws from a generator they share come in a different
     order). Not changed: a class that already sets ``workers`` (or is made with it), an ``__init__``
     that never calls ``super().__init__()``; a Keras ``ImageDataGenerator`` fed to ``fit``
-    (``datagen.flow(...)``), whose random transforms run in scipy and numpy under the GIL (``workers=4``
-    on its iterator measured 1.01-1.13x on a CIFAR-sized convnet on 2 cores): the skip says so and
-    advises Keras preprocessing layers in a parallel tf.data map. ``use_multiprocessing`` is left off: each epoch's worker
+    (``datagen.flow(...)``), whose random transforms run in scipy and numpy under the GIL (two threads
+    made its batches at 0.75x one thread's rate, and ``workers=4`` on its iterator measured 1.01-1.13x on
+    a CIFAR-sized convnet, on 2 cores): the skip says so and advises Keras preprocessing layers in a
+    parallel tf.data map. ``use_multiprocessing`` is left off: each epoch's worker
     processes would start from copies of one state of a random generator the batches share, and repeat
     each other's draws.
 
