@@ -3,12 +3,23 @@ so the next batches are produced while the current step trains."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
-from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, set_kwarg, unique_name, walk
+from tfdoctor.fixes._cst import (
+    assigned_values,
+    attr_name,
+    call_name,
+    dotted,
+    kwarg,
+    set_kwarg,
+    unique_name,
+    walk,
+)
 from tfdoctor.fixes.tf_function import _is_step_body
 
 HELPER = '''
@@ -248,15 +259,14 @@ class GeneratorPrefetchCodemod(FixCodemod):
         numpy under the GIL: two threads made its batches at 0.75x one thread's rate, and ``workers=4``
         on its iterator measured 1.01-1.13x on a CIFAR-sized convnet, on 2 cores (docs/fixes.md): not
         worth a trial."""
-        makers = {
-            a.targets[0].target.value
-            for a in walk(tree)
-            if isinstance(a, cst.Assign)
-            and len(a.targets) == 1
-            and isinstance(a.targets[0].target, cst.Name)
-            and isinstance(a.value, cst.Call)
-            and (call_name(a.value) or "").split(".")[-1] == "ImageDataGenerator"
-        }
+        values = assigned_values(tree)
+
+        def assigned(test: Callable[[cst.BaseExpression], bool]) -> set[str]:
+            return {name for name, vs in values.items() if any(test(v) for v in vs)}
+
+        makers = assigned(
+            lambda v: isinstance(v, cst.Call) and (call_name(v) or "").split(".")[-1] == "ImageDataGenerator"
+        )
         if not makers:
             return []
 
@@ -268,14 +278,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
                 and dotted(e.func.value) in makers
             )
 
-        flows = {
-            a.targets[0].target.value
-            for a in walk(tree)
-            if isinstance(a, cst.Assign)
-            and len(a.targets) == 1
-            and isinstance(a.targets[0].target, cst.Name)
-            and flow(a.value)
-        }
+        flows = assigned(flow)
         fed = [
             c
             for c in walk(tree)
