@@ -589,6 +589,45 @@ def test_mixed_precision_keeps_a_softmax_activation_after_the_last_dense_float32
     assert "model.add(Dense(5))" in out.code
 
 
+def test_mixed_precision_keeps_normalization_layers_float32_but_not_batch_or_layer_norm() -> None:
+    """TensorFlow's regression and structured-data tutorials: ``Normalization`` adapted on the data.
+    Under a bf16 policy its ``adapt()`` on a dataset fails; BatchNormalization / LayerNormalization are
+    model layers the policy is for."""
+    src = """
+    import numpy as np
+    import tensorflow as tf
+
+    normalizer = tf.keras.layers.Normalization(axis=-1)
+    normalizer.adapt(np.array(train_features))
+    scaled = tf.keras.layers.Normalization(axis=None, dtype="float64")
+    model = tf.keras.Sequential([normalizer, tf.keras.layers.Dense(64), tf.keras.layers.BatchNormalization(),
+                                 tf.keras.layers.LayerNormalization(), tf.keras.layers.Dense(1)])
+    model.compile(loss="mean_absolute_error", optimizer=tf.keras.optimizers.Adam(0.001))
+    """
+    out = run("mixed-precision", src, hardware=BF16)
+    assert out.status == "changed", out.reason
+    assert 'normalizer = tf.keras.layers.Normalization(axis=-1, dtype="float32")' in out.code
+    assert 'Normalization(axis=None, dtype="float64")' in out.code  # the script's own dtype stays
+    assert "tf.keras.layers.BatchNormalization()," in out.code
+    assert "tf.keras.layers.LayerNormalization()," in out.code
+    assert 'tf.keras.layers.Dense(1, dtype="float32")' in out.code
+    assert "kept float32: Normalization at line 4 (a preprocessing layer" in out.reason
+
+
+def test_tfdata_parallel_map_says_a_map_on_a_helpers_parameter_is_not_known_to_be_a_pipeline() -> None:
+    reason = assert_skipped(
+        "tfdata-parallel-map",
+        """
+        def get_normalization_layer(name, dataset):
+            normalizer = layers.Normalization(axis=None)
+            normalizer.adapt(dataset.map(lambda x, y: x[name]))
+            return normalizer
+        """,
+        "no map/interleave on a tf.data pipeline the script builds (.map() at line 3: on a name not known",
+    )
+    assert "no tf.data map/interleave found" not in reason
+
+
 def test_mixed_precision_with_only_from_imports_adds_import_keras() -> None:
     """A blog's Transformer: ``from keras import Model, layers`` and ``from tensorflow import ...``, no
     name bound to keras or tensorflow (it had been "the script imports neither tensorflow nor keras")."""
@@ -1091,7 +1130,7 @@ def test_tfds_load_results_are_pipelines() -> None:
     assert_skipped("tfdata-cache", src, "no tf.data pipeline with an in-memory source")
     # Hugging Face's datasets.load_dataset is not tf.data: its map(batched=True) is not touched
     hf = "from datasets import load_dataset\nimdb = load_dataset('imdb')\nimdb = imdb.map(tokenize, batched=True)\n"
-    assert_skipped("tfdata-parallel-map", hf, "no tf.data map/interleave found")
+    assert_skipped("tfdata-parallel-map", hf, "(.map() at line 3: on a name not known to be a tf.data dataset")
 
 
 def test_keras_dataset_utilities_are_pipelines_that_prefetch_themselves() -> None:
@@ -1842,6 +1881,23 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "xla-jit": "jit_compile=True on model.compile() (line 31)",
             "mixed-precision": "Dense at line 29 (model)",
             "batch-scale": "batch_size = 128, line 9",
+        },
+    ),
+    # TF "Classify structured data using Keras preprocessing layers": the batch a helper's parameter
+    # given a module constant by keyword, Normalization / StringLookup layers adapted on the dataset. The
+    # mixed-precision trial died in Normalization.adapt() ("expected to be a float tensor but is a
+    # bfloat16 tensor"), hinted as the script's own float32 math; XLA is refused from the run's facts
+    "structured_data.py": (
+        Facts(
+            loop_kind="keras_fit",
+            step_kind="tf.function",
+            input_kind="tf.data",
+            xla_unsupported=["IntegerLookup", "StringLookup"],
+        ),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 137)",
+            "mixed-precision": "kept float32: Normalization at line 54",
+            "batch-scale": "batch size ×2 (batch_size = 512, line 87); learning rate Adam at line 137: default",
         },
     ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch

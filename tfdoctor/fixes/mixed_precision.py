@@ -132,6 +132,7 @@ class MixedPrecisionCodemod(FixCodemod):
                 "before the model is built"
             )
         notes = [self._output_layers(tree)]
+        notes += self._normalization_layers(tree)
         if self.fix.params.get("outputs_only"):  # a module beside the script: its output layers only
             if not self.outputs:
                 raise SkipFile(notes[0])
@@ -277,6 +278,27 @@ class MixedPrecisionCodemod(FixCodemod):
         )
         return f"kept float32: {', '.join(done)} ({how})"
 
+    def _normalization_layers(self, tree: cst.Module) -> list[str]:
+        """Keras ``Normalization`` layers are kept float32, the note saying so: under a 16-bit policy
+        ``adapt()`` on a tf.data dataset fails (``AddV2 ... expected to be a float tensor but is a
+        bfloat16 tensor``: TensorFlow's structured-data tutorial) and raw feature values lose their digits
+        (a fee of 300 squared overflows float16)."""
+        found = [
+            c
+            for c in walk(tree)
+            if isinstance(c, cst.Call)
+            and (call_name(c) or "").split(".")[-1] == "Normalization"
+            and kwarg(c, "dtype") is None
+        ]
+        if not found:
+            return []
+        self.outputs.update(id(c) for c in found)
+        lines = ", ".join(str(self.line(c)) for c in found)
+        return [
+            f"kept float32: Normalization at line{'s' if len(found) > 1 else ''} {lines} (a preprocessing "
+            "layer: under a 16-bit policy its adapt() on a dataset fails and raw feature values lose digits)"
+        ]
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if id(original_node) in self.outputs:
             return set_kwarg(updated_node, "dtype", expr('"float32"'))
@@ -305,7 +327,9 @@ class MixedPrecision(Fix):
     reaches a loss (a GAN's discriminator, not its generator; a VAE's encoder and decoder) or that are
     compiled with one or trained with ``fit``. Where that cannot be told, every model's output layer;
     given the modules beside the script (``FixContext.project``), a model built in one of them gets it
-    there. A script with no Keras layer or model at all (a ``tf.Module`` holding ``tf.Variable``
+    there. Keras ``Normalization`` layers keep float32 too: under a 16-bit policy their ``adapt()``
+    on a tf.data dataset fails (TensorFlow's structured-data tutorial) and raw feature values lose
+    digits. A script with no Keras layer or model at all (a ``tf.Module`` holding ``tf.Variable``
     objects, as in TensorFlow's "Basic training loops") is skipped: a Keras policy reaches none of its
     math.
     On a GPU with tensor cores (compute capability ≥ 7.0) the policy is ``mixed_float16``; a custom loop

@@ -21,10 +21,17 @@ class ParallelMapCodemod(FixCodemod):
         self.autotune = al.autotune()  # tf.data.AUTOTUNE, or tf_data.AUTOTUNE as keras-io writes it
         self.lines: list[int] = []
         self.kept: list[str] = []
+        self.unknown: list[int] = []  # lines of map/interleave on what is not known to be a dataset
         new = super().transform_module_impl(tree)
         if not self.lines:
             if self.kept:
                 raise SkipFile("every tf.data map/interleave already sets num_parallel_calls")
+            if self.unknown:  # ``dataset.map(...)`` on a helper's parameter: said as it is
+                where = ", ".join(str(n) for n in self.unknown)
+                raise SkipFile(
+                    f"no map/interleave on a tf.data pipeline the script builds (.map() at line {where}: on a "
+                    "name not known to be a tf.data dataset, left alone)"
+                )
             raise SkipFile("no tf.data map/interleave found in the script")
         if al.data is None:
             AddImportsVisitor.add_needed_import(self.context, "tensorflow", asname="tf")
@@ -39,9 +46,11 @@ class ParallelMapCodemod(FixCodemod):
         name = attr_name(original_node)
         if name not in ("map", "interleave") or not isinstance(original_node.func, cst.Attribute):
             return updated_node
-        if not self.pipes.is_dataset(original_node.func.value):
-            return updated_node
         line = self.line(original_node.func.attr)  # the map's own line, not its chain's first one
+        if not self.pipes.is_dataset(original_node.func.value):
+            if original_node.args:  # not the builtin map(), which has no receiver: ``x.map(f)``
+                self.unknown.append(line)
+            return updated_node
         existing = kwarg(original_node, "num_parallel_calls")
         if existing is not None:
             if not (isinstance(existing.value, cst.Name) and existing.value.value == "None"):
