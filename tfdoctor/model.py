@@ -373,7 +373,13 @@ class FixTrial(_Frozen):
 
 
 class FixSummary(_Frozen):
-    baseline: Throughput | None
+    baseline: Throughput | None  # the profiled run's timing window
+    # the baseline as the trials are measured: the median (by rate) of the timing-only re-runs of the
+    # unchanged script (paired rounds' and the combined check's references, timing windows of at least
+    # ``min_timing_s``), and how many there were; None: never re-run. Each trial's absolute rate compares
+    # with this one; the profiled window can differ (a fast step's few steps inside one epoch)
+    baseline_timed: Throughput | None = None
+    baseline_timed_runs: int = 0
     trials: list[FixTrial] = Field(default_factory=list)
     combined: Throughput | None = None
     combined_speedup: float | None = None

@@ -77,6 +77,8 @@ def test_profile_fix_on_the_naive_loop_keeps_tf_function_and_leaves_user_files_a
     # the judge's decision cites its own ratio and interval, which lies above the bar
     assert tf_fn.verdict == "faster" and tf_fn.speedup_ci[0] > 1.02 and tf_fn.speedup_ci[1] >= tf_fn.speedup
     assert tf_fn.reason.startswith("faster: ") and "paired round" in tf_fn.reason and tf_fn.paired_run_ids
+    # its paired rounds re-ran the unchanged script, timing-only: the baseline the trials compare with
+    assert fix.baseline_timed is not None and fix.baseline_timed_runs >= 1
     assert tf_fn.run_id and store.get(tf_fn.run_id).meta["parent"] == "base"
     assert store.get(tf_fn.run_id).meta["kind"] == "fix"
     gen = by_id["generator-prefetch"]

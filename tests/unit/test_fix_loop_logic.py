@@ -18,7 +18,9 @@ from tfdoctor.fixes import all_fixes
 from tfdoctor.fixes.judge import KEEP_ABOVE, WORTH, Estimate, Pair, Sample, chained, disjoint, estimate
 from tfdoctor.fixes.workspace import backup_path, make_workspace, unified_diff
 from tfdoctor.model import Facts, Finding, FixSummary, FixTrial, Report, StepTiming, Throughput
-from tfdoctor.report.format import fix_headline, ratio_ci
+from tfdoctor.report.charts import throughput_figure
+from tfdoctor.report.format import fix_headline, ratio_ci, timed_baseline
+from tfdoctor.report.html import run_page
 from tfdoctor.report.terminal import fix_table
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import (
@@ -223,6 +225,57 @@ def test_a_clear_win_takes_a_second_round_and_the_headline_is_verified(tmp_path:
     # report.json carries the intervals
     saved = loop.baseline.report().fix
     assert saved.trials[0].speedup_ci == trial.speedup_ci and saved.combined_ci == summary.combined_ci
+
+
+def test_the_baseline_as_the_trials_measure_it_is_kept_and_shown_where_the_profiled_window_differs(
+    tmp_path: Path,
+) -> None:
+    """TensorFlow's structured-data tutorial: the profiled window (18 fast steps inside one epoch) read
+    twice the rate of the timing-only re-runs the trials are paired with (their windows cross the
+    epochs' ends), so each trial read half the baseline with a paired ratio near 1. The re-runs of the
+    unchanged script are the baseline the trials' rates compare with: their median is kept, the chart's
+    baseline bar is it, and the terminal and HTML say both figures."""
+    rates = {
+        "tf-function": 11.0,
+        "tf-function: reference, paired round 1": 9.0,
+        "tf-function: reference, paired round 2": 10.0,
+        "tf-function: paired round 2": 11.0,
+        "tf-function: paired round 3": 11.0,
+        "tf-function: reference, paired round 3": 10.0,
+        "tf-function: reference, paired round 4": 12.0,
+        "tf-function: paired round 4": 11.0,
+        "tf-function: paired round 5": 11.0,
+        "tf-function: reference, paired round 5": 10.0,
+        "tf-function: reference, paired round 6": 10.0,
+        "tf-function: paired round 6": 11.0,
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function"])
+    loop.report = loop.report.model_copy(update={"throughput": _banded(20.0)})
+    summary = loop.run()
+    refs = [m for m in loop.measured if ": reference," in m]
+    assert summary.baseline_timed_runs == len(refs) >= 2
+    assert summary.baseline_timed is not None and summary.baseline_timed.steps_per_s == pytest.approx(10.0)
+    assert summary.baseline is not None and summary.baseline.steps_per_s == pytest.approx(20.0)
+    note = timed_baseline(summary)
+    assert note.startswith("the unchanged script re-run as the trials are measured: 0.50x the profiled")
+    assert f"(median of {len(refs)} timing runs)" in note
+    report = loop.baseline.report()
+    console = Console(record=True, width=220)
+    console.print(fix_table(report))
+    text = console.export_text()
+    assert "baseline, re-run" in text and "320 examples/s" in text and "640 examples/s" in text
+    bar = throughput_figure(report)["data"][0]
+    assert bar["x"][0] == "baseline" and bar["y"][0] == pytest.approx(320.0)
+    assert "median of" in bar["customdata"][0]
+    card = next(m for m in run_page(report).metrics if m.label == "Baseline")
+    assert card.value.startswith("640") and "re-run as the trials are measured" in card.sub
+    assert card.sub.endswith(": 320 examples/s")
+    # within 1.15x of each other, the profiled figure stands for both: no second row, no note
+    close = summary.model_copy(update={"baseline_timed": _banded(18.0)})
+    assert timed_baseline(close) == ""
+    console = Console(record=True, width=220)
+    console.print(fix_table(report.model_copy(update={"fix": close})))
+    assert "baseline, re-run" not in console.export_text()
 
 
 def test_the_headline_pairs_timing_only_runs_and_the_profiled_run_comes_last(tmp_path: Path) -> None:

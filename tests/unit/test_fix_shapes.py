@@ -1130,7 +1130,9 @@ def test_tfds_load_results_are_pipelines() -> None:
     assert_skipped("tfdata-cache", src, "no tf.data pipeline with an in-memory source")
     # Hugging Face's datasets.load_dataset is not tf.data: its map(batched=True) is not touched
     hf = "from datasets import load_dataset\nimdb = load_dataset('imdb')\nimdb = imdb.map(tokenize, batched=True)\n"
-    assert_skipped("tfdata-parallel-map", hf, "(.map() at line 3: on a name not known to be a tf.data dataset")
+    assert_skipped(
+        "tfdata-parallel-map", hf, "(.map() at line 3: on a name not known to be a tf.data dataset"
+    )
 
 
 def test_keras_dataset_utilities_are_pipelines_that_prefetch_themselves() -> None:

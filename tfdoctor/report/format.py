@@ -125,6 +125,32 @@ def training(changes: dict[str, str], verdict: str | None = None) -> str:
 _DIFF = re.compile(r"^diff --git a/(.+) b/\1$", re.M)
 
 
+#: how far the trials' re-runs of the baseline may measure from the profiled run's window before the
+#: report shows both (within it, the profiled figure stands for both)
+TIMED_APART = 1.15
+
+
+def timed_baseline(fx: FixSummary) -> str:
+    """Where the trials' timing re-runs of the unchanged script measured it more than
+    :data:`TIMED_APART` apart from the profiled run's window, what they measured and how to read it;
+    else empty. Each trial's absolute rate compares with the re-runs (the same measurement), not with
+    the profiled window: on a fast step that window is a few steps inside one epoch, the re-runs'
+    windows of at least a second span the epochs' ends (a shuffle buffer refilled, validation)."""
+    b, t = fx.baseline, fx.baseline_timed
+    if b is None or t is None:
+        return ""
+    both = b.examples_per_s is not None and t.examples_per_s is not None
+    rb = b.examples_per_s if both else b.steps_per_s
+    rt = t.examples_per_s if both else t.steps_per_s
+    if not rb or not rt or 1 / TIMED_APART <= rt / rb <= TIMED_APART:
+        return ""
+    n = fx.baseline_timed_runs
+    return (
+        f"the unchanged script re-run as the trials are measured: {ratio(rt / rb)} the profiled window's "
+        f"rate (median of {n} timing run{'s' if n != 1 else ''}); the trials' rates compare with this"
+    )
+
+
 def kept_files(fx: FixSummary) -> str:
     """The kept fixes, and where the combined patch changes several files (a model or an optimizer
     built in a module beside the script), the files each changed: ``batch-scale ×2 (train.py, model.py)``."""
@@ -171,5 +197,6 @@ __all__ = [
     "rate",
     "ratio",
     "ratio_ci",
+    "timed_baseline",
     "training",
 ]

@@ -473,6 +473,8 @@ def run_page(
     metrics: list[Metric] = []
     base = report.fix.baseline if report.fix and report.fix.baseline else report.throughput
     main, sub = fmt_rate(base)
+    if report.fix is not None and (note := fmt.timed_baseline(report.fix)):
+        sub = f"{sub} · {note}: {fmt.headline_rate(report.fix.baseline_timed)}"
     metrics.append(Metric("Throughput" if not report.fix else "Baseline", main, sub))
     if report.fix is not None:
         main, sub = fmt_rate(report.fix.combined)

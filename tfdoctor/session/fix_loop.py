@@ -652,6 +652,9 @@ class FixLoop:
         self.final_modules: dict[str, str] = {}
         self._at = (0, 0)  # the candidate being measured, of how many (for progress events)
         self._last: StateKey | None = None  # the state measured last
+        # the timing-only re-runs of the unchanged script (the paired rounds' and the combined check's
+        # references): the baseline as the trials are measured, for the summary's ``baseline_timed``
+        self.base_reruns: list[Throughput] = []
         # every judged trial's round log ratios so far (the combined check's too): the judge's paired floor
         self.paired_logs: list[list[float]] = []
         # what a trial copies: the script's folder, or the working directory above it (workspace_root)
@@ -917,8 +920,11 @@ class FixLoop:
         if patch:
             files = ", ".join(patch_files(patch))
             patch = patch_header(files, kept, speedup, ci, rounds_note, changes, verdict) + patch
+        reruns = sorted(self.base_reruns, key=lambda t: t.examples_per_s or t.steps_per_s)
         return FixSummary(
             baseline=self.report.throughput,
+            baseline_timed=reruns[(len(reruns) - 1) // 2] if reruns else None,
+            baseline_timed_runs=len(reruns),
             trials=trials,
             combined=combined,
             combined_speedup=speedup,
@@ -1077,7 +1083,15 @@ class FixLoop:
 
     # -- one run -------------------------------------------------------------------------------------
     def _measured(self, got: tuple[RunDir, CaptureResult, Report]) -> Measured:
+        """A paired round's run (timing-only), as the judge takes it; a re-run of the unchanged script
+        is kept for the summary's ``baseline_timed``."""
         run, res, rep = got
+        if (
+            res.ok
+            and rep.throughput is not None
+            and self._last == self.state_key(self.user_source.text, {}, self.user_modules)
+        ):
+            self.base_reruns.append(rep.throughput)
         return Measured(
             run_id=run.id,
             status=res.status if res.ok else (res.status if res.status != "complete" else "failed"),
