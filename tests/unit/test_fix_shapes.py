@@ -1902,6 +1902,18 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2 (batch_size = 512, line 87); learning rate Adam at line 137: default",
         },
     ),
+    # keras-io "Timeseries classification from scratch" (Keras 3): Conv1D + BatchNormalization, a softmax
+    # Dense as output, optimizer="adam", ModelCheckpoint / ReduceLROnPlateau / EarlyStopping callbacks,
+    # validation_split, the best model loaded back after fit
+    "timeseries_classification.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="numpy"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 55)",
+            "xla-jit": "jit_compile=True on model.compile() (line 55)",
+            "mixed-precision": "kept float32: Dense at line 40 (make_model())",
+            "batch-scale": "batch size ×2 (batch_size = 64, line 48); learning rate Adam at line 55: default",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
