@@ -1236,6 +1236,36 @@ def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
     assert "set aside" not in r.decision.reason
 
 
+def test_a_second_spike_that_slowed_a_whole_run_is_set_aside_too() -> None:
+    """keras-io's timeseries classification, 2026-11-28: a combined check's round set aside as disturbed,
+    then a trial run at half speed against every other run of its state (steady inside: its sub-windows
+    agree), which was counted and left the headline at 0.90x, not decided. After a first set-aside the
+    host has shown a spike: a round whose run measures under 0.7x its state's other runs is set aside too,
+    said so, and another round measured."""
+    trial_rates = {1: 10.5, 2: 7.2, 3: 9.9, 4: 10.4, 5: 5.0, 6: 10.3, 7: 10.4, 8: 10.3, 9: 10.4}
+    calls: list[tuple[str, int]] = []
+
+    def measure(side, i):
+        calls.append((side, i))
+        rate = 10.0 if side == "reference" else trial_rates[i]
+        return Measured(run_id=f"{side}{i}", status="complete", throughput=_banded(rate))
+
+    pool = [[0.10, 0.14, 0.06], [0.50, 0.46, 0.52], [-0.30, -0.25, -0.33]]
+    r = judge_rounds(measure, first_trial=_banded(10.5), ref_prev=_banded(10.0), max_rounds=4, pool=pool)
+    assert r.set_aside is not None and r.set_aside[0] == 2
+    assert r.slowed is not None and r.slowed[0] == 5 and r.slowed[2] == "trial"
+    assert r.slowed[1] == pytest.approx(0.5) and r.slowed[3] == pytest.approx(5.0 / 10.4, rel=0.01)
+    assert 0.5 not in r.ratios and 0.72 not in r.ratios and ("trial", 6) in calls
+    assert r.decision is not None
+    assert "round 2 (0.72x) set aside as disturbed" in r.decision.reason
+    assert "round 5 (0.50x) set aside too: its trial run measured 0.48x the median" in r.decision.reason
+    # with no first spike told (no pool to tell one), a slowed run alone sets nothing aside: round 2's
+    # trial (0.69x its state's other runs) is counted, which may be a state whose speed varies
+    calls.clear()
+    r = judge_rounds(measure, first_trial=_banded(10.5), ref_prev=_banded(10.0), max_rounds=4)
+    assert r.set_aside is None and r.slowed is None and r.ratios == [1.05, 0.72, 0.99, 1.04]
+
+
 def test_a_worthwhile_gain_still_undecided_gets_two_more_rounds() -> None:
     """Rounds of 1.25x, 0.95x, 1.30x, 0.98x: after the budget of 4 the estimate (1.11x) is above the
     worth line but its interval straddles the bar; two more rounds are measured (5 and 6, the order

@@ -25,6 +25,7 @@ from tfdoctor.fixes.judge import (
     log_ratios,
     paired_spread,
     round_scale,
+    slowed,
     steady,
 )
 from tfdoctor.model import Throughput
@@ -425,6 +426,25 @@ def test_a_round_far_off_the_trials_others_is_disturbed() -> None:
     assert k == 3 and sds > DISTURBED
     # high as well as low: a round lifted by a spike on the reference side
     assert disturbed(_b2b([1.05, 1.62, 1.02, 1.04]), CALM_POOL)[0] == 1
+
+
+def test_a_run_far_below_its_own_states_other_runs_ran_slowed() -> None:
+    """The combined check on keras-io's timeseries classification (examples/s, reference and trial per
+    round, round 3 already set aside): round 5's trial ran at 804 against 1,452-1,533."""
+    pairs = [
+        Pair(Sample(1393.4), Sample(1506.6), "BA"),
+        Pair(Sample(1385.9), Sample(1475.6), "AB"),
+        Pair(Sample(1413.8), Sample(1451.9), "AB"),
+        Pair(Sample(1432.0), Sample(804.5), "BA"),
+    ]
+    k, side, frac = slowed(pairs)
+    assert (k, side) == (3, "trial") and frac == pytest.approx(804.5 / 1475.6, rel=1e-3)
+    assert slowed(pairs[:3]) is None  # no run that far off
+    assert slowed([pairs[0], pairs[1], pairs[3]]) is None  # two other runs: too few to tell
+    mild = [*pairs[:3], Pair(Sample(1432.0), Sample(1110.0), "BA")]  # 0.75x: within a steady reference's 0.7
+    assert slowed(mild) is None
+    earlier = [Pair(Sample(1400.0), Sample(1500.0), "AB", back_to_back=False), *pairs[1:]]
+    assert slowed(earlier) is None  # a reference measured earlier: not the same rounds
 
 
 def test_no_round_is_disturbed_without_enough_evidence() -> None:

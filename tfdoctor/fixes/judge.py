@@ -267,6 +267,38 @@ def disturbed(pairs: Sequence[Pair], pool: Sequence[Sequence[float]] = ()) -> tu
     return worst
 
 
+#: a run measuring below this fraction of the median of its own state's other runs in the same rounds
+#: ran slowed as a whole (the ``1 - STEADY`` of a steady reference)
+SLOWED = 1 - STEADY
+#: … among at least this many other runs of that state
+SLOWED_AMONG = 3
+
+
+def slowed(pairs: Sequence[Pair]) -> tuple[int, Literal["reference", "trial"], float] | None:
+    """The round one of whose runs ran slowed as a whole, as (its index in ``pairs``, which side, its
+    rate over the median of the same side's other runs), or None: a run below :data:`SLOWED` of the
+    median of its state's other runs in these back-to-back rounds (at least :data:`SLOWED_AMONG` of them);
+    the slowest such run where there are several. This compares a run with its own state's runs, not
+    with the rounds' ratios (:func:`disturbed`): a second load spike in one comparison shows here
+    (keras-io's timeseries classification, 2026-11-28: a combined check's trial ran at 804 examples/s,
+    every other run of that state 1,450-1,530, its sub-windows steady; a reference at 849 in the same
+    comparison had been set aside as disturbed). The fix loop sets such a round aside only after
+    :func:`disturbed` set one aside: the host has shown a spike, not a state whose speed varies."""
+    if not all(p.back_to_back for p in pairs):
+        return None
+    worst: tuple[int, Literal["reference", "trial"], float] | None = None
+    for side in ("reference", "trial"):
+        rates = [(p.ref if side == "reference" else p.trial).rate for p in pairs]
+        for i, x in enumerate(rates):
+            others = [y for j, y in enumerate(rates) if j != i and y > 0]
+            if len(others) < SLOWED_AMONG or x <= 0:
+                continue
+            frac = x / median(others)
+            if frac < SLOWED and (worst is None or frac < worst[2]):
+                worst = (i, side, frac)  # type: ignore[assignment]
+    return worst
+
+
 def floor_quantile(confidence: float, df: int) -> float:
     """The multiplier of the between-run floor: Student's t at ``df`` degrees of freedom for the 95 %
     interval (``df`` 2-30: :data:`T975`), else the normal quantile. One degree of freedom (one round:
@@ -458,5 +490,6 @@ __all__ = [
     "log_ratios",
     "paired_spread",
     "round_scale",
+    "slowed",
     "steady",
 ]

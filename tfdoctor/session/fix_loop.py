@@ -53,6 +53,7 @@ from tfdoctor.fixes.judge import (
     disjoint,
     disturbed,
     log_ratios,
+    slowed,
     steady,
 )
 from tfdoctor.fixes.project import local_modules
@@ -317,6 +318,10 @@ class Rounds:
     # a round set aside as disturbed (tfdoctor.fixes.judge.disturbed): (its number, its ratio, how many
     # paired standard deviations off); the budget counts the other rounds, so another may be measured
     set_aside: tuple[int, float, float] | None = None
+    # a second round set aside, after that one, where one of its runs ran slowed as a whole
+    # (tfdoctor.fixes.judge.slowed): (its number, its ratio, the side, that run's rate over the median of
+    # its state's other runs)
+    slowed: tuple[int, float, str, float] | None = None
 
     @property
     def ratios(self) -> list[float]:
@@ -441,6 +446,11 @@ def _judge_rounds(
             k, sds = hit
             r.set_aside = (k + 1, r.pairs[k].ratio, sds)
             del r.pairs[k]
+        elif r.set_aside is not None and r.slowed is None and (run_hit := slowed(r.pairs)) is not None:
+            k, slow_side, frac = run_hit  # a second spike: one of its runs slowed as a whole
+            number = k + 1 + (1 if r.set_aside[0] <= k + 1 else 0)
+            r.slowed = (number, r.pairs[k].ratio, slow_side, frac)
+            del r.pairs[k]
         n_ab = sum(p.order == "AB" for p in r.pairs)
         n_ba = len(r.pairs) - n_ab
         # with a round set aside the orders may be lopsided (BA, BA): the missing order is measured first
@@ -459,10 +469,10 @@ def _judge_rounds(
             d = None
         if d is not None:
             r.decision = with_notes(
-                d, r.set_aside, max_rounds, budget - max_rounds, worth, len(r.pairs) - max_rounds
+                d, r.set_aside, max_rounds, budget - max_rounds, worth, len(r.pairs) - max_rounds, r.slowed
             )
             return r
-        i = len(r.pairs) + (r.set_aside is not None) + 1
+        i = len(r.pairs) + (r.set_aside is not None) + (r.slowed is not None) + 1
         order: Literal["AB", "BA"] = (
             ("AB" if r.pairs[-1].order == "BA" else "BA") if n_ab == n_ba else ("AB" if n_ab < n_ba else "BA")
         )
@@ -479,6 +489,7 @@ def _judge_rounds(
                     max_rounds,
                     budget - max_rounds,
                     worth,
+                    slowed=r.slowed,
                 )
                 return r
             if side == "reference" and previous is not None:
@@ -494,11 +505,13 @@ def with_notes(
     extra: int = 0,
     worth: float = WORTH,
     past: int | None = None,
+    slowed: tuple[int, float, str, float] | None = None,
 ) -> Decision | None:
     """``d`` with its reason saying which round was set aside as disturbed, and why, and whether the
     ``budget`` of rounds was extended (``extra`` rounds) for a gain still undecided whose estimate stood
     above ``worth``; ``past``: the rounds a decision took past the budget (``extra`` when not given; a
-    keep may come before the extension is spent)."""
+    keep may come before the extension is spent); ``slowed``: a second round set aside
+    (:attr:`Rounds.slowed`)."""
     if d is None:
         return d
     reason = d.reason
@@ -517,6 +530,12 @@ def with_notes(
         reason += (
             f"; round {k} ({ratio:.2f}x) set aside as disturbed: {sds:.1f} standard deviations of this "
             "run's paired rounds from the trial's others (a load spike): not counted"
+        )
+    if slowed is not None:
+        k, ratio, side, frac = slowed
+        reason += (
+            f"; round {k} ({ratio:.2f}x) set aside too: its {side} run measured {frac:.2f}x the median "
+            "of that state's other runs in these rounds (the whole run slowed): not counted"
         )
     return replace(d, reason=reason)
 
