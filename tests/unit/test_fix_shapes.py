@@ -1914,6 +1914,18 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2 (batch_size = 64, line 48); learning rate Adam at line 55: default",
         },
     ),
+    # keras-io "Sequence to sequence learning for performing number addition" (Keras 3): data made in a
+    # Python loop with np.random unseeded, a Sequential built with model.add, fit(epochs=1) called once
+    # per iteration of a Python loop, each followed by predictions printed with a check mark
+    "addition_rnn.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="numpy"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 149)",
+            "xla-jit": "jit_compile=True on model.compile() (line 149)",
+            "mixed-precision": "kept float32: Dense at line 148 (model)",
+            "batch-scale": "batch size ×2 (batch_size = 64, line 153); learning rate Adam at line 149: default",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
