@@ -614,6 +614,25 @@ def test_mixed_precision_keeps_normalization_layers_float32_but_not_batch_or_lay
     assert "kept float32: Normalization at line 4 (a preprocessing layer" in out.reason
 
 
+def test_mixed_precision_keeps_a_normalization_layer_float32_in_the_module_that_builds_the_model() -> None:
+    """The model and its Normalization layer built in ``model.py`` beside the script: both edits land
+    there, and the reason names both."""
+    project = {
+        "model.py": (
+            "import keras\n\n\ndef build(data):\n    norm = keras.layers.Normalization()\n"
+            "    norm.adapt(data)\n    return keras.Sequential([norm, keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        )
+    }
+    src = "import keras\nimport model\n\nm = model.build(x)\nm.compile(loss='mse', optimizer='adam')\nm.fit(x, y)\n"
+    out = get_fix("mixed-precision").apply(
+        src, FixContext(hardware=BF16, project=project, filename="train.py")
+    )
+    assert out.changed, out.reason
+    assert 'keras.layers.Normalization(dtype="float32")' in out.files["model.py"]
+    assert 'keras.layers.Dense(1, dtype="float32")' in out.files["model.py"]
+    assert "kept float32: Normalization at line 5" in out.reason
+
+
 def test_tfdata_parallel_map_says_a_map_on_a_helpers_parameter_is_not_known_to_be_a_pipeline() -> None:
     reason = assert_skipped(
         "tfdata-parallel-map",

@@ -287,7 +287,8 @@ def slowed(pairs: Sequence[Pair]) -> tuple[int, Literal["reference", "trial"], f
     if not all(p.back_to_back for p in pairs):
         return None
     worst: tuple[int, Literal["reference", "trial"], float] | None = None
-    for side in ("reference", "trial"):
+    sides: tuple[Literal["reference", "trial"], ...] = ("reference", "trial")
+    for side in sides:
         rates = [(p.ref if side == "reference" else p.trial).rate for p in pairs]
         for i, x in enumerate(rates):
             others = [y for j, y in enumerate(rates) if j != i and y > 0]
@@ -295,7 +296,7 @@ def slowed(pairs: Sequence[Pair]) -> tuple[int, Literal["reference", "trial"], f
                 continue
             frac = x / median(others)
             if frac < SLOWED and (worst is None or frac < worst[2]):
-                worst = (i, side, frac)  # type: ignore[assignment]
+                worst = (i, side, frac)
     return worst
 
 

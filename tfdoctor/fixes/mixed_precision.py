@@ -136,7 +136,7 @@ class MixedPrecisionCodemod(FixCodemod):
         if self.fix.params.get("outputs_only"):  # a module beside the script: its output layers only
             if not self.outputs:
                 raise SkipFile(notes[0])
-            self.summary = notes[0]
+            self.summary = "; ".join(notes)
             return super().transform_module_impl(tree)
         # float16 needs loss scaling; Keras compile() adds it, a custom loop needs it spelled out
         self.opt_name: str | None = None
