@@ -1206,13 +1206,13 @@ def test_a_trial_whose_run_ends_before_its_timing_window_is_not_measured_and_say
     assert "nothing was timed" in x4.reason and "batch-scale ×8" not in loop.measured
 
 
-def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
-    """Rounds of 1.20x (BA), then 0.72x (AB; a load spike on the trial's run), 1.16x (BA) and 1.18x (AB),
-    in a run whose other trials' rounds scatter ~4 %: once four rounds are in, the second is not counted
-    and the decision rests on the three clean rounds, naming the one set aside (three rounds alone do not
-    set one aside). With no pool (a run's first trial) the same rounds are all counted and leave the
-    trial undecided."""
-    trial_rates = {1: 12.0, 2: 7.2, 3: 11.6, 4: 11.8, 5: 11.9}
+#: the round log ratios of a run's other trials, each scattering ~4 % around its own effect
+SCATTERED_POOL = [[0.10, 0.14, 0.06], [0.50, 0.46, 0.52], [-0.30, -0.25, -0.33]]
+
+
+def _steady_reference(trial_rates: dict[int, float]):
+    """A measuring step for :func:`judge_rounds`: the reference at 10 steps/s every time, the trial at
+    ``trial_rates[round]``; and the list of (side, round) it was called with."""
     calls: list[tuple[str, int]] = []
 
     def measure(side, i):
@@ -1220,7 +1220,18 @@ def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
         rate = 10.0 if side == "reference" else trial_rates[i]
         return Measured(run_id=f"{side}{i}", status="complete", throughput=_banded(rate))
 
-    pool = [[0.10, 0.14, 0.06], [0.50, 0.46, 0.52], [-0.30, -0.25, -0.33]]
+    return measure, calls
+
+
+def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
+    """Rounds of 1.20x (BA), then 0.72x (AB; a load spike on the trial's run), 1.16x (BA) and 1.18x (AB),
+    in a run whose other trials' rounds scatter ~4 %: once four rounds are in, the second is not counted
+    and the decision rests on the three clean rounds, naming the one set aside (three rounds alone do not
+    set one aside). With no pool (a run's first trial) the same rounds are all counted and leave the
+    trial undecided."""
+    trial_rates = {1: 12.0, 2: 7.2, 3: 11.6, 4: 11.8, 5: 11.9}
+    measure, calls = _steady_reference(trial_rates)
+    pool = SCATTERED_POOL
     r = judge_rounds(measure, first_trial=_banded(12.0), ref_prev=_banded(10.0), max_rounds=4, pool=pool)
     assert r.set_aside is not None and r.set_aside[0] == 2 and r.set_aside[1] == pytest.approx(0.72)
     assert r.ratios == [1.2, 1.16, 1.18] and calls[-2:] == [("reference", 4), ("trial", 4)]
@@ -1243,14 +1254,8 @@ def test_a_second_spike_that_slowed_a_whole_run_is_set_aside_too() -> None:
     host has shown a spike: a round whose run measures under 0.7x its state's other runs is set aside too,
     said so, and another round measured."""
     trial_rates = {1: 10.5, 2: 7.2, 3: 9.9, 4: 10.4, 5: 5.0, 6: 10.3, 7: 10.4, 8: 10.3, 9: 10.4}
-    calls: list[tuple[str, int]] = []
-
-    def measure(side, i):
-        calls.append((side, i))
-        rate = 10.0 if side == "reference" else trial_rates[i]
-        return Measured(run_id=f"{side}{i}", status="complete", throughput=_banded(rate))
-
-    pool = [[0.10, 0.14, 0.06], [0.50, 0.46, 0.52], [-0.30, -0.25, -0.33]]
+    measure, calls = _steady_reference(trial_rates)
+    pool = SCATTERED_POOL
     r = judge_rounds(measure, first_trial=_banded(10.5), ref_prev=_banded(10.0), max_rounds=4, pool=pool)
     assert r.set_aside is not None and r.set_aside[0] == 2
     assert r.slowed is not None and r.slowed[0] == 5 and r.slowed[2] == "trial"
@@ -1270,14 +1275,7 @@ def test_a_worthwhile_gain_still_undecided_gets_two_more_rounds() -> None:
     """Rounds of 1.25x, 0.95x, 1.30x, 0.98x: after the budget of 4 the estimate (1.11x) is above the
     worth line but its interval straddles the bar; two more rounds are measured (5 and 6, the order
     alternating on) and the decision says so. A trial below the worth line (1.02x) is not extended."""
-    trial_rates = {1: 12.5, 2: 9.5, 3: 13.0, 4: 9.8, 5: 12.4, 6: 12.6}
-    calls: list[tuple[str, int]] = []
-
-    def measure(side, i):
-        calls.append((side, i))
-        rate = 10.0 if side == "reference" else trial_rates[i]
-        return Measured(run_id=f"{side}{i}", status="complete", throughput=_banded(rate))
-
+    measure, calls = _steady_reference({1: 12.5, 2: 9.5, 3: 13.0, 4: 9.8, 5: 12.4, 6: 12.6})
     r = judge_rounds(measure, first_trial=_banded(12.5), ref_prev=_banded(10.0), max_rounds=4)
     assert r.ratios == [1.25, 0.95, 1.3, 0.98, 1.24, 1.26]
     assert [p.order for p in r.pairs] == ["BA", "AB", "BA", "AB", "BA", "AB"]

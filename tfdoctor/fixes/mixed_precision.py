@@ -113,6 +113,7 @@ class MixedPrecisionCodemod(FixCodemod):
         self.keras = al.keras or "keras"
         self.add_keras = al.keras is None
         self.new_policy: dict[int, str] = {}  # id(the policy's string) -> the policy replacing it
+        # the layer calls (by id) given dtype="float32": output layers and Normalization layers
         self.outputs: set[int] = set()
         self.wrap_opt: set[int] = set()
         self.scale_grad: set[int] = set()

@@ -674,6 +674,7 @@ class FixLoop:
         # the timing-only re-runs of the unchanged script (the paired rounds' and the combined check's
         # references): the baseline as the trials are measured, for the summary's ``baseline_timed``
         self.base_reruns: list[Throughput] = []
+        self._base_key = self.state_key(self.user_source.text, {}, self.user_modules)  # the unchanged script
         # every judged trial's round log ratios so far (the combined check's too): the judge's paired floor
         self.paired_logs: list[list[float]] = []
         # what a trial copies: the script's folder, or the working directory above it (workspace_root)
@@ -1105,11 +1106,7 @@ class FixLoop:
         """A paired round's run (timing-only), as the judge takes it; a re-run of the unchanged script
         is kept for the summary's ``baseline_timed``."""
         run, res, rep = got
-        if (
-            res.ok
-            and rep.throughput is not None
-            and self._last == self.state_key(self.user_source.text, {}, self.user_modules)
-        ):
+        if res.ok and rep.throughput is not None and self._last == self._base_key:
             self.base_reruns.append(rep.throughput)
         return Measured(
             run_id=run.id,
