@@ -81,6 +81,57 @@ def test_failure_summary_of_a_chained_exception_takes_the_last_one() -> None:
     assert (fs.exception, fs.where, fs.code) == ("RuntimeError: second", "a.py:3 in <module>", "y()")
 
 
+#: keras-io's OCR captcha compiled with XLA (recorded here, TF 2.21, frames trimmed): the exception's
+#: first line says only "Graph execution error:"; the cause and the op's making follow in the message
+GRAPH_TB = """Traceback (most recent call last):
+  File "/tmp/tfdoctor-fix-2au8anu0/src/ocr_captcha.py", line 271, in <module>
+    history = model.fit(
+              ^^^^^^^^^^
+  File "/usr/lib/python3.11/site-packages/keras/src/utils/traceback_utils.py", line 122, in error_handler
+    raise e.with_traceback(filtered_tb) from None
+tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:
+
+Detected at node ocr_model_v1_1/ctc_loss_1/CTCLoss defined at (most recent call last):
+<stack traces unavailable>
+Detected unsupported operations when trying to compile graph __inference_one_step_on_data_9330[] on \
+XLA_CPU_JIT: CTCLoss (No registered 'CTCLoss' OpKernel for XLA_CPU_JIT devices compatible with node \
+{{node ocr_model_v1_1/ctc_loss_1/CTCLoss}}){{node ocr_model_v1_1/ctc_loss_1/CTCLoss}}
+The op is created at:
+File "<frozen runpy>", line 88, in _run_code
+File "/tmp/tfdoctor-fix-2au8anu0/src/ocr_captcha.py", line 271, in <module>
+File "/usr/lib/python3.11/site-packages/keras/src/backend/tensorflow/trainer.py", line 59, in train_step
+File "/usr/lib/python3.11/site-packages/keras/src/layers/layer.py", line 1002, in __call__
+File "/tmp/tfdoctor-fix-2au8anu0/src/ocr_captcha.py", line 191, in call
+File "/tmp/tfdoctor-fix-2au8anu0/src/ocr_captcha.py", line 128, in ctc_batch_cost
+\ttf2xla conversion failed while converting __inference_one_step_on_data_9330[]. Run with TF_DUMP_GRAPH_PREFIX=/d
+\t [[StatefulPartitionedCall]] [Op:__inference_multi_step_on_iterator_9472]
+"""
+
+
+def test_failure_summary_of_a_graph_execution_error_says_its_cause_and_the_ops_line() -> None:
+    """A trial of xla-jit failed as "InvalidArgumentError: Graph execution error: (at ocr_captcha.py:271
+    in <module>)": the fit call, and nothing of why. The cause is in the message, and where the op was
+    made: now both."""
+    fs = failure_summary(GRAPH_TB)
+    assert fs.exception == (
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error: Detected "
+        "unsupported operations when trying to compile graph __inference_one_step_on_data_9330[] on "
+        "XLA_CPU_JIT: CTCLoss (No registered 'CTCLoss' OpKernel for XLA_CPU_JIT devices compatible with node)"
+    )
+    assert fs.where == "ocr_captcha.py:128 in ctc_batch_cost"
+    # the usual shape: indented node stacks with their source lines, the cause, then [[node]] lines
+    usual = (
+        'Traceback (most recent call last):\n  File "/p/train.py", line 9, in <module>\n    model.fit(x, y)\n'
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:\n\n"
+        "Detected at node sub defined at (most recent call last):\n"
+        '  File "/p/train.py", line 5, in loss_fn\n    return y - p\n\n'
+        "Incompatible shapes: [32,10] vs. [16,10]\n\t [[{{node sub}}]] [Op:__inference_train_function_99]\n"
+    )
+    fs = failure_summary(usual)
+    assert fs.exception.endswith("Graph execution error: Incompatible shapes: [32,10] vs. [16,10]")
+    assert (fs.where, fs.code) == ("train.py:5 in loss_fn", "return y - p")
+
+
 def test_failure_summary_without_a_traceback_is_the_last_line() -> None:
     assert failure_summary("some output\nKilled\n").exception == "Killed"
     assert failure_summary(None).exception == ""

@@ -589,6 +589,65 @@ def test_mixed_precision_keeps_a_softmax_activation_after_the_last_dense_float32
     assert "model.add(Dense(5))" in out.code
 
 
+ENDPOINT = """
+import keras
+from keras import layers
+
+
+class CTCLayer(layers.Layer):
+    def __init__(self, name=None):
+        super().__init__(name=name)
+
+    def call(self, y_true, y_pred):
+        self.add_loss(ctc_batch_cost(y_true, y_pred))
+        return y_pred
+
+
+def build_model():
+    input_img = layers.Input(shape=(200, 50, 1), name="image")
+    labels = layers.Input(name="label", shape=(None,))
+    x = layers.Conv2D(32, 3, padding="same")(input_img)
+    x = layers.Dense(
+        21, activation="softmax", name="dense2"
+    )(x)
+    output = CTCLayer(name="ctc_loss")(labels, x)
+    model = keras.models.Model(inputs=[input_img, labels], outputs=output)
+    model.compile(optimizer=keras.optimizers.Adam())
+    return model
+
+
+model = build_model()
+model.fit(train_dataset, epochs=1)
+"""
+
+
+def test_mixed_precision_keeps_the_prediction_fed_to_an_endpoint_layer_float32() -> None:
+    """keras-io's OCR captcha: the model's output is ``CTCLayer(name="ctc_loss")(labels, x)``, a layer of
+    the script's that adds the CTC loss and takes no dtype. It was "output layer not found ... make sure
+    it computes in float32" and the softmax it is given stayed bf16; now that softmax ``Dense`` keeps
+    float32 (the labels' ``Input`` is no layer to change), the call laid out over lines keeping its
+    closing parenthesis where it was."""
+    out = run("mixed-precision", ENDPOINT, hardware=BF16)
+    assert out.status == "changed", out.reason
+    assert (
+        '    x = layers.Dense(\n        21, activation="softmax", name="dense2", dtype="float32"\n    )(x)\n'
+        in out.code
+    ), out.code
+    assert 'CTCLayer(name="ctc_loss")(labels, x)' in out.code  # the endpoint itself left as written
+    assert out.code.count("float32") == 1
+    assert (
+        "kept float32: Dense at line 18 (model, fed to its output CTCLayer, which takes no dtype)"
+        in out.reason
+    )
+    # an endpoint whose inputs are all Inputs: nothing to keep, said as it is
+    bare = ENDPOINT.replace("(labels, x)", "(labels, input_img)")
+    out = run("mixed-precision", bare, hardware=BF16)
+    assert (
+        "output layer not found" in out.reason
+        and "CTCLayer (defined in the script) takes no dtype" in out.reason
+    )
+
+
 def test_mixed_precision_keeps_normalization_layers_float32_but_not_batch_or_layer_norm() -> None:
     """TensorFlow's regression and structured-data tutorials: ``Normalization`` adapted on the data.
     Under a bf16 policy its ``adapt()`` on a dataset fails; BatchNormalization / LayerNormalization are
@@ -1119,6 +1178,46 @@ def test_tfdata_cache_follows_a_pipeline_reassigned_to_its_own_name() -> None:
         )
         """,
     )
+
+
+LOOKUP_MAP = """
+import tensorflow as tf
+from keras import layers
+
+char_to_num = layers.StringLookup(vocabulary=list(characters), mask_token=None)
+
+
+def encode_single_sample(img_path, label):
+    img = tf.io.decode_png(tf.io.read_file(img_path), channels=1)
+    label = char_to_num(tf.strings.unicode_split(label, input_encoding="UTF-8"))
+    return {"image": img, "label": label}
+
+
+ds = tf.data.Dataset.from_tensor_slices((x, y))
+ds = ds.shuffle(1000).map(encode_single_sample).batch(16)
+"""
+
+
+def test_tfdata_cache_follows_a_map_through_a_module_level_lookup_layer() -> None:
+    """keras-io's OCR captcha decodes each PNG and maps its label through ``char_to_num``, a
+    ``StringLookup`` made at module level: "map() calls a function tfdoctor cannot inspect", so the PNGs
+    were decoded again every epoch. A lookup layer bound once, with nothing adapting it after a map may
+    have traced it, is deterministic and element-wise: the cache goes after the map (before the
+    shuffle). A layer that draws random numbers, one adapted after the map, or a name bound twice is
+    still not followed."""
+    out = run("tfdata-cache", LOOKUP_MAP)
+    assert out.status == "changed", out.reason
+    assert "ds = ds.map(encode_single_sample).cache().shuffle(1000).batch(16)" in out.code, out.code
+    adapted_late = LOOKUP_MAP + "char_to_num.adapt(more_labels)\n"
+    assert_skipped("tfdata-cache", adapted_late, "map() calls a function tfdoctor cannot inspect")
+    adapted_first = LOOKUP_MAP.replace("\n\n\ndef encode", "\nchar_to_num.adapt(labels)\n\n\ndef encode")
+    assert run("tfdata-cache", adapted_first).status == "changed"
+    rebound = LOOKUP_MAP.replace("\n\n\ndef encode", "\nchar_to_num = other\n\n\ndef encode")
+    assert_skipped("tfdata-cache", rebound, "map() calls a function tfdoctor cannot inspect")
+    flip = LOOKUP_MAP.replace(
+        "layers.StringLookup(vocabulary=list(characters), mask_token=None)", "layers.RandomFlip()"
+    )
+    assert_skipped("tfdata-cache", flip, "map() calls a function tfdoctor cannot inspect")
 
 
 def test_tfds_load_results_are_pipelines() -> None:
@@ -1943,6 +2042,22 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "xla-jit": "jit_compile=True on model.compile() (line 149)",
             "mixed-precision": "kept float32: Dense at line 148 (model)",
             "batch-scale": "batch size ×2 (batch_size = 64, line 153); learning rate Adam at line 149: default",
+        },
+    ),
+    # keras-io "OCR model for reading Captchas" (Keras 3): PNGs decoded in a map that calls a module-level
+    # StringLookup (tfdata-cache: "calls a function tfdoctor cannot inspect"); the model's output is a
+    # CTCLayer of the script's, taking no dtype, fed the softmax (which stayed bf16)
+    "ocr_captcha.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 255)",
+            "tfdata-cache": "cache() after map() of train_dataset (line 104); cache() after map() of "
+            "validation_dataset (line 111)",
+            "xla-jit": "jit_compile=True on model.compile() (line 255)",
+            "mixed-precision": "kept float32: Dense at line 241 (model, fed to its output CTCLayer, which takes "
+            "no dtype)",
+            "batch-scale": "batch size ×2 (batch_size = 32, line 40); learning rate Adam at line 253: default "
+            "0.001 made explicit",
         },
     ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch

@@ -11,6 +11,7 @@ import pytest
 from tfdoctor.fixes.sanity import (
     CHANGES_TRAINING,
     aligned_losses,
+    batch_summed,
     is_progress,
     loss_check,
     loss_noise,
@@ -247,6 +248,60 @@ def test_a_bigger_batch_passes_at_the_same_examples_or_after_as_many_updates() -
     assert both.status == "ok" and "after as many steps (updates)" in both.text, both.text
     diverging = run(128, [2.0 + 0.05 * i for i in range(40)])
     assert loss_check([ref], diverging, per_update=True).status == "higher"
+
+
+#: keras-io's OCR captcha (its CTC loss added with ``add_loss``, one per example, which Keras sums), as
+#: measured: three runs of the reference state at batch 16 and the batch ×2 trial (32 a step)
+# fmt: off
+OCR_REFS = [
+    [2040, 1832, 1896, 1600, 1208, 772, 480, 364, 280, 280, 280, 300, 298, 298, 310, 306, 314, 302, 294, 290,
+     288, 282, 272, 272, 272, 270, 272, 274, 274, 272],
+    [1992, 1296, 776, 460, 304, 276, 292, 304, 324, 328, 320, 314, 298, 284, 274, 282, 306, 282, 266, 266,
+     268, 270, 272, 272, 270, 264, 266, 270, 266, 266],
+    [2016, 1792, 1080, 744, 470, 350, 288, 272, 274, 294, 306, 296, 312, 300, 308, 296, 288, 288, 272, 268,
+     268, 268, 276, 272, 276, 270, 268, 266, 266, 264],
+]
+OCR_BATCH_X2 = [3936, 1968, 900, 576, 560, 596, 620, 636, 644, 600, 580, 556, 532, 544, 556]
+# fmt: on
+
+
+def test_a_loss_summed_over_the_batch_is_compared_per_example_for_a_bigger_batch() -> None:
+    """keras-io's OCR captcha: batch ×2 (1.41x [1.13, 1.75]) was rejected as "loss above the reference's:
+    median 596 vs 284", its loss being a sum over twice the examples. The first step's loss, before any
+    update, tells it (3936 against 1992-2040: 1.95×); the trial's losses are then compared divided by 2.
+    A mean loss (the trial's first loss where the reference's was), a reference whose own first losses
+    disagree, or a trial that is not a bigger batch, is compared as it is."""
+
+    def run(per_step: int, values: list[float]) -> list[StepTiming]:
+        return [
+            StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, loss=float(v), examples=per_step)
+            for i, v in enumerate(values)
+        ]
+
+    refs = [run(16, r) for r in OCR_REFS]
+    trial = run(32, OCR_BATCH_X2)
+    assert batch_summed(refs, trial) == (2.0, 3936 / 2016)
+    check = loss_check(refs, trial, per_update=True)
+    assert check.status == "ok", check.text
+    assert check.text.startswith(
+        "the loss is a sum over the batch (the first step's 1.95× the reference's, at 2× the examples a step): "
+        "the trial's divided by 2; loss median"
+    ), check.text
+    assert check.note == (
+        "the loss is a sum over the batch (the first step's 1.95× the reference's, at 2× the examples a step): "
+        "the trial's divided by 2"
+    )
+    assert loss_check(refs, trial).status == "higher"  # not a batch-scale trial: compared as it is
+    assert loss_check(refs, trial).note == ""
+    # a trial that trains worse per example is still caught, divided or not
+    worse = run(32, [3936] + [v * 1.5 for v in OCR_BATCH_X2[1:]])
+    assert loss_check(refs, worse, per_update=True).status == "higher"
+    # a mean loss: the bigger batch starts where the reference did
+    assert batch_summed(refs, run(32, [v / 2 for v in OCR_BATCH_X2])) is None
+    # the reference's first losses disagree (an unseeded start): nothing told
+    scattered = [run(16, [1200, *OCR_REFS[0][1:]]), *refs[1:]]
+    assert batch_summed(scattered, trial) is None
+    assert batch_summed(refs[:1], trial) is None  # one reference run: its start's spread unknown
 
 
 def test_losses_must_be_finite_and_not_above_the_reference_beyond_its_noise() -> None:

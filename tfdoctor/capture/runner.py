@@ -368,9 +368,52 @@ def failure_summary(text: str | None) -> FailureSummary:
                 frame = _frame(m, lines, j)
             elif re.match(r"\s+[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b:", lines[j]):
                 exc = lines[j].strip()
+    if exc.endswith("Graph execution error:"):  # TensorFlow's: the cause and the op's place follow
+        cause, made = _graph_error_cause(lines[i + 1 :])
+        exc = f"{exc} {cause}" if cause else exc
+        frame = made or frame
     if frame is None:
         return FailureSummary(exc[:300])
     return FailureSummary(exc[:300], f"{frame[0]} in {frame[1]}", frame[2])
+
+
+#: lines of a graph execution error's message that are not its cause
+_NOT_CAUSE = (
+    "Detected at node",
+    "<stack traces unavailable>",
+    "[[",
+    "The op is created at",
+    "During handling",
+)
+
+
+def _graph_error_cause(lines: list[str]) -> tuple[str | None, tuple[str, str, str | None] | None]:
+    """What follows TensorFlow's ``...Error: Graph execution error:``: the node stacks ("Detected at
+    node X defined at", or "<stack traces unavailable>"), the cause itself (keras-io's OCR under XLA:
+    "Detected unsupported operations when trying to compile graph ... on XLA_CPU_JIT: CTCLoss (No
+    registered 'CTCLoss' OpKernel ..."), then where the op was made ("The op is created at:", frames
+    without their source lines). The cause, its ``{{node ...}}`` references left out, and the last
+    frame in the user's code among those stacks (the line making the op, not the ``fit`` call)."""
+    from tfdoctor.capture.child.hooks import is_user_file
+
+    cause = None
+    frame = None
+    code_at = -1  # the source line under an indented frame
+    for j, ln in enumerate(lines):
+        s = ln.strip()
+        m = re.match(r'File "(.+)", line (\d+), in (.+)', s)
+        if m:
+            pad = ln[: len(ln) - len(ln.lstrip())]
+            if pad and j + 1 < len(lines) and lines[j + 1].startswith(pad + "  "):
+                code_at = j + 1
+            if is_user_file(m[1]) and not os.path.basename(m[1]).startswith(_AUTOGRAPH):
+                frame = _frame(m, lines, j, indent=pad + "  " if pad else "    ")
+            continue
+        if j == code_at:
+            continue
+        if cause is None and s and not ln.startswith("\t") and not s.startswith(_NOT_CAUSE):
+            cause = re.sub(r"\s*\{\{node [^}]*\}\}", "", s).strip()
+    return cause, frame
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -312,8 +312,12 @@ def add_arg(call: cst.Call, arg: cst.Arg) -> cst.Call:
             between = cst.Comma(whitespace_after=call.whitespace_before_args)
         args[-1] = last.with_changes(comma=between)
         args.append(arg.with_changes(comma=last.comma))
-    else:
-        args.append(arg)
+    else:  # the space before ``)`` (a newline in a call laid out over lines) stays before it
+        args[-1] = last.with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        args.append(arg.with_changes(whitespace_after_arg=last.whitespace_after_arg))
     return call.with_changes(args=args)
 
 

@@ -36,6 +36,9 @@ class ModelDef:
     # __init__ parameter's name and position (``self`` not counted)
     delegate: tuple[str, int] | None = None
     via: dict[int, str] = field(default_factory=dict)  # id(a delegated output layer) -> its model
+    # id(a layer feeding an output layer that takes no dtype) -> that layer's class (keras-io's OCR:
+    # ``CTCLayer(name="ctc_loss")(labels, x)``, an endpoint layer adding the loss: ``x``'s Dense)
+    fed: dict[int, str] = field(default_factory=dict)
 
 
 def _is_sequential(call: cst.Call) -> bool:
@@ -72,6 +75,7 @@ class Models:
         # fits ``autoencoder = Autoencoder(...)``, then ``autoencoder = Denoise()``)
         self.vars: dict[str, list[str]] = {}
         self._layer_names: set[str] | None = None  # classes the script imports from a layers module
+        self._applied: dict[int, cst.Call] = {}  # id(a layer constructor) -> the call applying it
         assigns = [n for n in walk(tree) if isinstance(n, cst.Assign)]
         self._assigns = assigns
         # Model subclasses without a call() of their own: built like Model(inputs, outputs)
@@ -138,7 +142,19 @@ class Models:
                 layer_cls = (call_name(c) or "").split(".")[-1]
                 if layer_ok.get(layer_cls, True):
                     kept.append(c)
-                else:
+                    continue
+                # an endpoint layer of the script's (it takes the labels and the prediction, adds the
+                # loss, returns the prediction): the layers making its inputs are the outputs to keep
+                fed = [
+                    f
+                    for f in self._fed_to(c, d.build)
+                    if layer_ok.get((call_name(f) or "").split(".")[-1], True)
+                ]
+                for f in fed:
+                    if not any(f is k for k in kept):
+                        kept.append(f)
+                        d.fed[id(f)] = layer_cls
+                if not fed:
                     d.unresolved = f"{layer_cls} (defined in the script) takes no dtype argument"
             d.outputs = kept
 
@@ -310,14 +326,25 @@ class Models:
                 return None
             expr = found
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Call):
+            self._applied[id(expr.func)] = expr
             return expr.func
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
             # a layer made first and called later (TF's transfer-learning tutorial:
             # ``prediction_layer = tf.keras.layers.Dense(1)`` ... ``outputs = prediction_layer(x)``)
             layer = self._assigned_before(expr.func.value, before)
             if isinstance(layer, cst.Call) and self._is_layer_class(layer):
+                self._applied[id(layer)] = expr
                 return layer
         return None
+
+    def _fed_to(self, layer: cst.Call, before: cst.Call) -> list[cst.Call]:
+        """The layers whose outputs ``layer`` is applied to in the model built by ``before``
+        (``CTCLayer()(labels, x)``: ``x``'s layer; an ``Input`` is no layer call and is left out)."""
+        applied = self._applied.get(id(layer))
+        if applied is None:
+            return []
+        found = (self._layer_of(a.value, before) for a in applied.args if not a.star)
+        return [f for f in found if f is not None and f is not layer]
 
     def _assigned_before(self, name: str, before: cst.Call) -> cst.BaseExpression | None:
         """The value last assigned to ``name`` before ``before``, in the scope holding it (the

@@ -262,8 +262,10 @@ class MixedPrecisionCodemod(FixCodemod):
                 if kwarg(layer, "dtype") is None and id(layer) not in self.outputs:
                     self.outputs.add(id(layer))
                     name = (call_name(layer) or "layer").split(".")[-1]
-                    via = d.via.get(id(layer))
+                    via, endpoint = d.via.get(id(layer)), d.fed.get(id(layer))
                     whose = f"{key}, {via}'s" if via else key  # Distiller, student's
+                    if endpoint:  # keras-io's OCR: CTCLayer()(labels, x)
+                        whose += f", fed to its output {endpoint}, which takes no dtype"
                     done.append(f"{name} at line {self.line(layer)} ({whose})")
         if not done:
             missing = [
@@ -324,7 +326,9 @@ class MixedPrecision(Fix):
     (the ``Activation("softmax")`` after the last ``Dense``, each output of a functional model, where
     it is built when made first and called later (``head = Dense(1)`` ... ``outputs = head(x)``), the
     layer a subclassed model's ``call`` returns, the output layer of the model it was given when
-    ``call`` returns that (keras-io's ``Distiller``: the student's)), for the models whose output
+    ``call`` returns that (keras-io's ``Distiller``: the student's), the layers feeding an output
+    layer of the script's that takes no ``dtype`` (an endpoint layer adding the loss, keras-io's OCR
+    ``CTCLayer(name="ctc_loss")(labels, x)``: ``x``'s softmax ``Dense``)), for the models whose output
     reaches a loss (a GAN's discriminator, not its generator; a VAE's encoder and decoder) or that are
     compiled with one or trained with ``fit``. Where that cannot be told, every model's output layer;
     given the modules beside the script (``FixContext.project``), a model built in one of them gets it

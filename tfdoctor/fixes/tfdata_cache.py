@@ -38,6 +38,56 @@ DETERMINISTIC_OPS = ("map", "filter")
 SELF_MAPPING_SOURCES = frozenset({"timeseries_dataset_from_array"})
 
 
+#: Keras preprocessing layers whose output is a function of their input and of what ``adapt()`` /
+#: the constructor gave them: no random numbers, no state a call changes
+FIXED_LAYERS = frozenset(
+    {"StringLookup", "IntegerLookup", "TextVectorization", "Normalization", "Rescaling", "Resizing"}
+    | {"CenterCrop", "Hashing", "CategoryEncoding", "Discretization"}
+)
+#: methods that change what such a layer computes
+LAYER_SETTERS = frozenset({"adapt", "set_vocabulary", "set_weights", "load_assets", "load_own_variables"})
+
+
+def fixed_layers(tree: cst.Module) -> frozenset[str]:
+    """Module-level names bound once to a Keras preprocessing layer of ``FIXED_LAYERS`` (keras-io's OCR:
+    ``char_to_num = layers.StringLookup(vocabulary=list(characters), mask_token=None)``, called in the
+    map decoding each sample) that nothing changes once a ``.map(`` may have traced it: adapted, if at
+    all, in module-level statements before the first one holding a ``.map(`` call (a function or class
+    holding one counts where it is defined). A map calling one is as deterministic as its other ops."""
+    bound: Counter[str] = Counter()
+    made: dict[str, int] = {}  # name -> index of the module-level statement binding it to a fixed layer
+    setters: dict[str, list[int]] = {}  # name -> indices of the statements adapting it
+    first_map = len(tree.body)
+    for i, stmt in enumerate(tree.body):
+        top = list(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else []
+        for n in walk(stmt):
+            if isinstance(n, cst.Assign):
+                for t in n.targets:
+                    for name in _target_names(t.target) or []:
+                        bound[name] += 1
+                        if (
+                            any(n is s for s in top)
+                            and isinstance(n.value, cst.Call)
+                            and (call_name(n.value) or "").split(".")[-1] in FIXED_LAYERS
+                        ):
+                            made[name] = i
+            elif isinstance(n, (cst.AnnAssign, cst.AugAssign)):
+                for name in _target_names(n.target) or []:
+                    bound[name] += 1
+            elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
+                if attr_name(n) == "map":
+                    first_map = min(first_map, i)
+                elif attr_name(n) in LAYER_SETTERS:
+                    # inside a function or class: when it runs is not known, so it counts as late
+                    at = len(tree.body) if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) else i
+                    setters.setdefault(dotted(n.func.value) or "", []).append(at)
+    return frozenset(
+        name
+        for name, at in made.items()
+        if bound[name] == 1 and at < first_map and all(i < first_map for i in setters.get(name, []))
+    )
+
+
 def _random_call(node: cst.CSTNode) -> str | None:
     for n in walk(node):
         if isinstance(n, cst.Call):
@@ -50,9 +100,10 @@ def _random_call(node: cst.CSTNode) -> str | None:
 class _Purity:
     """Which module-level functions draw random numbers (directly or through functions they call)."""
 
-    def __init__(self, tree: cst.Module):
+    def __init__(self, tree: cst.Module, fixed: frozenset[str] = frozenset()):
         self.defs = {f.name.value: f for f in tree.body if isinstance(f, cst.FunctionDef)}
         self.memo: dict[str, str | None] = {}
+        self.fixed = fixed  # names of deterministic preprocessing layers (fixed_layers)
 
     def why_random(self, node: cst.CSTNode, seen: frozenset[str] = frozenset()) -> str | None:
         direct = _random_call(node)
@@ -85,6 +136,8 @@ class _Purity:
                     if inner:
                         return inner
                 elif name not in self.defs and (name in local or not hasattr(builtins, name)):
+                    if name in self.fixed and name not in local:
+                        continue
                     return f"{name}()"
             elif not isinstance(n.func, cst.Attribute):
                 return "a function made on the fly"
@@ -138,8 +191,9 @@ class _ElementWise:
     function, so only TensorFlow state could change between epochs). Method calls (``layer(x)``,
     ``gen.uniform()``, ``counter.assign_add()``) are not followed: they fail the test."""
 
-    def __init__(self, tree: cst.Module):
+    def __init__(self, tree: cst.Module, fixed: frozenset[str] = frozenset()):
         self.mod = Module(tree)
+        self.fixed = fixed  # names of deterministic preprocessing layers (fixed_layers)
         self.roots: dict[str, str] = {}  # local name -> the module it imports (tf -> tensorflow)
         for node in walk(tree):
             if isinstance(node, cst.Import):
@@ -202,6 +256,8 @@ class _ElementWise:
                         return f"calls {name}(), which {why}"
                     continue
                 if name in PURE_BUILTINS and not self.mod.bindings[name]:
+                    continue
+                if name in self.fixed:  # a lookup layer maps each element on its own
                     continue
                 return f"calls {name}(), which tfdoctor cannot tell is element-wise"
             if isinstance(n, cst.Name) and id(n) not in attrs and id(n) not in calls:
@@ -373,8 +429,9 @@ class CacheCodemod(FixCodemod):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         pipes = Pipelines(tree)
-        purity = _Purity(tree)
-        self.ew = _ElementWise(tree)
+        fixed = fixed_layers(tree)
+        purity = _Purity(tree, fixed)
+        self.ew = _ElementWise(tree, fixed)
         self.tf = aliases(tree).tf
         self.taken = names_in(tree)
         # a plan: (the chain's start, the new stages in order, the original stages' dots)
@@ -714,7 +771,12 @@ class Cache(Fix):
     deterministic when its function (a lambda or a
     module-level function, followed through the functions it calls) draws no random numbers
     (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``) and calls no object whose randomness
-    its name cannot tell (``augmenter(x)``: a Keras layer or model may hold ``RandomFlip``).
+    its name cannot tell (``augmenter(x)``: a Keras layer or model may hold ``RandomFlip``). A Keras
+    lookup or rescaling layer the script makes once at module level (``StringLookup``, ``IntegerLookup``,
+    ``TextVectorization``, ``Normalization``, ``Rescaling``, ``Resizing``, ``CenterCrop``, ``Hashing``,
+    ``CategoryEncoding``, ``Discretization``) is followed: deterministic and element-wise, when nothing
+    adapts it after the first statement holding a ``.map(`` (keras-io's OCR maps each label through
+    ``char_to_num = layers.StringLookup(...)`` while it decodes the PNGs: now cached).
 
     Splitting a map: when the first map that draws random numbers is a module-level function whose
     body starts with element-wise, deterministic assignments (``image = tf.cast(image, tf.float32) /

@@ -1415,6 +1415,8 @@ class FixLoop:
         if not d.keep:
             return decided("rejected", d.reason + note), ref
         notes, advice = list(outcome.warnings), list(outcome.advice)
+        if loss.note:  # the loss compared per example: say so beside the gain it let through
+            notes.append(loss.note)
         fill = res.facts.tfdata_cache_fill if res.facts is not None else None
         if "tfdata-cache" in ids and fill is not None and fill.filled:  # what its switch read first
             notes.append(
