@@ -795,9 +795,20 @@ def test_a_runs_length_is_the_smaller_of_its_steps_and_examples_ratios_in_both_l
     assert "run_length(" in inspect.getsource(kernel_fix_loop)  # the kernel loop has no twin of it
 
 
-def test_examples_per_step_is_the_most_common_step_size() -> None:
+def test_examples_per_step_is_the_step_size_carrying_the_most_examples() -> None:
     steps = _steps([1.0] * 5)
     assert examples_per_step(steps, None) == 32
+    # keras-io's Siamese network at steps_per_execution=8: 10 batches an epoch, steps of 8 then 2 batches
+    spe = [
+        s.model_copy(update={"examples": 64 if i % 2 == 0 else 256}) for i, s in enumerate(_steps([1.0] * 9))
+    ]
+    assert examples_per_step(spe, None) == 256  # 64 came first and as often (it was "32 → 64, expected 256")
+    # an epoch's smaller last batch
+    tail = [
+        s.model_copy(update={"examples": 16 if i in (4, 9) else 32}) for i, s in enumerate(_steps([1.0] * 10))
+    ]
+    assert examples_per_step(tail, None) == 32
+    assert examples_per_step([], None) is None
 
 
 def test_the_patch_with_its_header_applies_with_git_apply_and_patch(tmp_path: Path) -> None:

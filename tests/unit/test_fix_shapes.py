@@ -2060,6 +2060,20 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "0.001 made explicit",
         },
     ),
+    # keras-io "Image similarity estimation using a Siamese Network with a triplet loss" (Keras 3): three
+    # zipped file-name datasets, the negatives shuffled, a shuffle before the decoding map (no cache may
+    # go anywhere: each would replay a shuffle or freeze the negatives' pairing); a DistanceLayer of the
+    # script's (**kwargs) returning two distances; a SiameseModel whose train_step computes the loss
+    "siamese_network.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in siamese_model.compile() (line 274)",
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 1 map/interleave (line 110)",
+            "xla-jit": "jit_compile=True on siamese_model.compile() (line 274)",
+            "mixed-precision": "kept float32: DistanceLayer at line 188 (siamese_network)",
+            "batch-scale": "batch size ×2 (32 → 64, line 116); learning rate Adam at line 274: 0.0001 → 0.0001414",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
