@@ -902,6 +902,78 @@ def test_batch_scale_follows_a_config_dict() -> None:
     assert 'CFG["learning_rate"] (line 2) 0.1 → 0.4 (linear scaling for SGD)' in out.reason
 
 
+def test_batch_scale_follows_a_config_passed_to_main_and_a_config_dataclass() -> None:
+    """Two ways user scripts keep their settings: ``CONFIG = {...}`` handed to ``main(config)``, read as
+    ``config["learning_rate"]`` (the batch was scaled in the dict, the rate "not followed to a number":
+    no dict is assigned to ``config``), and a ``@dataclass TrainConfig`` read as ``cfg.batch_size`` ("no
+    batch size found to scale"); an ``ml_collections.ConfigDict`` filled attribute by attribute. The one
+    dict of the script with the key, the one class field or attribute given a number under the name."""
+    assert_codemod(
+        "batch-scale",
+        """
+        import keras
+        CONFIG = {"batch_size": 64, "learning_rate": 1e-3}
+        def main(config):
+            ds = make_dataset(config["batch_size"])
+            model.compile(optimizer=keras.optimizers.Adam(learning_rate=config["learning_rate"]), loss="mse")
+        main(CONFIG)
+        """,
+        """
+        import keras
+        CONFIG = {"batch_size": 128, "learning_rate": 0.00141421}
+        def main(config):
+            ds = make_dataset(config["batch_size"])
+            model.compile(optimizer=keras.optimizers.Adam(learning_rate=config["learning_rate"]), loss="mse")
+        main(CONFIG)
+        """,
+        params={"factor": "2"},
+    )
+    dataclass_cfg = """
+        from dataclasses import dataclass
+        import tensorflow as tf
+        import keras
+        @dataclass
+        class TrainConfig:
+            batch_size: int = 64
+            learning_rate: float = 0.1
+        def main(cfg: TrainConfig):
+            ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(cfg.batch_size)
+            opt = keras.optimizers.SGD(learning_rate=cfg.learning_rate, momentum=0.9)
+        main(TrainConfig())
+        """
+    reason = assert_codemod(
+        "batch-scale",
+        dataclass_cfg,
+        dataclass_cfg.replace("= 64", "= 256").replace("= 0.1", "= 0.4"),
+        params={"factor": "4"},
+    )
+    assert "TrainConfig.batch_size = 256, line 6" in reason
+    assert "TrainConfig.learning_rate (line 7) 0.1 → 0.4 (linear scaling for SGD)" in reason
+    # an ml_collections ConfigDict filled in get_config(); a trainer copying it (self.bs = cfg.batch_size)
+    mlc = """
+        import ml_collections
+        import keras
+        def get_config():
+            config = ml_collections.ConfigDict()
+            config.batch_size = 128
+            config.learning_rate = 0.1
+            return config
+        class Trainer:
+            def __init__(self, config):
+                self.batch_size = config.batch_size
+                self.opt = keras.optimizers.SGD(config.learning_rate, momentum=0.9)
+        """
+    reason = assert_codemod(
+        "batch-scale", mlc, mlc.replace("= 128", "= 256").replace("= 0.1", "= 0.2"), params={"factor": "2"}
+    )
+    assert "config.batch_size = 256, line 5" in reason and "config.learning_rate (line 6) 0.1 → 0.2" in reason
+    # two dicts with the key: which one main() is given is not followed
+    two = "import keras\nA = {'lr': 1e-3}\nB = {'lr': 1e-2}\nBATCH_SIZE = 32\nf(BATCH_SIZE)\nopt = keras.optimizers.Adam(c['lr'])\n"
+    out = run("batch-scale", two, params={"factor": "2"})
+    assert "LEARNING RATE NOT SCALED" in out.reason
+    assert any("c['lr'] not followed to a number" in w for w in out.warnings), out.warnings
+
+
 def test_batch_scale_scales_what_a_learning_rate_scheduler_returns() -> None:
     """TensorFlow's distributed training tutorial: LearningRateScheduler(decay) sets 1e-3 / 1e-4 / 1e-5
     every epoch, so scaling the optimizer's own rate alone changed nothing that trained."""
@@ -2074,6 +2146,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2 (32 → 64, line 116); learning rate Adam at line 274: 0.0001 → 0.0001414",
         },
     ),
+    # user repositories' @dataclass TrainConfig read as cfg.batch_size / cfg.learning_rate through
+    # build_model(cfg) and make_datasets(cfg): "no batch size found to scale"
+    "config_dataclass.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 69)",
+            "tfdata-prefetch": "at the end of the pipeline (line 49)",
+            "xla-jit": "jit_compile=True on model.compile() (line 69)",
+            "mixed-precision": "kept float32: Dense at line 60 (build_model())",
+            "batch-scale": "batch size ×2 (TrainConfig.batch_size = 128, line 14); learning rate AdamW at line 70: "
+            "TrainConfig.learning_rate (line 15) 0.0003 → 0.0004243",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
@@ -2138,6 +2223,22 @@ def test_mixed_precision_says_what_to_cast_when_the_scripts_float32_math_clashes
     if hinted:
         assert "cast the model's outputs to float32" in hint
     assert get_fix("xla-jit").failure_hint(error) == ""
+
+
+def test_xla_jit_says_which_op_has_no_xla_kernel() -> None:
+    """keras-io's OCR under XLA failed with "Graph execution error:"; the op XLA cannot compile is named
+    in TensorFlow's message (recorded here, TF 2.21) and now in the trial's reason."""
+    error = (
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:\n\n"
+        "Detected unsupported operations when trying to compile graph __inference_one_step_on_data_9330[] on "
+        "XLA_CPU_JIT: CTCLoss (No registered 'CTCLoss' OpKernel for XLA_CPU_JIT devices compatible with node "
+        "{{node ocr_model_v1_1/ctc_loss_1/CTCLoss}}){{node ocr_model_v1_1/ctc_loss_1/CTCLoss}}\n"
+    )
+    hint = get_fix("xla-jit").failure_hint(error)
+    assert hint.startswith(
+        "XLA has no kernel for CTCLoss on XLA_CPU_JIT: a step that runs it cannot be compiled"
+    )
+    assert get_fix("mixed-precision").failure_hint(error) == ""
 
 
 def test_tf_function_on_gradient_accumulation_keeps_the_update_on_some_steps_in_the_loop() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import replace
 
 import libcst as cst
@@ -163,6 +164,36 @@ def _function_params(tree: cst.Module) -> dict[str, list[cst.Param]]:
     return out
 
 
+def _class_fields(tree: cst.Module) -> dict[str, list[tuple[str, cst.BaseExpression]]]:
+    """Fields given a value in a class body, by name: ``(class, value)`` (a config dataclass's
+    ``batch_size: int = 64``, a ``class Config: lr = 1e-3``), read as ``cfg.batch_size``; and attributes
+    given a value (``config.batch_size = 128`` in an ``ml_collections.ConfigDict``, ``self.lr = 1e-3``),
+    ``(the object's name, value)``."""
+    out: dict[str, list[tuple[str, cst.BaseExpression]]] = {}
+    for a in walk(tree):
+        if (
+            isinstance(a, cst.Assign)
+            and len(a.targets) == 1
+            and isinstance(a.targets[0].target, cst.Attribute)
+        ):
+            t = a.targets[0].target
+            out.setdefault(t.attr.value, []).append((dotted(t.value) or "", a.value))
+    for cls in walk(tree):
+        if not (isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock)):
+            continue
+        for stmt in cls.body.body:
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value:
+                    out.setdefault(small.target.value, []).append((cls.name.value, small.value))
+                elif (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                ):
+                    out.setdefault(small.targets[0].target.value, []).append((cls.name.value, small.value))
+    return out
+
+
 #: absl flags: flags.DEFINE_integer("batch_size", 32, "...") read as FLAGS.batch_size
 ABSL_DEFINES = frozenset({"DEFINE_integer", "DEFINE_float"})
 
@@ -284,6 +315,25 @@ class BatchScaleCodemod(FixCodemod):
                     ):
                         self.edits[id(el.value)] = _fmt(v * self.factor, el.value)
                         return f"{el.key.value}: {v * self.factor:g}, line {self.line(el)}"
+        # read as an attribute (cfg.batch_size) somewhere else than as the target of an assignment
+        attrs = Counter(n.attr.value for n in walk(tree) if isinstance(n, cst.Attribute))
+        for asg in walk(tree):
+            if isinstance(asg, cst.Assign):
+                attrs.subtract(
+                    t.target.attr.value for t in asg.targets if isinstance(t.target, cst.Attribute)
+                )
+        for name, fields in _class_fields(tree).items():  # @dataclass class Config: batch_size: int = 64
+            nums = [f for f in fields if _number(f[1]) is not None]  # (self.batch_size = batch_size: no)
+            if (
+                (BATCH_NAME.match(name) or BATCH_CONST.search(name))
+                and attrs[name] > 0
+                and len(nums) == 1
+                and (v := _number(nums[0][1])) is not None
+            ):
+                cls, value = nums[0]
+                self.edits[id(value)] = _fmt(v * self.factor, value)
+                self.batch_ref = name
+                return f"{cls}.{name} = {v * self.factor:g}, line {self.line(value)}"
         for c in walk(tree):  # .batch(32) / fit(batch_size=32)
             if isinstance(c, cst.Call):
                 target = None
@@ -324,8 +374,8 @@ class BatchScaleCodemod(FixCodemod):
             self.batch_ref = name
             return f"{name} = {v * self.factor:g}, line {self.line(s)}; nothing in the script reads {name}"
         raise SkipFile(
-            "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, .batch(N), "
-            "a batch_size=N parameter default, fit() on arrays)"
+            "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, a config dict or "
+            "class field, .batch(N), a batch_size=N parameter default, fit() on arrays)"
         )
 
     def _learning_rates(self, tree: cst.Module, args: list[str]) -> tuple[str, str]:
@@ -578,7 +628,27 @@ class BatchScaleCodemod(FixCodemod):
         return out
 
     def _dict_entry(self, name: str, key: object) -> cst.BaseExpression | None:
-        """The value of ``key`` in the one dict literal (or ``dict(...)`` call) assigned to ``name``."""
+        """The value of ``key`` in the one dict literal (or ``dict(...)`` call) assigned to ``name``; for a
+        name no dict is assigned to (a function's ``config`` parameter, given ``CONFIG`` by the caller),
+        the value of ``key`` in the one dict literal of the script that has it."""
+        found = self._dict_entries(name, key)
+        if not found and not any(
+            isinstance(a, cst.Assign)
+            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in a.targets)
+            for a in walk(self.module_tree)
+        ):
+            found = [
+                el.value
+                for d in walk(self.module_tree)
+                if isinstance(d, cst.Dict)
+                for el in d.elements
+                if isinstance(el, cst.DictElement)
+                and isinstance(el.key, cst.SimpleString)
+                and el.key.evaluated_value == key
+            ]
+        return found[0] if len(found) == 1 else None
+
+    def _dict_entries(self, name: str, key: object) -> list[cst.BaseExpression]:
         found: list[cst.BaseExpression] = []
         for a in walk(self.module_tree):
             if not (
@@ -600,7 +670,7 @@ class BatchScaleCodemod(FixCodemod):
                 k = kwarg(a.value, key)
                 if k is not None:
                     found.append(k.value)
-        return found[0] if len(found) == 1 else None
+        return found
 
     def _optimizers(self, tree: cst.Module) -> list[tuple[cst.Call, str, cst.SimpleString | None]]:
         """Every optimizer the script builds: (constructor call or compile call, class, the string)."""
@@ -636,6 +706,15 @@ class BatchScaleCodemod(FixCodemod):
             if d is not None and _number(d.value) is not None:
                 return d.value, f"--{value.attr.value} default (line {self.line(c)})"
             return None
+        if isinstance(value, cst.Attribute):  # cfg.learning_rate: a config class's field
+            fields = [
+                f
+                for f in _class_fields(self.module_tree).get(value.attr.value, [])
+                if _number(f[1]) is not None
+            ]
+            if len(fields) == 1:
+                cls, field_value = fields[0]
+                return field_value, f"{cls}.{value.attr.value} (line {self.line(field_value)})"
         if isinstance(value, cst.Name):
             defs = consts.get(value.value, [])
             if len(defs) == 1 and _number(defs[0].value) is not None:
@@ -909,10 +988,13 @@ class BatchScale(Fix):
 
     What it changes: the batch size where the script sets it (an argparse ``--batch-size`` or absl
     ``flags.DEFINE_integer("batch_size", ...)`` default, a
-    ``BATCH_SIZE = N`` constant the script reads, a ``{"batch_size": N}`` config dict, ``.batch(N)`` or
+    ``BATCH_SIZE = N`` constant the script reads, a ``{"batch_size": N}`` config dict, a config class's
+    field (``@dataclass class TrainConfig: batch_size: int = 64``, read as ``cfg.batch_size``) or attribute
+    (``config.batch_size = 128`` in an ``ml_collections.ConfigDict``), ``.batch(N)`` or
     ``batch_size=N``; where the profiled ``fit`` trains on arrays and none of those is set, Keras's default
     made explicit: ``fit(x, y)`` → ``fit(x, y, batch_size=32×N)``), and the learning rate with it
-    (followed through ``config["lr"]`` too):
+    (followed through ``config["lr"]`` too, to the one dict of the script with that key when ``config``
+    is a parameter given it, and through ``cfg.learning_rate`` to a config class's field or attribute):
     **linear** scaling for SGD/momentum (Goyal et al., 2017), **square-root** scaling for Adam-style
     optimizers (Adam, AdamW, RMSprop, Adagrad, …). Every optimizer the script builds is scaled (a GAN's
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
@@ -106,6 +108,13 @@ class XlaCodemod(FixCodemod):
         return updated_node
 
 
+#: TensorFlow's message when XLA meets an op it cannot compile
+_NO_XLA_KERNEL = re.compile(
+    r"Detected unsupported operations when trying to compile graph \S+ on (?P<device>XLA_\w+): "
+    r"(?P<op>[A-Za-z0-9_]+)"
+)
+
+
 class XlaJit(Fix):
     """Compile the training step with XLA: ``jit_compile=True``.
 
@@ -126,7 +135,8 @@ class XlaJit(Fix):
     study's CNN here), and it speeds up steps full of element-wise work it can fuse (1.17x on
     ``examples/mlp_loop.py``'s LayerNorm/GELU MLP on the same CPU), so the measurement decides.
 
-    Rolled back when: not faster beyond the noise band (typical on CPU), compile failures, not sane.
+    Rolled back when: not faster beyond the noise band (typical on CPU), compile failures (an op XLA
+    has no kernel for is named: ``CTCLoss`` in keras-io's OCR), not sane.
     """
 
     ID = "xla-jit"
@@ -134,6 +144,16 @@ class XlaJit(Fix):
     CODEMOD = XlaCodemod
     AFTER = ("tf-function", "steps-per-execution")
     PRIORITY = 40
+
+    def failure_hint(self, error: str) -> str:
+        """An op XLA has no kernel for (keras-io's OCR: ``CTCLoss`` in its loss layer): what it is."""
+        m = _NO_XLA_KERNEL.search(error)
+        if m is None:
+            return ""
+        return (
+            f"XLA has no kernel for {m['op']} on {m['device']}: a step that runs it cannot be compiled "
+            "as it is (keep that op out of the compiled step, or leave XLA off)"
+        )
 
     def precheck(self, ctx: FixContext) -> str | None:
         if ctx.facts.jit_compile or ctx.facts.auto_jit:
