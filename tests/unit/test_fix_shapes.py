@@ -974,6 +974,34 @@ def test_batch_scale_follows_a_config_passed_to_main_and_a_config_dataclass() ->
     assert any("c['lr'] not followed to a number" in w for w in out.warnings), out.warnings
 
 
+def test_batch_scale_scales_the_default_of_a_setting_read_from_the_environment(monkeypatch) -> None:
+    """Scripts run in containers read their settings from the environment with a default: "no batch
+    size found to scale". The default is scaled (a string default stays a string); a variable that is
+    set decides the batch itself: skipped, as a batch size on the command line is."""
+    src = """
+    import os
+    import keras
+    BATCH_SIZE = int(os.environ.get("BATCH_SIZE", 64))
+    LR = float(os.getenv("LR", "1e-3"))
+    model.compile(optimizer=keras.optimizers.Adam(LR), loss="mse")
+    model.fit(x, y, batch_size=BATCH_SIZE, epochs=3)
+    """
+    monkeypatch.delenv("BATCH_SIZE", raising=False)
+    monkeypatch.delenv("LR", raising=False)
+    reason = assert_codemod(
+        "batch-scale",
+        src,
+        src.replace('"BATCH_SIZE", 64', '"BATCH_SIZE", 128').replace('"1e-3"', '"0.00141421"'),
+        params={"factor": "2"},
+    )
+    assert "BATCH_SIZE: $BATCH_SIZE's default 64 → 128, line 3" in reason
+    assert "LR: $LR's default (line 4) 0.001 → 0.001414" in reason
+    monkeypatch.setenv("BATCH_SIZE", "32")
+    assert_skipped(
+        "batch-scale", src, "the batch size is given in the environment (BATCH_SIZE=32): scale it there"
+    )
+
+
 def test_batch_scale_scales_what_a_learning_rate_scheduler_returns() -> None:
     """TensorFlow's distributed training tutorial: LearningRateScheduler(decay) sets 1e-3 / 1e-4 / 1e-5
     every epoch, so scaling the optimizer's own rate alone changed nothing that trained."""

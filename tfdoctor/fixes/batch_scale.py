@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import replace
@@ -57,7 +58,41 @@ def _number(node: cst.BaseExpression) -> float | None:
     return None
 
 
+def _env_default(node: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:
+    """A setting read from the environment with a numeric default (``int(os.environ.get("BATCH_SIZE",
+    64))``, ``float(os.getenv("LR", "1e-3"))``, as scripts run in containers write it): the default's node
+    (a number, or a string of one) and the variable's name."""
+    inner = node
+    if isinstance(inner, cst.Call) and call_name(inner) in ("int", "float") and len(inner.args) == 1:
+        inner = inner.args[0].value
+    if not (isinstance(inner, cst.Call) and (call_name(inner) or "").endswith(("environ.get", "getenv"))):
+        return None
+    positional = [a for a in inner.args if a.keyword is None]
+    default = kwarg(inner, "default") or (positional[1] if len(positional) > 1 else None)
+    if not positional or not isinstance(var := positional[0].value, cst.SimpleString) or default is None:
+        return None
+    value = default.value
+    if isinstance(value, cst.SimpleString):
+        try:
+            float(str(value.evaluated_value))
+        except ValueError:
+            return None
+    elif _number(value) is None:
+        return None
+    return value, str(var.evaluated_value)
+
+
+def _env_number(node: cst.BaseExpression) -> float | None:
+    """The number an environment default (:func:`_env_default`) stands for."""
+    if isinstance(node, cst.SimpleString):
+        return float(str(node.evaluated_value))
+    return _number(node)
+
+
 def _fmt(value: float, like: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(like, cst.SimpleString):  # an environment variable's default: "64" -> "128"
+        text = cst.Module([]).code_for_node(_fmt(value, cst.parse_expression(str(like.evaluated_value))))
+        return cst.SimpleString(f"{like.prefix}{like.quote}{text}{like.quote}")
     if isinstance(like, cst.Integer) and value == int(value):
         return cst.Integer(str(int(value)))
     text = f"{value:.6g}"
@@ -296,6 +331,18 @@ class BatchScaleCodemod(FixCodemod):
             ):
                 continue
             name = s.targets[0].target.value
+            env = _env_default(s.value)
+            if env is not None and (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and name in read:
+                env_value, var = env
+                if var in os.environ:
+                    raise SkipFile(
+                        f"the batch size is given in the environment ({var}={os.environ[var]}): scale it there"
+                    )
+                v = _env_number(env_value)
+                assert v is not None
+                self.edits[id(env_value)] = _fmt(v * self.factor, env_value)
+                self.batch_ref = name
+                return f"{name}: ${var}'s default {v:g} → {v * self.factor:g}, line {self.line(s)}"
             if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and (v := _number(s.value)) is not None:
                 if name not in read:  # keras-io's distillation sets batch_size = 64, uses none
                     unread = unread or (name, s)
@@ -464,7 +511,7 @@ class BatchScaleCodemod(FixCodemod):
                 missed.append(f"{where}: learning_rate={text} not followed to a number")
                 continue
             node, label = target
-            v = _number(node)
+            v = _env_number(node)  # a number, or an environment variable's default
             assert v is not None
             if id(node) in scaled:
                 done.append(f"{where}: {label} (already scaled)")
@@ -719,6 +766,12 @@ class BatchScaleCodemod(FixCodemod):
             defs = consts.get(value.value, [])
             if len(defs) == 1 and _number(defs[0].value) is not None:
                 return defs[0].value, f"{value.value} (line {self.line(defs[0])})"
+            if (
+                len(defs) == 1
+                and (env := _env_default(defs[0].value)) is not None
+                and env[1] not in os.environ
+            ):
+                return env[0], f"{value.value}: ${env[1]}'s default (line {self.line(defs[0])})"
             ps = params.get(value.value, [])
             if len(ps) == 1 and ps[0].default is not None and _number(ps[0].default) is not None:
                 return ps[0].default, f"default of parameter {value.value} (line {self.line(ps[0])})"
@@ -988,7 +1041,9 @@ class BatchScale(Fix):
 
     What it changes: the batch size where the script sets it (an argparse ``--batch-size`` or absl
     ``flags.DEFINE_integer("batch_size", ...)`` default, a
-    ``BATCH_SIZE = N`` constant the script reads, a ``{"batch_size": N}`` config dict, a config class's
+    ``BATCH_SIZE = N`` constant the script reads (or its default when it reads the environment,
+    ``int(os.environ.get("BATCH_SIZE", 64))``; skipped when the variable is set), a ``{"batch_size": N}``
+    config dict, a config class's
     field (``@dataclass class TrainConfig: batch_size: int = 64``, read as ``cfg.batch_size``) or attribute
     (``config.batch_size = 128`` in an ``ml_collections.ConfigDict``), ``.batch(N)`` or
     ``batch_size=N``; where the profiled ``fit`` trains on arrays and none of those is set, Keras's default
@@ -999,7 +1054,8 @@ class BatchScale(Fix):
     optimizers (Adam, AdamW, RMSprop, Adagrad, …). Every optimizer the script builds is scaled (a GAN's
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
     ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
-    ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, ``LEARNING_RATE * 10``,
+    ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, an environment variable's
+    default, ``LEARNING_RATE * 10``,
     a schedule's ``initial_learning_rate`` (by keyword, or first for Keras's own schedules) with its
     other rates (Keras 3 ``CosineDecay``'s ``warmup_target``, the peak of a warm-up from 0.0;
     ``PolynomialDecay``'s ``end_learning_rate``), whose ``decay_steps`` / ``warmup_steps`` are divided by
