@@ -336,6 +336,13 @@ class FailureSummary:
 _AUTOGRAPH = "__autograph_generated_file"
 
 
+def _users(path: str) -> bool:
+    """A frame in the user's code: not TensorFlow's, not tfdoctor's, not autograph's generated file."""
+    from tfdoctor.capture.child.hooks import is_user_file
+
+    return is_user_file(path) and not os.path.basename(path).startswith(_AUTOGRAPH)
+
+
 def _frame(m: re.Match[str], lines: list[str], i: int, indent: str = "") -> tuple[str, str, str | None]:
     """A traceback's ``File "...", line N, in fn`` (matched at ``lines[i]``) as (``file.py:N``, fn, the
     source line after it, when one follows with ``indent``)."""
@@ -357,7 +364,7 @@ def failure_summary(text: str | None) -> FailureSummary:
     i = starts[-1] + 1
     while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
         m = re.match(r'\s*File "(.+)", line (\d+), in (.+)', lines[i])
-        if m and is_user_file(m[1]) and not os.path.basename(m[1]).startswith(_AUTOGRAPH):
+        if m and _users(m[1]):
             frame = _frame(m, lines, i, indent="    ")
         i += 1
     exc = lines[i].strip() if i < len(lines) else _last_line(text)
@@ -394,8 +401,6 @@ def _graph_error_cause(lines: list[str]) -> tuple[str | None, tuple[str, str, st
     registered 'CTCLoss' OpKernel ..."), then where the op was made ("The op is created at:", frames
     without their source lines). The cause, its ``{{node ...}}`` references left out, and the last
     frame in the user's code among those stacks (the line making the op, not the ``fit`` call)."""
-    from tfdoctor.capture.child.hooks import is_user_file
-
     cause = None
     frame = None
     code_at = -1  # the source line under an indented frame
@@ -406,7 +411,7 @@ def _graph_error_cause(lines: list[str]) -> tuple[str | None, tuple[str, str, st
             pad = ln[: len(ln) - len(ln.lstrip())]
             if pad and j + 1 < len(lines) and lines[j + 1].startswith(pad + "  "):
                 code_at = j + 1
-            if is_user_file(m[1]) and not os.path.basename(m[1]).startswith(_AUTOGRAPH):
+            if _users(m[1]):
                 frame = _frame(m, lines, j, indent=pad + "  " if pad else "    ")
             continue
         if j == code_at:

@@ -272,6 +272,7 @@ class BatchScaleCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.factor = int(self.fix.params.get("factor", "2"))
         self.module_tree = tree
+        self.fields = _class_fields(tree)  # config classes' fields and attributes given a value
         self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
         # id(a schedule's initial_learning_rate node) -> the schedule's call: its other rates scale too
         self.schedule_of: dict[int, cst.Call] = {}
@@ -369,7 +370,7 @@ class BatchScaleCodemod(FixCodemod):
                 attrs.subtract(
                     t.target.attr.value for t in asg.targets if isinstance(t.target, cst.Attribute)
                 )
-        for name, fields in _class_fields(tree).items():  # @dataclass class Config: batch_size: int = 64
+        for name, fields in self.fields.items():  # @dataclass class Config: batch_size: int = 64
             nums = [f for f in fields if _number(f[1]) is not None]  # (self.batch_size = batch_size: no)
             if (
                 (BATCH_NAME.match(name) or BATCH_CONST.search(name))
@@ -754,11 +755,7 @@ class BatchScaleCodemod(FixCodemod):
                 return d.value, f"--{value.attr.value} default (line {self.line(c)})"
             return None
         if isinstance(value, cst.Attribute):  # cfg.learning_rate: a config class's field
-            fields = [
-                f
-                for f in _class_fields(self.module_tree).get(value.attr.value, [])
-                if _number(f[1]) is not None
-            ]
+            fields = [f for f in self.fields.get(value.attr.value, []) if _number(f[1]) is not None]
             if len(fields) == 1:
                 cls, field_value = fields[0]
                 return field_value, f"{cls}.{value.attr.value} (line {self.line(field_value)})"

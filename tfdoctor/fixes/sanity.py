@@ -385,17 +385,17 @@ def loss_check(
     is ambiguous: a bigger batch learns less per example early on and more per update. The trial passes
     when its loss is not above the reference's at the same examples seen *or* after the same number of
     steps (updates); a training the change broke (diverging, a learning rate too high) fails both."""
-    said = ""
+    note = ""
     if per_update and refs:
         summed = batch_summed(refs, new)
         if summed is not None:  # compared per example: the trial's losses over its bigger batches
             factor, ratio = summed
             new = [s if s.loss is None else s.model_copy(update={"loss": s.loss / factor}) for s in new]
-            said = (
+            note = (
                 f"the loss is a sum over the batch (the first step's {ratio:.2f}× the reference's, at "
-                f"{factor:g}× the examples a step): the trial's divided by {factor:g}; "
+                f"{factor:g}× the examples a step): the trial's divided by {factor:g}"
             )
-    note = said.removesuffix("; ")
+    said = f"{note}; " if note else ""
     first = _loss_check(refs, new, "examples")
     if not per_update or first.status != "higher":
         return LossCheck(first.status, said + first.text, note)
