@@ -778,6 +778,20 @@ def test_a_loss_above_one_reference_run_is_rechecked_against_two(tmp_path: Path)
     (t,) = loop.run().trials
     assert t.status == "rejected" and t.reason.startswith("loss above the reference's")
     assert "2 reference runs" in t.reason and "4.00x [" in t.reason
+    # slower as well: the speed is the reason given first (TensorFlow's distributed Keras tutorial: XLA
+    # at 0.25x read "loss above the reference's ...; measured 0.25x", as if XLA broke the training)
+    slow = {**rates, "tf-function": 5.0, "combined": 5.0}
+    loop = _scripted(
+        tmp_path / "3",
+        slow,
+        ["tf-function"],
+        rounds=1,
+        base_steps=base,
+        steps={"tf-function": _steps([2.0] * 6), "tf-function: reference, paired round 1": again},
+    )
+    (t,) = loop.run().trials
+    assert t.status == "rejected" and t.reason.startswith("slower: 0.50x ["), t.reason
+    assert "; the loss too: loss above the reference's" in t.reason
 
 
 def test_a_runs_length_is_the_smaller_of_its_steps_and_examples_ratios_in_both_loops() -> None:

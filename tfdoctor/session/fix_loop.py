@@ -1418,6 +1418,8 @@ class FixLoop:
             note += f"; a step up over the {fix.ID} kept must gain {ESCALATE:.2f}x: the smaller one stays"
         # the loss again, now with every run of the reference (its run-to-run spread learned)
         loss = loss_check(ref.loss_runs, res.steps, per_update="batch-scale" in ids)
+        if loss.bad and d.verdict in ("slower", "not faster"):  # the speed decides it: said first
+            return decided("rejected", f"{d.reason}{note}; the loss too: {loss.text}"), ref
         if loss.bad:
             return decided("rejected", f"{loss.text}; measured {estimate_text(d.estimate)}"), ref
         if not d.keep:
