@@ -355,6 +355,74 @@ def test_train_on_batch_loop_steps_and_where_the_user_calls_it(tfd_home, tmp_pat
     assert res.facts.learning_rate == pytest.approx(0.01)  # SGD's default, read after the trace
 
 
+OWN_OPTIMIZERS = """
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+
+class Critic(keras.Model):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def compile(self, d_optimizer):
+        super().compile()
+        self.d_optimizer = d_optimizer
+
+    def train_step(self, x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self.net(x, training=True)))
+        grads = tape.gradient(loss, self.net.trainable_variables)
+        self.d_optimizer.apply_gradients(zip(grads, self.net.trainable_variables))
+        return {"loss": loss}
+
+
+net = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+critic = Critic(net)
+critic.compile(d_optimizer=keras.optimizers.Adam(learning_rate=0.0002, beta_1=0.5))
+critic.fit(np.ones((1024, 8), np.float32), batch_size=16, epochs=2, verbose=0)
+"""
+
+
+def test_fit_facts_name_the_optimizer_a_train_step_override_applies(tfd_home, tmp_path):
+    """keras-io's WGAN-GP: ``compile(d_optimizer, ...)`` calls ``super().compile()`` with no optimizer,
+    which gives the model Keras's default RMSprop (learning rate 0.001) that never steps. The facts said
+    "RMSprop, 0.001", so a batch-scale trial that scaled the script's Adam rates showed no learning-rate
+    change; they now name the optimizer the step applies (read while it traces) and its rate."""
+    script = tmp_path / "critic.py"
+    script.write_text(OWN_OPTIMIZERS)
+    res, _ = capture(tfd_home, script, profile=False, steps=10)
+    assert res.ok, res.error
+    assert res.facts.loop_kind == "keras_fit"
+    assert res.facts.optimizer == "Adam"
+    assert res.facts.learning_rate == pytest.approx(0.0002)
+
+
+MIRRORED_FIT = """
+import numpy as np
+import tensorflow as tf
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.003), loss="mse")
+model.fit(np.ones((1024, 8), np.float32), np.ones((1024, 1), np.float32), batch_size=16, epochs=2, verbose=0)
+"""
+
+
+def test_fit_facts_read_the_learning_rate_under_a_mirrored_strategy(tfd_home, tmp_path):
+    """TensorFlow's distributed Keras tutorial: under ``strategy.scope()`` the rate is a
+    ``MirroredVariable`` that ``float()`` refuses; the facts had no learning rate, so a batch-scale
+    trial's result showed the batch change and not the rate's."""
+    script = tmp_path / "mirrored.py"
+    script.write_text(MIRRORED_FIT)
+    res, _ = capture(tfd_home, script, profile=False, steps=10)
+    assert res.ok, res.error
+    assert res.facts.strategy == "MirroredStrategy"
+    assert res.facts.learning_rate == pytest.approx(0.003)
+
+
 FIT_LOGS = """
 import numpy as np
 from tensorflow import keras

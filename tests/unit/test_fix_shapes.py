@@ -648,6 +648,61 @@ def test_mixed_precision_keeps_the_prediction_fed_to_an_endpoint_layer_float32()
     )
 
 
+OP_OUTPUT = """
+import keras
+from keras import layers, ops
+
+
+class Scorer(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.user = layers.Embedding(100, 8)
+        self.item = layers.Embedding(50, 8)
+
+    def call(self, inputs):
+        x = ops.sum(self.user(inputs[:, 0]) * self.item(inputs[:, 1]), axis=1)
+        return ops.sigmoid(x)
+
+
+model = Scorer()
+model.compile(optimizer="adam", loss="binary_crossentropy")
+model.fit(x, y, batch_size=64)
+"""
+
+
+def test_mixed_precision_casts_the_input_of_the_op_a_subclassed_models_call_returns() -> None:
+    """keras-io's collaborative filtering: ``RecommenderNet.call()`` ends in ``tf.nn.sigmoid(x)``, no
+    output layer to give ``dtype="float32"``; it was "output layer not found ... make sure it computes in
+    float32" and the sigmoid ran in bf16. The activation's input is now cast (``keras.ops.cast`` where
+    tensorflow is not imported); a value returned as it is (``return x, state``) is cast itself; a dict
+    of outputs is left alone, said as it is."""
+    reason = assert_codemod(
+        "mixed-precision",
+        OP_OUTPUT,
+        OP_OUTPUT.replace(
+            "return ops.sigmoid(x)", 'return ops.sigmoid(keras.ops.cast(x, "float32"))'
+        ).replace(
+            "\n\nclass Scorer",
+            '\nkeras.mixed_precision.set_global_policy("mixed_bfloat16")\n\n\nclass Scorer',
+        ),
+        hardware=BF16,
+    )
+    assert (
+        "kept float32: ops.sigmoid's input x at line 13 cast (Scorer.call() returns an op, not a layer)"
+        in reason
+    )
+    plain = OP_OUTPUT.replace("import keras\n", "import keras\nimport tensorflow as tf\n").replace(
+        "return ops.sigmoid(x)", "return x + 1.0, x"
+    )
+    out = run("mixed-precision", plain, hardware=BF16)
+    assert 'return tf.cast(x + 1.0, "float32"), x' in out.code, out.code
+    assert "the value returned, x + 1.0, at line 14 cast" in out.reason
+    outputs = OP_OUTPUT.replace("return ops.sigmoid(x)", 'return {"score": ops.sigmoid(x)}')
+    out = run("mixed-precision", outputs, hardware=BF16)
+    assert "cast(" not in out.code
+    assert "Scorer.call() does not return a layer built in __init__" in out.reason
+
+
 def test_mixed_precision_keeps_normalization_layers_float32_but_not_batch_or_layer_norm() -> None:
     """TensorFlow's regression and structured-data tutorials: ``Normalization`` adapted on the data.
     Under a bf16 policy its ``adapt()`` on a dataset fails; BatchNormalization / LayerNormalization are
@@ -2185,6 +2240,49 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "mixed-precision": "kept float32: Dense at line 60 (build_model())",
             "batch-scale": "batch size ×2 (TrainConfig.batch_size = 128, line 14); learning rate AdamW at line 70: "
             "TrainConfig.learning_rate (line 15) 0.0003 → 0.0004243",
+        },
+    ),
+    # keras-io collaborative filtering: a Model subclass whose call() ends in tf.nn.sigmoid(x), no
+    # output layer: "output layer not found", and the sigmoid computed in bf16
+    "collaborative_filtering.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 113)",
+            "xla-jit": "jit_compile=True on model.compile() (line 113)",
+            "mixed-precision": "kept float32: tf.nn.sigmoid's input x at line 109 cast (RecommenderNet.call() "
+            "returns an op, not a layer)",
+            "batch-scale": "batch size ×2 (64 → 128, line 121); learning rate Adam at line 115: 0.001 → 0.001414",
+        },
+    ),
+    # keras-io WGAN-GP: compile(d_optimizer, g_optimizer, d_loss_fn, g_loss_fn) over super().compile(),
+    # the models handed to WGAN(discriminator=d_model, ...): "which model computes the loss is not visible"
+    "wgan_gp.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in super().compile() in WGAN.compile(), which "
+            "wgan.compile() calls (line 222)",
+            "xla-jit": "jit_compile=True on super().compile() in WGAN.compile()",
+            "mixed-precision": "kept float32: Dense at line 121 (d_model), Cropping2D at line 191 (g_model) "
+            "(output layer of the model computing the loss: d_model: its output reaches self.d_loss_fn(); "
+            "g_model: its output reaches d_loss)",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 128, line 27); learning rate Adam at line 327: 0.0002 → "
+            "0.0002828 (square-root scaling for Adam); Adam at line 328: 0.0002 → 0.0002828",
+        },
+    ),
+    # TF "Distributed training with Keras": MirroredStrategy, BATCH_SIZE_PER_REPLICA * replicas, a decay()
+    # fed to LearningRateScheduler, compile() under strategy.scope()
+    "distributed_keras.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 65)",
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 2 map/interleave (line 50, line 51)",
+            "tfdata-prefetch": ".prefetch(tf.data.AUTOTUNE) at the end of the pipeline (line 50)",
+            "tfdata-cache": "cache() after map() of eval_dataset (line 51)",
+            "xla-jit": "jit_compile=True on model.compile() (line 65)",
+            "mixed-precision": "kept float32: Dense at line 61 (model)",
+            "batch-scale": "batch size ×2 (BATCH_SIZE_PER_REPLICA = 128, line 39); learning rate Adam at line 67: "
+            "default 0.001 made explicit, → 0.001414 (square-root scaling for Adam); LearningRateScheduler at "
+            "line 99: decay() returns 0.001 → 0.001414, 0.0001 → 0.0001414, 1e-05 → 1.414e-05",
         },
     ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch

@@ -22,6 +22,8 @@ import libcst as cst
 
 from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, name_reads, own_nodes, walk
 
+#: activation functions a model's ``call`` may end with: their input is what gets cast to float32
+ACTIVATION_OPS = frozenset({"sigmoid", "softmax", "log_softmax", "softplus", "tanh"})
 #: calls whose result is a loss (the last part of the called name, lower case, contains one of these)
 LOSS_WORDS = ("loss", "crossentropy", "mean_squared_error", "mean_absolute_error", "hinge", "kl_divergence")
 
@@ -39,6 +41,10 @@ class ModelDef:
     # id(a layer feeding an output layer that takes no dtype) -> that layer's class (keras-io's OCR:
     # ``CTCLayer(name="ctc_loss")(labels, x)``, an endpoint layer adding the loss: ``x``'s Dense)
     fed: dict[int, str] = field(default_factory=dict)
+    # a subclass whose call() returns no layer of its own (keras-io's collaborative filtering:
+    # ``return tf.nn.sigmoid(x)``): the expressions to cast to float32, an activation's input or the
+    # value returned
+    casts: list[tuple[cst.BaseExpression, str]] = field(default_factory=list)  # (expression, its activation)
 
 
 def _is_sequential(call: cst.Call) -> bool:
@@ -134,6 +140,7 @@ class Models:
         for key in self.defs:
             if not key.endswith("()"):
                 self._bind(key, key)
+        self._given_attrs()
         self._delegates()
         layer_ok = layer_classes_taking_dtype(tree)
         for d in self.defs.values():
@@ -282,7 +289,78 @@ class Models:
                         d.delegate = given[e.func.attr.value]
         if not d.outputs:
             d.unresolved = f"{cls.name.value}.call() does not return a layer built in __init__"
+            if d.delegate is None:
+                d.casts = self._returned_ops(call)
         self.defs[cls.name.value] = d
+
+    @staticmethod
+    def _returned_ops(call: cst.FunctionDef) -> list[tuple[cst.BaseExpression, str]]:
+        """What to cast to float32 in a ``call()`` returning an op rather than a layer: the input of an
+        activation it returns (``tf.nn.sigmoid(x)``, ``ops.softmax(logits)``), else the value returned
+        (``return x`` with ``x = dot + bias``), the first of a tuple; not a dict or list of outputs."""
+        found: list[tuple[cst.BaseExpression, str]] = []
+        for r in own_nodes(call.body):
+            if not isinstance(r, cst.Return) or r.value is None:
+                continue
+            e = r.value.elements[0].value if isinstance(r.value, cst.Tuple) and r.value.elements else r.value
+            if isinstance(e, (cst.Tuple, cst.List, cst.Dict, cst.BaseString, cst.Integer, cst.Float)):
+                continue
+            if isinstance(e, cst.Name) and e.value in ("None", "True", "False"):
+                continue
+            if (
+                isinstance(e, cst.Call)
+                and (call_name(e) or "").split(".")[-1] in ACTIVATION_OPS
+                and e.args
+                and e.args[0].keyword is None
+                and not (dotted(e.func) or "").startswith("self.")
+            ):
+                found.append((e.args[0].value, call_name(e) or ""))
+            else:
+                found.append((e, ""))
+        return found
+
+    def _given_attrs(self) -> None:
+        """``self.<attr> = <param>`` in a class's ``__init__``, and a call making an instance handing it
+        a model: the attribute names that model (keras-io's WGAN-GP: ``WGAN(discriminator=d_model, ...)``,
+        ``self.discriminator = discriminator``, then ``self.discriminator(...)`` in ``train_step``)."""
+        for cls in walk(self.tree):
+            if not isinstance(cls, cst.ClassDef):
+                continue
+            init = next(
+                (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"),
+                None,
+            )
+            if init is None:
+                continue
+            params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
+            given: dict[str, str] = {}  # param -> attr
+            for a in walk(init):
+                if (
+                    isinstance(a, cst.Assign)
+                    and len(a.targets) == 1
+                    and (dotted(a.targets[0].target) or "").startswith("self.")
+                    and isinstance(a.value, cst.Name)
+                    and a.value.value in params
+                ):
+                    given[a.value.value] = (dotted(a.targets[0].target) or "")[5:]
+            if not given:
+                continue
+            for c in walk(self.tree):
+                if not (
+                    isinstance(c, cst.Call)
+                    and isinstance(c.func, cst.Name)
+                    and c.func.value == cls.name.value
+                ):
+                    continue
+                positional = [a for a in c.args if a.keyword is None and not a.star]
+                for param, attr in given.items():
+                    arg = kwarg(c, param)
+                    pos = params.index(param)
+                    if arg is None and pos < len(positional):
+                        arg = positional[pos]
+                    if arg is not None and isinstance(arg.value, cst.Name):
+                        for key in list(self.vars.get(arg.value.value, ())):
+                            self._bind(attr, key)
 
     def _delegates(self) -> None:
         """A subclass whose ``call`` returns the model it was given: that model's output layers, from
@@ -477,7 +555,10 @@ class Models:
                 if any("loss" in x.lower() for x in names):
                     for m in of(n.value):
                         found.setdefault(m, f"its output reaches {names[0]}")
-        keys = [k for k in self.defs if k in found]
+        keys: list[str] = []
+        for k in self.defs:  # one key per model (``d_model`` is what ``get_discriminator_model()`` returns)
+            if k in found and not any(self.defs[k] is self.defs[o] for o in keys):
+                keys.append(k)
         return keys, [f"{k}: {found[k]}" for k in keys]
 
 

@@ -115,6 +115,9 @@ class MixedPrecisionCodemod(FixCodemod):
         self.new_policy: dict[int, str] = {}  # id(the policy's string) -> the policy replacing it
         # the layer calls (by id) given dtype="float32": output layers and Normalization layers
         self.outputs: set[int] = set()
+        # id(an expression a subclass's call() returns, or an activation's input there) -> cast to float32
+        self.casts: set[int] = set()
+        self.cast_fn = f"{al.tf}.cast" if al.tf else f"{self.keras}.ops.cast"
         self.wrap_opt: set[int] = set()
         self.scale_grad: set[int] = set()
         sets = [
@@ -255,6 +258,17 @@ class MixedPrecisionCodemod(FixCodemod):
         done: list[str] = []
         for key in dict.fromkeys(keys):
             d = models.defs[key]
+            if not d.outputs and d.casts:  # call() ends in an op: ``return tf.nn.sigmoid(x)``
+                for e, op in d.casts:
+                    if id(e) not in self.casts:
+                        self.casts.add(id(e))
+                        what = " ".join(cst.Module([]).code_for_node(e).split())
+                        what = what if len(what) <= 40 else what[:37] + "..."
+                        what = f"{op}'s input {what}" if op else f"the value returned, {what},"
+                        done.append(
+                            f"{what} at line {self.line(e)} cast ({key}.call() returns an op, not a layer)"
+                        )
+                continue
             if not d.outputs:
                 self.warn(f"model {key}: {d.unresolved}: make sure its outputs are float32 (dtype='float32')")
                 continue
@@ -302,6 +316,12 @@ class MixedPrecisionCodemod(FixCodemod):
             "layer: under a 16-bit policy its adapt() on a dataset fails and raw feature values lose digits)"
         ]
 
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        updated = super().on_leave(original_node, updated_node)
+        if id(original_node) in self.casts and isinstance(updated, cst.BaseExpression):
+            return cst.Call(func=expr(self.cast_fn), args=[cst.Arg(updated), cst.Arg(expr('"float32"'))])
+        return updated  # type: ignore[return-value]
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if id(original_node) in self.outputs:
             return set_kwarg(updated_node, "dtype", expr('"float32"'))
@@ -332,7 +352,10 @@ class MixedPrecision(Fix):
     reaches a loss (a GAN's discriminator, not its generator; a VAE's encoder and decoder) or that are
     compiled with one or trained with ``fit``. Where that cannot be told, every model's output layer;
     given the modules beside the script (``FixContext.project``), a model built in one of them gets it
-    there. Keras ``Normalization`` layers keep float32 too: under a 16-bit policy their ``adapt()``
+    there. A subclassed model whose ``call`` returns an op, not a layer (keras-io's collaborative
+    filtering: ``return tf.nn.sigmoid(x)``), gets the activation's input cast to float32
+    (``tf.nn.sigmoid(tf.cast(x, "float32"))``; ``keras.ops.cast`` without tensorflow imported), or the value
+    it returns; a dict of outputs is left as it is. Keras ``Normalization`` layers keep float32 too: under a 16-bit policy their ``adapt()``
     on a tf.data dataset fails (TensorFlow's structured-data tutorial) and raw feature values lose
     digits. A script with no Keras layer or model at all (a ``tf.Module`` holding ``tf.Variable``
     objects, as in TensorFlow's "Basic training loops") is skipped: a Keras policy reaches none of its

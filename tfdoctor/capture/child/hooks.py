@@ -152,6 +152,18 @@ def scalar_loss(value: Any) -> float | None:
         return None
 
 
+def learning_rate(opt: Any) -> float:
+    """An optimizer's learning rate now. Under a ``MirroredStrategy`` it is a ``MirroredVariable``, which
+    ``float()`` refuses (TensorFlow's distributed Keras tutorial: the facts had no learning rate, so a
+    batch-scale trial's rate change did not show); its ``numpy()`` reads it. Raises while a tf.function
+    traces."""
+    rate = opt.learning_rate
+    try:
+        return float(rate)
+    except TypeError:
+        return float(rate.numpy())
+
+
 def read_scalar(var: Any) -> float:
     """A scalar TensorFlow or Keras variable's value, read with the one op it needs (``ReadVariableOp``
     on its handle: ~35 µs here right after a step, where ``var.numpy()``'s layers take ~75 µs)."""
@@ -348,6 +360,9 @@ class Tracker:
         self.primary_optimizer: int | None = None
         self.schedules_read: set[int] = set()  # ids of the optimizers whose schedule was looked for
         self.lr_later: Any = None  # an optimizer whose learning rate could not be read yet (in a trace)
+        # id(the model's compiled optimizer) at fit's start; whether an apply inside fit was seen yet
+        self.fit_optimizer: int | None = None
+        self.fit_applied = False
         # fit with Keras's own train_step: logs["loss"] is the epoch's running mean (see _batch_loss)
         self.fit_running_mean = False
         self.fit_seen, self.fit_mean = 0, 0.0
@@ -491,6 +506,7 @@ class Tracker:
         opt = getattr(model, "optimizer", None)
         if opt is not None:
             self._note_optimizer(opt)
+            self.fit_optimizer = id(opt)
         strategy = getattr(model, "distribute_strategy", None)
         self._note_strategy(strategy)
         policy = getattr(getattr(model, "dtype_policy", None), "name", None)
@@ -614,9 +630,23 @@ class Tracker:
                 self.facts["learning_rate_schedule"] = sched
         if "learning_rate" not in self.facts:
             try:
-                self.facts["learning_rate"] = float(opt.learning_rate)
+                self.facts["learning_rate"] = learning_rate(opt)
             except Exception:  # read while a tf.function traces (train_on_batch): read it at the end
                 self.lr_later = opt
+
+    def _note_fit_apply(self, opt: Any) -> None:
+        """The first optimizer applied inside ``fit`` (while its step traces): where it is not the model's
+        compiled one, a ``train_step`` override steps optimizers of its own (keras-io's WGAN-GP:
+        ``compile(d_optimizer, g_optimizer, ...)`` calling ``super().compile()``, which gives the model
+        Keras's default RMSprop that never steps). The facts then name the optimizer that does step, and
+        its learning rate, so a change to it shows."""
+        self.fit_applied = True
+        if self.fit_optimizer is None or id(opt) == self.fit_optimizer:
+            return
+        for k in ("optimizer", "learning_rate", "learning_rate_schedule"):
+            self.facts.pop(k, None)
+        self.lr_later = None
+        self._note_optimizer(opt)
 
     def _note_strategy(self, strategy: Any) -> None:
         if strategy is None:
@@ -637,6 +667,8 @@ class Tracker:
 
     def apply_exit(self, opt: Any, t_enter: int) -> None:
         self.apply_depth -= 1
+        if self.in_fit and not self.fit_applied:
+            self._note_fit_apply(opt)
         if self.in_fit or self.clock.stopped:
             return
         self.counts["apply_gradients"] += 1
@@ -1020,7 +1052,7 @@ class Tracker:
         """Facts the tracker learnt (merged into tfdoctor.model.Facts by the harness)."""
         if "learning_rate" not in self.facts and self.lr_later is not None:
             try:
-                self.facts["learning_rate"] = float(self.lr_later.learning_rate)
+                self.facts["learning_rate"] = learning_rate(self.lr_later)
             except Exception:
                 pass
         out: dict[str, Any] = {
