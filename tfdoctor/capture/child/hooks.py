@@ -366,6 +366,12 @@ class Tracker:
         # fit with Keras's own train_step: logs["loss"] is the epoch's running mean (see _batch_loss)
         self.fit_running_mean = False
         self.fit_seen, self.fit_mean = 0, 0.0
+        # a train_step override's logs: which ``*loss`` keys are a Mean tracker's running mean, and each
+        # one's weight per batch (None: not decided yet; decided at the second batch, see _tracker_losses)
+        self.tracked_model: Any = None  # the model of the outermost fit() running
+        self.tracked_keys: dict[str, float] | None = None
+        self.tracker_first: tuple[dict[str, Any], int] | None = None
+        self.tracked_prev: dict[str, tuple[float, float]] = {}  # key -> (weight seen this epoch, mean)
         self.apply_depth = 0
         self.pending: tuple[str, int, float | None] | None = None  # weak step end not yet decided
         self.step_loss: Any = None  # the tape target of the step in progress
@@ -502,6 +508,8 @@ class Tracker:
             self.facts["steps_per_execution"] = spe
         self.facts["run_eagerly"] = bool(getattr(model, "run_eagerly", False))
         self.fit_running_mean = _keras_train_step(model)
+        if self.in_fit == 1:
+            self.tracked_model = model
         self.fit_epoch_begin()
         opt = getattr(model, "optimizer", None)
         if opt is not None:
@@ -555,6 +563,8 @@ class Tracker:
 
     def fit_end(self, model: Any = None) -> None:
         self.in_fit = max(0, self.in_fit - 1)
+        if not self.in_fit:
+            self.tracked_model = None  # not kept alive past its fit()
         if model is not None:
             self._guard("fit retraces", lambda: self._note_fit_retraces(model))
 
@@ -577,6 +587,7 @@ class Tracker:
 
     def fit_epoch_begin(self) -> None:
         self.fit_seen, self.fit_mean = 0, 0.0
+        self.tracked_prev = {}
         if self.in_fit == 1 and self.on_main():
             self.clock.epoch_begin()
 
@@ -596,7 +607,74 @@ class Tracker:
         self.step_saw_function = not self.facts.get("run_eagerly", False)
         if loss is not None and self.fit_running_mean:
             loss = self._batch_loss(loss)
+        elif loss is not None:
+            loss = self._tracker_losses(loss, spe)
         self._end("keras_callback", loss=loss)
+
+    def _tracker_losses(self, logs: dict[str, Any], batches: int) -> dict[str, Any]:
+        """A ``train_step`` override's logs with each ``*loss`` that is a Mean tracker's running mean
+        (keras-io's GANs and VAE return ``self.g_loss_tracker.result()``, the epoch's mean so far) replaced
+        by this step's own value, as :meth:`_batch_loss` does for Keras's own step: a running mean's
+        step-to-step changes understate the loss noise several-fold, and the loss check's tolerance with
+        them. Which keys are means is decided once, at the second batch, against the model's Mean metrics
+        (their ``total / count``; at the first batch a mean and a raw loss are the same number); the
+        steps after read the logs only."""
+        if self.tracked_keys is None:
+            if self.tracker_first is None:
+                self.tracker_first = (dict(logs), batches)
+                return logs
+            self.tracked_keys = self._find_trackers(logs, batches)
+        if not self.tracked_keys:
+            return logs
+        out = dict(logs)
+        for key, weight in self.tracked_keys.items():
+            try:
+                mean = float(logs[key])
+            except (KeyError, TypeError, ValueError):
+                continue
+            seen, before = self.tracked_prev.get(key, (0.0, 0.0))
+            n = batches * weight
+            if not math.isfinite(mean) or n <= 0:
+                continue
+            total = seen + n
+            out[key] = (total * mean - seen * before) / n
+            self.tracked_prev[key] = (total, mean)
+        return out
+
+    def _find_trackers(self, logs: dict[str, Any], batches: int) -> dict[str, float]:
+        """The ``*loss`` keys of ``logs`` whose value is a Mean metric's ``total / count`` after two
+        batches, and the metric's weight per batch (1 for ``update_state(loss)``); the first batch's
+        values become their running state."""
+        assert self.tracker_first is not None
+        first, first_batches = self.tracker_first
+        means: list[tuple[float, float]] = []
+        for m in list(getattr(self.tracked_model, "metrics", None) or []):
+            total, count = getattr(m, "total", None), getattr(m, "count", None)
+            if total is None or count is None:
+                continue
+            try:
+                t, n = read_scalar(total), read_scalar(count)
+            except Exception:
+                continue
+            if n > 0:
+                means.append((t / n, n))
+        found: dict[str, float] = {}
+        for key, value in logs.items():
+            if not str(key).endswith("loss"):
+                continue
+            try:
+                v, v0 = float(value), float(first[key])
+            except (KeyError, TypeError, ValueError):
+                continue
+            for mean, n in means:
+                if math.isclose(mean, v, rel_tol=1e-5, abs_tol=1e-8):
+                    weight = n / (first_batches + batches)
+                    found[key] = weight
+                    self.tracked_prev.setdefault(key, (first_batches * weight, v0))
+                    break
+        if found:
+            self.facts["loss_source"] = "the step's own share of " + ", ".join(sorted(found))
+        return found
 
     def _batch_loss(self, logs: dict[str, Any]) -> dict[str, Any]:
         """This step's own loss from Keras's ``logs["loss"]``, the running mean since the epoch began
