@@ -248,10 +248,16 @@ def test_the_baseline_as_the_trials_measure_it_is_kept_and_shown_where_the_profi
         "tf-function: reference, paired round 5": 10.0,
         "tf-function: reference, paired round 6": 10.0,
         "tf-function: paired round 6": 11.0,
+        # kept at 1.1x (the profiled 20 no longer counted as a repeat of the reference): the headline
+        "combined": 11.0,
+        "combined vs the baseline": 10.0,
+        **{f"combined vs the baseline: trial, paired round {i}": 11.0 for i in range(2, 8)},
     }
     loop = _scripted(tmp_path, rates, ["tf-function"])
     loop.report = loop.report.model_copy(update={"throughput": _banded(20.0)})
     summary = loop.run()
+    (trial,) = summary.trials  # the profiled 20 did not widen its interval: rounds of 1.1x decide it
+    assert trial.status == "kept" and trial.speedup_ci[0] > 1.02, trial.reason
     refs = [m for m in loop.measured if ": reference," in m]
     assert summary.baseline_timed_runs == len(refs) >= 2
     assert summary.baseline_timed is not None and summary.baseline_timed.steps_per_s == pytest.approx(10.0)
@@ -1270,6 +1276,28 @@ def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
     assert r.set_aside is None and r.ratios == [1.2, 0.72, 1.16, 1.18]
     assert r.decision is not None and r.decision.verdict == "undecided"
     assert "set aside" not in r.decision.reason
+
+
+def test_a_profiled_reference_is_re_measured_and_no_repeat_for_the_floor() -> None:
+    """TensorFlow's regression tutorial (8 steps an epoch, a validation after each): the profiled
+    baseline's short window read 2.4x the timing-only re-runs, and as one more repeat of the reference
+    that rate widened steps-per-execution's interval to [0.93x, 1.80x] over six rounds of 1.15-1.41x.
+    Measured otherwise (``ref_timed=False``), the reference's earlier rate is neither paired nor pooled
+    (round 1 re-measures it, BA, even when it was the run just before)."""
+    trial_rates = {1: 11.5, 2: 13.1, 3: 14.1, 4: 11.9, 5: 13.4, 6: 13.8}
+    measure, calls = _steady_reference(trial_rates)
+    profiled = _banded(24.0)
+    r = judge_rounds(measure, first_trial=_banded(11.5), ref_prev=profiled, ref_fresh=True, max_rounds=4)
+    assert r.pairs[0].order == "AB" and r.pairs[0].ref.rate == pytest.approx(24.0 * 32)  # paired with it
+    wide = r.decision
+    calls.clear()
+    r = judge_rounds(
+        measure, first_trial=_banded(11.5), ref_prev=profiled, ref_fresh=True, max_rounds=4, ref_timed=False
+    )
+    assert calls[0] == ("reference", 1) and r.pairs[0].order == "BA"
+    assert r.ref_earlier == [] and all(p.ref.rate == pytest.approx(10.0 * 32) for p in r.pairs)
+    assert r.decision is not None and r.decision.verdict == "faster", r.decision
+    assert wide is not None and wide.verdict != "faster"
 
 
 def test_a_second_spike_that_slowed_a_whole_run_is_set_aside_too() -> None:

@@ -76,7 +76,7 @@ from tfdoctor.fixes.workspace import (
     write_modules,
 )
 from tfdoctor.model import CACHE_FILL_SWITCH, Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
-from tfdoctor.report.format import estimate_text, ratio_ci, training
+from tfdoctor.report.format import TIMED_APART, estimate_text, ratio_ci, training
 from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
@@ -250,6 +250,9 @@ class _State:
     run_id: str | None = None  # its latest run
     # the modules beside the script that it imports (relative path → source), as this state has them
     modules: dict[str, str] = field(default_factory=dict)
+    # its throughput is a timing-only run's, measured as the paired rounds' runs are (the profiled
+    # baseline's is not: see _judge_rounds)
+    timed: bool = True
 
     def key(self) -> StateKey:
         return state_key(self.source, self.switches, self.modules)
@@ -338,6 +341,7 @@ def judge_rounds(
     max_rounds: int = 4,
     pool: list[list[float]] | None = None,
     keep_above: float = KEEP_ABOVE,
+    ref_timed: bool = True,
 ) -> Rounds:
     """Paired rounds of a trial against its reference, judged (:func:`_judge_rounds`). ``pool``: the
     round log ratios of the comparisons judged before in the same run, for the judge's paired floor
@@ -353,6 +357,7 @@ def judge_rounds(
         max_rounds=max_rounds,
         pool=pool or (),
         keep_above=keep_above,
+        ref_timed=ref_timed,
     )
     if pool is not None:
         pool.append(log_ratios(r.pairs))
@@ -369,9 +374,18 @@ def _judge_rounds(
     max_rounds: int,
     pool: Sequence[Sequence[float]],
     keep_above: float = KEEP_ABOVE,
+    ref_timed: bool = True,
 ) -> Rounds:
     """Paired rounds of a trial (its first run ``first_trial`` done) against its reference (last measured
     at ``ref_prev``), decided by :func:`tfdoctor.fixes.judge.decide`.
+
+    ``ref_timed`` False: ``ref_prev`` was not measured as the rounds' runs are (the profiled baseline:
+    a short timing window before the profile window, where the re-runs' windows grow to their time
+    floor), so round 1 re-measures the reference, and ``ref_prev`` counts as a repeat of it for the
+    floor only where the two agree within :data:`TIMED_APART` (as the summary's two baseline figures
+    are told apart). TensorFlow's regression tutorial (8 steps an epoch, a validation after each): the
+    profiled window measured 2.4x the re-runs, and that one rate widened steps-per-execution's interval
+    from [1.17x, 1.43x] to [0.93x, 1.80x] over six rounds of 1.15-1.41x.
 
     Round 1 pairs the trial's first run with the reference re-measured right after it (BA; ``ref_prev``
     then counts as one more run of the reference for the judge's between-run floor), or with ``ref_prev``
@@ -429,7 +443,7 @@ def _judge_rounds(
         return alone()
     steady_ref = True
     budget = max_rounds  # grows by EXTRA_ROUNDS for a worthwhile gain still undecided
-    if ref_fresh:
+    if ref_fresh and ref_timed:
         r.pairs.append(pair(first_trial, ref_prev, "AB"))
     else:
         ref_now = run("reference", 1)
@@ -438,7 +452,11 @@ def _judge_rounds(
         steady_ref = steady(Sample.of(ref_prev).rate, Sample.of(ref_now).rate)
         r.pairs.append(pair(first_trial, ref_now, "BA"))
         _, before, unit_before = comparable(first_trial, ref_prev, scale)
-        if unit_before == comparable(first_trial, ref_now, scale)[2]:  # the same unit as the pairs
+        _, now, unit_now = comparable(first_trial, ref_now, scale)
+        # a rate measured otherwise (the profiled window) is a repeat of the reference only where it
+        # agrees with the re-runs as the summary's baseline figures do (within TIMED_APART)
+        apart = not ref_timed and not 1 / TIMED_APART <= before.rate / now.rate <= TIMED_APART
+        if unit_before == unit_now and not apart:  # the same unit as the pairs
             r.ref_earlier.append(before.rate)
     while True:
         hit = disturbed(r.pairs, pool) if r.set_aside is None else None
@@ -732,6 +750,7 @@ class FixLoop:
             loss_runs=[list(self.report.steps)],
             run_id=self.baseline.id,
             modules=dict(self.user_modules),
+            timed=False,
         )
         base_state = state
         self.base_examples = state.examples
@@ -1107,6 +1126,7 @@ class FixLoop:
             scale=_factor(trial.examples, ref.examples),
             max_rounds=self.rounds,
             pool=self.paired_logs,
+            ref_timed=ref.timed,
         )
 
     # -- one run -------------------------------------------------------------------------------------
@@ -1391,6 +1411,7 @@ class FixLoop:
             max_rounds=self.rounds,
             pool=self.paired_logs,
             keep_above=keep_bar(ids, over_kept=over_kept),
+            ref_timed=ref.timed,
         )
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
@@ -1398,6 +1419,7 @@ class FixLoop:
             ref,
             throughput=r.ref or ref.throughput,
             loss_runs=[*ref.loss_runs, *r.ref_steps],
+            timed=ref.timed or r.ref is not None,
         )
         state = replace(state, throughput=r.trial or tp, loss_runs=[*state.loss_runs, *r.trial_steps])
         if r.failed:
