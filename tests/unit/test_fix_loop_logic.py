@@ -30,6 +30,7 @@ from tfdoctor.session.fix_loop import (
     FixLoop,
     LoopConfig,
     Measured,
+    _batch_in_effect,
     chain_trials,
     examples_per_step,
     judge_rounds,
@@ -813,6 +814,18 @@ def test_a_runs_length_is_the_smaller_of_its_steps_and_examples_ratios_in_both_l
     assert run_length(half_batch, uncounted) == pytest.approx(1.0)  # examples unknown: steps only
     assert run_length([], ref) is None and run_length(ref, []) is None
     assert "run_length(" in inspect.getsource(kernel_fix_loop)  # the kernel loop has no twin of it
+
+
+def test_a_batch_scaled_in_the_facts_is_in_effect_when_a_step_is_a_whole_epoch() -> None:
+    """TensorFlow's regression tutorial after steps-per-execution was kept: 251 examples an epoch, one
+    8-batch execution an epoch at batch 32 and at 64 alike, so the steps held 251 examples on both sides
+    and batch ×2 was rejected as "examples per step changed (256 → 256, expected 512)". The facts' batch
+    size decides for batch-scale; other fixes (steps-per-execution) still need their examples per step."""
+    before, after = Facts(batch_size=32), Facts(batch_size=64)
+    assert _batch_in_effect(["batch-scale"], before, after, 2.0)
+    assert not _batch_in_effect(["batch-scale"], before, Facts(batch_size=32), 2.0)  # not in effect
+    assert not _batch_in_effect(["batch-scale"], before, Facts(), 2.0)  # not known: examples decide
+    assert not _batch_in_effect(["steps-per-execution"], before, after, 2.0)
 
 
 def test_examples_per_step_is_the_step_size_carrying_the_most_examples() -> None:

@@ -2285,6 +2285,17 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "line 99: decay() returns 0.001 → 0.001414, 0.0001 → 0.0001414, 1e-05 → 1.414e-05",
         },
     ),
+    # TF "Basic regression": fit() on numpy arrays with no batch size, 8 steps an epoch, validation_split
+    "basic_regression.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="numpy"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 40)",
+            "xla-jit": "jit_compile=True on model.compile() (line 40)",
+            "mixed-precision": "kept float32: Dense at line 37 (model)",
+            "batch-scale": "batch size ×2 (fit()'s default 32 made explicit, → 64 (fit at line 47)); learning "
+            "rate Adam at line 40: 0.001 → 0.001414",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
