@@ -47,6 +47,33 @@ class ModelDef:
     casts: list[tuple[cst.BaseExpression, str]] = field(default_factory=list)  # (expression, its activation)
 
 
+def _init_given(init: cst.FunctionDef) -> dict[str, tuple[str, int]]:
+    """``self.<attr> = <param>`` in ``__init__``: attr -> (the parameter, its position, ``self`` not
+    counted)."""
+    params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
+    given: dict[str, tuple[str, int]] = {}
+    for a in walk(init):
+        if (
+            isinstance(a, cst.Assign)
+            and len(a.targets) == 1
+            and (dotted(a.targets[0].target) or "").startswith("self.")
+            and isinstance(a.value, cst.Name)
+            and a.value.value in params
+        ):
+            given[(dotted(a.targets[0].target) or "")[5:]] = (a.value.value, params.index(a.value.value))
+    return given
+
+
+def _instance_arg(call: cst.Call, param: str, pos: int) -> cst.Arg | None:
+    """The argument a call making an instance gives ``__init__``'s ``param`` (at ``pos``): by keyword,
+    else by position."""
+    arg = kwarg(call, param)
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if arg is None and pos < len(positional):
+        arg = positional[pos]
+    return arg
+
+
 def _is_sequential(call: cst.Call) -> bool:
     return (call_name(call) or "").split(".")[-1] == "Sequential"
 
@@ -227,20 +254,15 @@ class Models:
             return  # a train_step-only subclass wraps models built elsewhere
         d = ModelDef(cls.name.value, cst.Call(func=cst.Name(cls.name.value)))
         attrs: dict[str, cst.Call] = {}
-        given: dict[str, tuple[str, int]] = {}  # self.<attr> = <__init__ parameter>
-        if init is not None:
-            params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
-            for a in walk(init):
-                if (
-                    isinstance(a, cst.Assign)
-                    and len(a.targets) == 1
-                    and (dotted(a.targets[0].target) or "").startswith("self.")
-                ):
-                    attr = (dotted(a.targets[0].target) or "")[5:]
-                    if isinstance(a.value, cst.Call):
-                        attrs[attr] = a.value
-                    elif isinstance(a.value, cst.Name) and a.value.value in params:
-                        given[attr] = (a.value.value, params.index(a.value.value))
+        given = _init_given(init) if init is not None else {}  # self.<attr> = <__init__ parameter>
+        for a in walk(init) if init is not None else ():
+            if (
+                isinstance(a, cst.Assign)
+                and len(a.targets) == 1
+                and (dotted(a.targets[0].target) or "").startswith("self.")
+                and isinstance(a.value, cst.Call)
+            ):
+                attrs[(dotted(a.targets[0].target) or "")[5:]] = a.value
         # a name returned: the layer last called to assign it in call() (``x = self.dense(x)`` ...
         # ``return x``); a tuple returned (``return x, states``): its first element, the prediction
         named: dict[str, cst.BaseExpression] = {}
@@ -330,34 +352,16 @@ class Models:
                 (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"),
                 None,
             )
-            if init is None:
-                continue
-            params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
-            given: dict[str, str] = {}  # param -> attr
-            for a in walk(init):
-                if (
-                    isinstance(a, cst.Assign)
-                    and len(a.targets) == 1
-                    and (dotted(a.targets[0].target) or "").startswith("self.")
-                    and isinstance(a.value, cst.Name)
-                    and a.value.value in params
-                ):
-                    given[a.value.value] = (dotted(a.targets[0].target) or "")[5:]
-            if not given:
-                continue
-            for c in walk(self.tree):
+            given = _init_given(init) if init is not None else {}
+            for c in walk(self.tree) if given else ():
                 if not (
                     isinstance(c, cst.Call)
                     and isinstance(c.func, cst.Name)
                     and c.func.value == cls.name.value
                 ):
                     continue
-                positional = [a for a in c.args if a.keyword is None and not a.star]
-                for param, attr in given.items():
-                    arg = kwarg(c, param)
-                    pos = params.index(param)
-                    if arg is None and pos < len(positional):
-                        arg = positional[pos]
+                for attr, (param, pos) in given.items():
+                    arg = _instance_arg(c, param, pos)
                     if arg is not None and isinstance(arg.value, cst.Name):
                         for key in list(self.vars.get(arg.value.value, ())):
                             self._bind(attr, key)
@@ -372,10 +376,7 @@ class Models:
             for c in walk(self.tree):
                 if not (isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value == d.key):
                     continue
-                arg = kwarg(c, param)
-                positional = [a for a in c.args if a.keyword is None and not a.star]
-                if arg is None and pos < len(positional):
-                    arg = positional[pos]
+                arg = _instance_arg(c, param, pos)
                 given = self.vars.get(arg.value.value, []) if arg and isinstance(arg.value, cst.Name) else []
                 for g in given:
                     for layer in self.defs[g].outputs if g != d.key else ():

@@ -130,6 +130,12 @@ _DIFF = re.compile(r"^diff --git a/(.+) b/\1$", re.M)
 TIMED_APART = 1.15
 
 
+def timed_apart(a: float, b: float) -> bool:
+    """Two rates of the unchanged script more than :data:`TIMED_APART` apart (the profiled window's and
+    the timing-only re-runs'): then they were measured in different conditions, not one repeated."""
+    return not 1 / TIMED_APART <= a / b <= TIMED_APART
+
+
 def timed_baseline(fx: FixSummary) -> str:
     """Where the trials' timing re-runs of the unchanged script measured it more than
     :data:`TIMED_APART` apart from the profiled run's window, what they measured and how to read it;
@@ -142,7 +148,7 @@ def timed_baseline(fx: FixSummary) -> str:
     both = b.examples_per_s is not None and t.examples_per_s is not None
     rb = b.examples_per_s if both else b.steps_per_s
     rt = t.examples_per_s if both else t.steps_per_s
-    if not rb or not rt or 1 / TIMED_APART <= rt / rb <= TIMED_APART:
+    if not rb or not rt or not timed_apart(rt, rb):
         return ""
     n = fx.baseline_timed_runs
     return (

@@ -76,7 +76,7 @@ from tfdoctor.fixes.workspace import (
     write_modules,
 )
 from tfdoctor.model import CACHE_FILL_SWITCH, Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
-from tfdoctor.report.format import TIMED_APART, estimate_text, ratio_ci, training
+from tfdoctor.report.format import estimate_text, ratio_ci, timed_apart, training
 from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
@@ -382,7 +382,7 @@ def _judge_rounds(
     ``ref_timed`` False: ``ref_prev`` was not measured as the rounds' runs are (the profiled baseline:
     a short timing window before the profile window, where the re-runs' windows grow to their time
     floor), so round 1 re-measures the reference, and ``ref_prev`` counts as a repeat of it for the
-    floor only where the two agree within :data:`TIMED_APART` (as the summary's two baseline figures
+    floor only where the two agree within :data:`~tfdoctor.report.format.TIMED_APART` (as the summary's two baseline figures
     are told apart). TensorFlow's regression tutorial (8 steps an epoch, a validation after each): the
     profiled window measured 2.4x the re-runs, and that one rate widened steps-per-execution's interval
     from [1.17x, 1.43x] to [0.93x, 1.80x] over six rounds of 1.15-1.41x.
@@ -454,8 +454,8 @@ def _judge_rounds(
         _, before, unit_before = comparable(first_trial, ref_prev, scale)
         _, now, unit_now = comparable(first_trial, ref_now, scale)
         # a rate measured otherwise (the profiled window) is a repeat of the reference only where it
-        # agrees with the re-runs as the summary's baseline figures do (within TIMED_APART)
-        apart = not ref_timed and not 1 / TIMED_APART <= before.rate / now.rate <= TIMED_APART
+        # agrees with the re-runs as the summary's baseline figures do (:func:`timed_apart`)
+        apart = not ref_timed and timed_apart(before.rate, now.rate)
         if unit_before == unit_now and not apart:  # the same unit as the pairs
             r.ref_earlier.append(before.rate)
     while True:

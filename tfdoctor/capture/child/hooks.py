@@ -164,6 +164,12 @@ def learning_rate(opt: Any) -> float:
         return float(rate.numpy())
 
 
+def share_of_mean(seen: float, before: float, n: float, mean: float) -> float:
+    """One step's own value out of a running mean: the mean after it (``mean``, over ``seen + n``
+    weight) less the mean before it (``before``, over ``seen``), over the step's weight ``n``."""
+    return ((seen + n) * mean - seen * before) / n
+
+
 def read_scalar(var: Any) -> float:
     """A scalar TensorFlow or Keras variable's value, read with the one op it needs (``ReadVariableOp``
     on its handle: ~35 µs here right after a step, where ``var.numpy()``'s layers take ~75 µs)."""
@@ -636,9 +642,8 @@ class Tracker:
             n = batches * weight
             if not math.isfinite(mean) or n <= 0:
                 continue
-            total = seen + n
-            out[key] = (total * mean - seen * before) / n
-            self.tracked_prev[key] = (total, mean)
+            out[key] = share_of_mean(seen, before, n, mean)
+            self.tracked_prev[key] = (seen + n, mean)
         return out
 
     def _find_trackers(self, logs: dict[str, Any], batches: int) -> dict[str, float]:
@@ -689,9 +694,8 @@ class Tracker:
         n = self.step_batch
         if not n or not math.isfinite(mean):
             return logs
-        seen = self.fit_seen + n
-        own = (seen * mean - self.fit_seen * self.fit_mean) / n
-        self.fit_seen, self.fit_mean = seen, mean
+        own = share_of_mean(self.fit_seen, self.fit_mean, n, mean)
+        self.fit_seen, self.fit_mean = self.fit_seen + n, mean
         return {**logs, "loss": own}
 
     # -- optimizers ----------------------------------------------------------------------------
