@@ -917,3 +917,43 @@ def test_fit_steps_carry_their_fit_call_and_the_facts_say_what_keeps_xla_off(tfd
     for t0, t1 in validations:
         assert not [s.index for s in steps if s.start_ns < t1 and s.end_ns > t0], (t0, t1)
     assert res.facts.xla_unsupported == ["RandomRotation"] and res.facts.jit_compile is False
+
+
+EPOCH_IN_PROFILE = """
+import time
+
+import keras
+import numpy as np
+
+
+class Validate(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        time.sleep(1.0)  # a validation and a checkpoint between two epochs: no training step's time
+
+
+x = np.random.default_rng(0).random((64, 8)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+model.fit(x, y, batch_size=16, epochs=10, verbose=0, callbacks=[Validate()])
+"""
+
+
+def test_what_runs_between_epochs_is_in_no_profiled_step(tfd_home, tmp_path):
+    """4 batches an epoch, 8 profiled steps: epochs end inside the profile window. keras-io's segmentation
+    example had its validation and ModelCheckpoint in one of 8 profiled steps (5 s of 8.5) and its
+    breakdown read "Dispatch-bound: 49 %" for a step that computes 97 % of its time."""
+    from tfdoctor.analysis import analyze
+
+    script = tmp_path / "epoch_in_profile.py"
+    script.write_text(EPOCH_IN_PROFILE)
+    res, _ = capture(tfd_home, script, steps=14, warmup=2, profile_steps=8)
+    assert res.ok, res.error
+    prof = sorted((s for s in res.steps if s.window == "profile"), key=lambda s: s.index)
+    gaps = [b.start_ns - a.end_ns for a, b in itertools.pairwise(prof)]
+    assert sum(g >= 900_000_000 for g in gaps) >= 1, gaps  # an epoch's end between two profiled steps
+    assert all(s.duration_ns < 900_000_000 for s in prof), [s.duration_ns for s in prof]
+    a = analyze(load(res.trace_files[0]), res.steps)
+    assert a.breakdown is not None and a.breakdown.source == "tfdoctor markers"
+    assert len(a.breakdown.steps) == 8
+    assert max(s.total_ms for s in a.breakdown.steps) < 900, [s.total_ms for s in a.breakdown.steps]

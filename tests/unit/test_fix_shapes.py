@@ -1335,6 +1335,39 @@ def test_tfdata_cache_follows_a_pipeline_reassigned_to_its_own_name() -> None:
     )
 
 
+NESTED_MAP = """
+import tensorflow as tf
+
+
+def get_dataset(paths, img_size):
+    def load(path):
+        img = tf.io.decode_png(tf.io.read_file(path), channels=3)
+        return tf.image.resize(img, img_size)
+
+    dataset = tf.data.Dataset.from_tensor_slices(paths)
+    dataset = dataset.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.batch(32)
+"""
+
+
+def test_tfdata_cache_reads_a_map_function_nested_in_the_helper_that_builds_the_pipeline() -> None:
+    """keras-io's segmentation example defines ``load_img_masks`` inside ``get_dataset()``: "map() calls a
+    function tfdoctor cannot inspect", and the PNGs were read and decoded again every epoch. A nested
+    function is read where its name is defined once in the module; one that draws random numbers is
+    still left out, and a name defined twice is not guessed at."""
+    assert_codemod(
+        "tfdata-cache",
+        NESTED_MAP,
+        NESTED_MAP.replace("AUTOTUNE)\n    return", "AUTOTUNE).cache()\n    return"),
+    )
+    random = NESTED_MAP.replace(
+        "return tf.image.resize(img, img_size)", "return tf.image.random_flip_left_right(img)"
+    )
+    assert_skipped("tfdata-cache", random, "random_flip_left_right")
+    twice = NESTED_MAP + "\n\ndef other():\n    def load(path):\n        return tf.random.uniform(())\n"
+    assert_skipped("tfdata-cache", twice, "cannot inspect")
+
+
 LOOKUP_MAP = """
 import tensorflow as tf
 from keras import layers
@@ -2300,6 +2333,31 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
         {"tf-function": "@tf.function on train() (line 34)"},
+    ),
+    # TF "Convolutional Variational Autoencoder": a Model subclass with no call(), its encoder / decoder
+    # Sequential attributes run by encode() / decode(), called by compute_loss(model, x)
+    "cvae.py": (
+        _FN,
+        {
+            "tfdata-prefetch": "(line 42, 43)",
+            "xla-jit": "@tf.function on train_step() (line 121)",
+            "mixed-precision": "kept float32: Dense at line 59 (CVAE.encoder), Conv2DTranspose at line 75 "
+            "(CVAE.decoder)",
+            "batch-scale": "batch_size = 64, line 39); learning rate Adam at line 101: 0.0001 → 0.0001414",
+        },
+    ),
+    # keras-io U-Net segmentation (Keras 3): get_dataset() maps its nested load_img_masks (files read and
+    # decoded) and returns dataset.batch(); a per-pixel Conv2D softmax output; Adam(1e-4) positional
+    "segmentation_unet.py": (
+        _FIT,
+        {
+            "steps-per-execution": "model.compile() (line 180)",
+            "tfdata-prefetch": ".prefetch(tf_data.AUTOTUNE) at the end of the pipeline (line 88)",
+            "tfdata-cache": "cache() after map() of dataset (line 87)",
+            "xla-jit": "model.compile() (line 180)",
+            "mixed-precision": "kept float32: Conv2D at line 143 (model)",
+            "batch-scale": "batch_size = 64, line 21); learning rate Adam at line 180: 0.0001 → 0.0001414",
+        },
     ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
     "keras_io_image_classification.py": (

@@ -182,6 +182,25 @@ def _inferred(trace: Trace) -> Steps | None:
     return None
 
 
+def _epoch_starts(st: Steps, harness_steps: list[StepTiming]) -> Steps:
+    """tfdoctor's step markers with each step begun where the harness's clock began it. A step's marker
+    opens when the step before ends; where a Keras epoch ends in between (validation, ``ModelCheckpoint``,
+    the next epoch's iterator) the clock begins the step again at the new epoch
+    (:meth:`~tfdoctor.capture.child.clock.StepClock.epoch_begin`), and that time is no step's. The clock's
+    gap between two profiled steps is that time (steps.jsonl; the trace's own clock need not be the
+    epoch's, so the gap is taken off the marker's start rather than the clock's start mapped onto it)."""
+    prof = {t.index: t for t in harness_steps if t.window == "profile"}
+    starts = st.starts.copy()
+    for i, n in enumerate(st.numbers.tolist()):
+        this, before = prof.get(int(n)), prof.get(int(n) - 1)
+        if this is None or before is None:
+            continue
+        gap_ps = (this.start_ns - before.end_ns) * 1000
+        if 0 < gap_ps < st.ends[i] - starts[i]:
+            starts[i] += gap_ps
+    return replace(st, starts=starts)
+
+
 def find_steps(trace: Trace, harness_steps: list[StepTiming] | None = None) -> Steps | None:
     """The steps of the profiled window, or None when none can be found."""
     for finder in (
@@ -191,6 +210,8 @@ def find_steps(trace: Trace, harness_steps: list[StepTiming] | None = None) -> S
         lambda: _inferred(trace),
     ):
         st = finder()
+        if st is not None and st.source == "tfdoctor markers" and harness_steps:
+            st = _epoch_starts(st, harness_steps)
         if st is not None and len(st):
             # a step of zero or negative length is not a step (an inconsistent trace): drop it; a source
             # left with none gives way to the next one

@@ -1,8 +1,9 @@
 """Which Keras models a script builds, and which of them compute the loss (read from the source).
 
 A model is found where it is built: ``X = keras.Sequential([...])``, ``X = keras.Model(inputs, outputs)``
-(``outputs`` followed to the layer call that made it), ``X = Sequential(); X.add(...)``, or a function
-returning one of those (``model = build_model()``). Its *output layer* is the constructor of the layer
+(``outputs`` followed to the layer call that made it), ``X = Sequential(); X.add(...)``, a function
+returning one of those (``model = build_model()``), a ``keras.Model`` subclass (what its ``call`` returns),
+or, for a subclass with no ``call``, each such model its ``__init__`` assigns to ``self.<attr>``. Its *output layer* is the constructor of the layer
 that produces its output: the last layer of a Sequential (an ``Activation("softmax")`` after the last
 ``Dense`` included), the layer called to make each of a functional model's outputs.
 
@@ -250,9 +251,6 @@ class Models:
     def _add_subclass(self, cls: cst.ClassDef) -> None:
         methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
         call, init = methods.get("call"), methods.get("__init__")
-        if call is None:
-            return  # a train_step-only subclass wraps models built elsewhere
-        d = ModelDef(cls.name.value, cst.Call(func=cst.Name(cls.name.value)))
         attrs: dict[str, cst.Call] = {}
         given = _init_given(init) if init is not None else {}  # self.<attr> = <__init__ parameter>
         for a in walk(init) if init is not None else ():
@@ -263,6 +261,20 @@ class Models:
                 and isinstance(a.value, cst.Call)
             ):
                 attrs[(dotted(a.targets[0].target) or "")[5:]] = a.value
+        if call is None:
+            # no call(): a train_step-only subclass wraps models built elsewhere, and one whose own
+            # methods run models it builds in __init__ (TensorFlow's CVAE tutorial: ``self.encoder =
+            # tf.keras.Sequential([...])``, ``encode()`` / ``decode()`` called by the loss function) has
+            # each of those as a model of its own
+            for attr, built in attrs.items():
+                if _is_sequential(built) or self._functional(built):
+                    key = f"{cls.name.value}.{attr}"
+                    self.defs[key] = ModelDef(key, built, self._outputs_of(f"self.{attr}", built))
+                    if not self.defs[key].outputs:
+                        self.defs[key].unresolved = "its output layer is not a layer call in the script"
+                    self._bind(attr, key)
+            return
+        d = ModelDef(cls.name.value, cst.Call(func=cst.Name(cls.name.value)))
         # a name returned: the layer last called to assign it in call() (``x = self.dense(x)`` ...
         # ``return x``); a tuple returned (``return x, states``): its first element, the prediction
         named: dict[str, cst.BaseExpression] = {}

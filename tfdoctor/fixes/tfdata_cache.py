@@ -102,6 +102,22 @@ class _Purity:
 
     def __init__(self, tree: cst.Module, fixed: frozenset[str] = frozenset()):
         self.defs = {f.name.value: f for f in tree.body if isinstance(f, cst.FunctionDef)}
+        #: the module-level ones (a map function split in two must be one: the halves go beside it)
+        self.top = frozenset(self.defs)
+        # a map function nested in the helper that builds the pipeline (keras-io's segmentation example:
+        # get_dataset() defines load_img_masks and maps it) is read too, where its name is defined once
+        # in the whole module (a bare-name call then means that function)
+        nested = [
+            n
+            for f in tree.body
+            if isinstance(f, cst.FunctionDef)
+            for n in walk(f.body)
+            if isinstance(n, cst.FunctionDef)
+        ]
+        once = Counter(n.name.value for n in walk(tree) if isinstance(n, cst.FunctionDef))
+        for n in nested:
+            if once[n.name.value] == 1:
+                self.defs[n.name.value] = n
         self.memo: dict[str, str | None] = {}
         self.fixed = fixed  # names of deterministic preprocessing layers (fixed_layers)
 
@@ -540,7 +556,7 @@ class CacheCodemod(FixCodemod):
                             det.append((op, call))
                             cut = i + 1
                             continue
-                        if why and op == "map" and isinstance(fn, cst.Name) and fn.value in purity.defs:
+                        if why and op == "map" and isinstance(fn, cst.Name) and fn.value in purity.top:
                             plan, how = self._split(fn.value, purity)
                             if plan is not None:
                                 split = (i, call, plan)
