@@ -404,6 +404,11 @@ class FixSummary(_Frozen):
     # it (their intervals overlap); None: not computed (nothing kept, no combined measurement)
     trials_chained: list[float] | None = None
     reproduced: bool | None = None
+    # the share of the machine's CPUs (0-1) other processes kept busy during the loop's busiest run
+    # (None: not read), how many of its measured runs saw BUSY_SHARE or more, and how many runs it made
+    outside_load: float | None = None
+    busy_runs: int = 0
+    measured_runs: int = 0
 
 
 class ReplicaTiming(_Frozen):

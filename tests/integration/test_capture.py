@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -970,3 +973,17 @@ def test_what_runs_between_epochs_is_in_no_profiled_step_and_a_rare_long_step_no
     assert max(s.total_ms for s in a.breakdown.steps) < 900, [s.total_ms for s in a.breakdown.steps]
     note = next(n for n in a.breakdown.notes if "left out of the breakdown" in n)
     assert note.startswith("1 of 8 profiled steps left out of the breakdown") and "step 9 took 1." in note
+
+
+def test_a_run_says_how_much_of_the_machine_other_processes_kept_busy(tfd_home):
+    """A process spinning on one core beside the run: the run's outside load is at least most of that
+    core's share of the machine (the --fix headline then says its figures describe a loaded machine)."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        res, _ = capture(tfd_home, TINY, profile=False)
+    finally:
+        spin.kill()
+        spin.wait()
+    assert res.ok, res.error
+    assert res.outside_load is not None
+    assert 0.6 / (os.cpu_count() or 1) <= res.outside_load <= 1.0

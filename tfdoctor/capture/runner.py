@@ -15,6 +15,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import resource
 import secrets
 import select
 import signal
@@ -126,6 +127,9 @@ class CaptureResult:
     wall_s: float = 0.0
     harness: dict[str, Any] = field(default_factory=dict)
     tf_missing: bool = False
+    # the share of the machine's CPUs (0-1) other processes kept busy while the run ran (outside_load);
+    # None where it cannot be read (no /proc/stat)
+    outside_load: float | None = None
     #: processes the script left running that were stopped when the run ended ("name (pid N)")
     stopped_leftovers: list[str] = field(default_factory=list)
 
@@ -500,6 +504,7 @@ def run_capture(
         )
 
     t0 = time.monotonic()
+    load_before = _cpu_usage()
     stopped_for: str | None = None
     term_installed, previous_term = _term_as_interrupt()
     token = secrets.token_hex(8)
@@ -564,6 +569,7 @@ def run_capture(
                 _signal_group(proc, signal.SIGKILL)
                 proc.wait()
         rc = proc.wait()
+        load_after = _cpu_usage()
     finally:
         seen.update(_left_by_harness(run))
         leftovers = stop_leftovers(proc, token, seen.values())
@@ -576,6 +582,7 @@ def run_capture(
     wall = time.monotonic() - t0
     report("done")
     result = _collect(run, windows, tail.steps, rc, stopped_for, cfg, wall)
+    result.outside_load = outside_load(load_before, load_after)
     if leftovers:
         note = (
             f"stopped {len(leftovers)} process{'es' if len(leftovers) != 1 else ''} the script left running "
@@ -585,6 +592,46 @@ def run_capture(
         result.message = f"{result.message}; {note}" if result.message else note
         result.error = f"{result.error}\n{note}" if result.error else result.error
     return result
+
+
+@dataclass(frozen=True)
+class CpuUsage:
+    """CPU seconds at one moment: the whole machine's busy time since boot and this process's own and
+    its waited-for children's (the run's harness, once waited for)."""
+
+    wall: float
+    machine_busy: float
+    own: float
+
+
+def _cpu_usage() -> CpuUsage | None:
+    """Now's :class:`CpuUsage`; None where the machine's time cannot be read (no ``/proc/stat``)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+        tick = float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 9 or fields[0] != b"cpu":
+        return None
+    v = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    # busy: user, nice, system, irq, softirq, and steal (a hypervisor running other guests on our CPUs)
+    busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / tick
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return CpuUsage(time.monotonic(), busy, own)
+
+
+def outside_load(before: CpuUsage | None, after: CpuUsage | None) -> float | None:
+    """The share of the machine's CPUs (0-1) that processes other than this one and the run it waited
+    for kept busy between ``before`` and ``after``: a measurement taken meanwhile describes a loaded
+    machine (a unit suite running beside a ``--fix`` run kept a prefetch at 1.62x that measured 1.02x
+    quiet). A leftover process of the script that was stopped, not waited for, counts as outside."""
+    if before is None or after is None or after.wall <= before.wall:
+        return None
+    cpus = os.cpu_count() or 1
+    other = (after.machine_busy - before.machine_busy) - (after.own - before.own)
+    return round(min(1.0, max(0.0, other / ((after.wall - before.wall) * cpus))), 4)
 
 
 #: how often the child's process tree is scanned for descendants (setsid'd ones leave its group)

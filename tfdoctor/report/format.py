@@ -130,6 +130,23 @@ _DIFF = re.compile(r"^diff --git a/(.+) b/\1$", re.M)
 TIMED_APART = 1.15
 
 
+#: other processes' share of the CPUs during a run from which its measurement describes a loaded machine
+#: (one busy process on a 2-core machine is 0.5; this host's quiet background measured 0.02-0.03)
+BUSY_SHARE = 0.25
+
+
+def busy_machine(fx: FixSummary) -> str:
+    """Where other processes kept a quarter of the CPUs or more busy during some of the loop's runs: a
+    sentence saying so (the figures describe that load), else ""."""
+    if not fx.busy_runs or fx.outside_load is None:
+        return ""
+    return (
+        f"Other processes kept up to {percent(fx.outside_load)} of the CPUs busy during {fx.busy_runs} of "
+        f"the {fx.measured_runs} measured runs: these figures describe a loaded machine; run --fix again "
+        "on a quiet one to confirm them."
+    )
+
+
 def timed_apart(a: float, b: float) -> bool:
     """Two rates of the unchanged script more than :data:`TIMED_APART` apart (the profiled window's and
     the timing-only re-runs'): then they were measured in different conditions, not one repeated."""
@@ -169,11 +186,13 @@ def kept_files(fx: FixSummary) -> str:
 def fix_headline(fx: FixSummary) -> str:
     """The one sentence on a --fix run: the combined ratio with its interval, measured side by side
     against the baseline, and whether the training is the same."""
+    busy = busy_machine(fx)
+    busy = f" {busy}" if busy else ""
     if not fx.kept:
-        return "No fix kept."
+        return "No fix kept." + busy
     what = kept_files(fx)
     if fx.combined_speedup is None:
-        return f"Kept {what}; the combined result was not measured ({fx.combined_note or 'no run'})."
+        return f"Kept {what}; the combined result was not measured ({fx.combined_note or 'no run'}).{busy}"
     fig = ratio_ci(fx.combined_speedup, fx.combined_ci)
     verdict = {
         "faster": "",
@@ -187,10 +206,12 @@ def fix_headline(fx: FixSummary) -> str:
             f" The kept {'trial' if one else 'trials'} measured {ratio_ci(chain[0], chain[1:])}"
             f"{'' if one else ' together'}: not reproduced side by side; the combined figure stands."
         )
-    return line
+    return line + busy
 
 
 __all__ = [
+    "BUSY_SHARE",
+    "busy_machine",
     "estimate_text",
     "fix_headline",
     "headline_rate",

@@ -76,7 +76,7 @@ from tfdoctor.fixes.workspace import (
     write_modules,
 )
 from tfdoctor.model import CACHE_FILL_SWITCH, Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
-from tfdoctor.report.format import estimate_text, ratio_ci, timed_apart, training
+from tfdoctor.report.format import BUSY_SHARE, estimate_text, ratio_ci, timed_apart, training
 from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
@@ -713,6 +713,8 @@ class FixLoop:
         # the timing-only re-runs of the unchanged script (the paired rounds' and the combined check's
         # references): the baseline as the trials are measured, for the summary's ``baseline_timed``
         self.base_reruns: list[Throughput] = []
+        # each run's outside load (CaptureResult.outside_load): other processes' share of the CPUs
+        self.loads: list[float] = []
         self._base_key = self.state_key(self.user_source.text, {}, self.user_modules)  # the unchanged script
         # every judged trial's round log ratios so far (the combined check's too): the judge's paired floor
         self.paired_logs: list[list[float]] = []
@@ -1001,6 +1003,9 @@ class FixLoop:
             combined_run_id=run_id,
             wall_s=time.monotonic() - t0,
             confirm_rounds=self.rounds,
+            outside_load=max(self.loads) if self.loads else None,
+            busy_runs=sum(v >= BUSY_SHARE for v in self.loads),
+            measured_runs=len(self.loads),
         )
 
     def context(
@@ -1242,6 +1247,8 @@ class FixLoop:
                 min_timing_s=0.0 if profile else self.cfg.min_timing_s,
             )
             res = run_capture(ccfg, run, progress=self.on_capture)
+            if res.outside_load is not None:
+                self.loads.append(res.outside_load)
             rep = finish_run(self.store, run, res)
             changed = changed_links(links)
         except KeyboardInterrupt:  # ^C while the run was set up or collected: still say so in the store
