@@ -125,8 +125,8 @@ def _outliers(steps: Steps) -> tuple[Steps, str | None]:
                 names = plane.names_of(ln)[inside]
                 keep = np.array([nm not in STEP_MARKERS and nm != INPUT_MARKER for nm in names], dtype=bool)
                 if keep.any():
-                    j = inside[keep][int(np.argmax(ln.dur_ps[inside[keep]]))]
-                    what = f", {ln.dur_ps[j] / 1e12:.2f} s of it in {plane.names_of(ln)[j]}"
+                    j = int(np.argmax(np.where(keep, ln.dur_ps[inside], -1)))
+                    what = f", {ln.dur_ps[inside[j]] / 1e12:.2f} s of it in {names[j]}"
         said.append(
             f"step {int(steps.numbers[i])} took {d[i] / 1e12:.2f} s ({d[i] / med:.0f}x the median{what})"
         )
@@ -134,8 +134,7 @@ def _outliers(steps: Steps) -> tuple[Steps, str | None]:
         f"{k} of {n} profiled steps left out of the breakdown, which describes the typical step "
         f"({med / 1e9:.1f} ms, the median): "
         + "; ".join(said)
-        + ". Such time is the training's own: it is left out of the "
-        "shares only"
+        + ". Such time is the training's own: it is left out of the shares only"
     )
     keep_idx = ~out
     return (

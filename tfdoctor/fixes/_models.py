@@ -201,8 +201,10 @@ class Models:
         if key not in keys:
             keys.append(key)
 
-    def _add(self, key: str, build: cst.Call) -> None:
-        d = ModelDef(key, build, self._outputs_of(key, build))
+    def _add(self, key: str, build: cst.Call, name: str | None = None) -> None:
+        """The model ``build`` as ``key``; ``name``: what the script calls it where not ``key``
+        (``self.encoder``, for its ``.add(...)`` calls)."""
+        d = ModelDef(key, build, self._outputs_of(name or key, build))
         prev = self.defs.get(key)
         if prev is not None and prev.build is not build:
             # the name holds another model later (TensorFlow's image-classification tutorial trains
@@ -252,7 +254,6 @@ class Models:
         methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
         call, init = methods.get("call"), methods.get("__init__")
         attrs: dict[str, cst.Call] = {}
-        given = _init_given(init) if init is not None else {}  # self.<attr> = <__init__ parameter>
         for a in walk(init) if init is not None else ():
             if (
                 isinstance(a, cst.Assign)
@@ -268,12 +269,10 @@ class Models:
             # each of those as a model of its own
             for attr, built in attrs.items():
                 if _is_sequential(built) or self._functional(built):
-                    key = f"{cls.name.value}.{attr}"
-                    self.defs[key] = ModelDef(key, built, self._outputs_of(f"self.{attr}", built))
-                    if not self.defs[key].outputs:
-                        self.defs[key].unresolved = "its output layer is not a layer call in the script"
-                    self._bind(attr, key)
+                    self._add(f"{cls.name.value}.{attr}", built, f"self.{attr}")
+                    self._bind(attr, f"{cls.name.value}.{attr}")
             return
+        given = _init_given(init) if init is not None else {}  # self.<attr> = <__init__ parameter>
         d = ModelDef(cls.name.value, cst.Call(func=cst.Name(cls.name.value)))
         # a name returned: the layer last called to assign it in call() (``x = self.dense(x)`` ...
         # ``return x``); a tuple returned (``return x, states``): its first element, the prediction
