@@ -2359,6 +2359,20 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch_size = 64, line 21); learning rate Adam at line 180: 0.0001 → 0.0001414",
         },
     ),
+    # keras-io DDIM (Keras 3): a Model subclass with its own __init__ and no call(), compile(**kwargs)
+    # overridden, get_network() builds the U-Net, batch_size read again in train_step; a pipeline that
+    # prepare_dataset() returns, cached and prefetched already
+    "ddim.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in super().compile() in DiffusionModel.compile()",
+            "xla-jit": "jit_compile=True on super().compile() in DiffusionModel.compile()",
+            "mixed-precision": "kept float32: Conv2D at line 225 (get_network()), GlobalAveragePooling2D at line 110 "
+            "(KID.encoder)",
+            "batch-scale": "batch size ×2 (batch_size = 64, line 45); learning rate AdamW at line 378: "
+            "learning_rate (line 47) 0.001 → 0.001414",
+        },
+    ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
     "keras_io_image_classification.py": (
         _FIT,
@@ -2566,6 +2580,80 @@ def test_tfdata_prefetch_ends_a_pipeline_where_its_function_returns_it() -> None
     out = run("tfdata-prefetch", src.replace(".prefetch(16)", ""))
     assert "    return dataset.cache().shuffle(2048).prefetch(tf.data.AUTOTUNE)\n" in out.code, out.code
     assert "    dataset = dataset.map(f)\n" in out.code
+
+
+def test_a_pipeline_a_function_of_the_script_returns_is_a_pipeline() -> None:
+    """keras-io's DDIM: ``prepare_dataset(split)`` returns ``tfds.load(...).map(..., AUTOTUNE).cache()
+    ...prefetch(AUTOTUNE)`` and ``train_dataset = prepare_dataset(...)`` is what ``fit`` gets: the tf.data
+    fixes said "no tf.data pipeline assigned to a name in the script" and "a name not known to be a
+    tf.data dataset". The pipeline is followed into the function (and into one its return calls); a
+    function that prefetches and caches already is said to, one that does not gets the prefetch on its
+    returned chain, not a second one on the call."""
+    src = """
+    import tensorflow as tf
+
+
+    def load_split(n):
+        return tf.data.Dataset.from_tensor_slices(tf.zeros([n, 4]))
+
+
+    def prepare_dataset(n):
+        return load_split(n).map(f, num_parallel_calls=tf.data.AUTOTUNE).cache().batch(32).prefetch(8)
+
+
+    train_dataset = prepare_dataset(1024)
+    model.fit(train_dataset)
+    """
+    assert_skipped("tfdata-prefetch", src, "already prefetches (train_dataset)")
+    assert_skipped("tfdata-cache", src, "train_dataset already caches (line 9)")
+    assert_skipped("tfdata-parallel-map", src, "every tf.data map/interleave already sets num_parallel_calls")
+    bare = src.replace(".prefetch(8)", "").replace(", num_parallel_calls=tf.data.AUTOTUNE", "")
+    out = run("tfdata-prefetch", bare)
+    assert ".batch(32).prefetch(tf.data.AUTOTUNE)\n" in out.code, out.code
+    assert "train_dataset = prepare_dataset(1024)\n" in out.code  # not prepare_dataset(1024).prefetch(...)
+    assert "map(f, num_parallel_calls=tf.data.AUTOTUNE)" in run("tfdata-parallel-map", bare).code
+    # a function defined twice is not guessed at
+    twice = bare + "\n\n    def prepare_dataset(n):\n        return None\n"
+    assert_skipped("tfdata-prefetch", twice, "no tf.data pipeline assigned to a name in the script")
+
+
+def test_a_model_subclass_with_its_own_init_arguments_is_not_a_functional_model() -> None:
+    """keras-io's DDIM builds ``DiffusionModel(image_size, widths, block_depth)`` (no ``call()``, its own
+    ``__init__``): read as ``Model(inputs, outputs)`` it was a model with no output layer ("output layer
+    not found"), and the network its ``__init__`` builds with ``get_network()`` was not one of its
+    models, so its zero-initialised last Conv2D stayed bf16 (then ``noisy_images - noise_rates *
+    pred_noises`` mixes float32 and bf16). Two more stood between the policy and a run: its
+    ``Lambda(sinusoidal_embedding)`` multiplies a bf16 input by float32 frequencies (Keras could not
+    build the model), and the KID metric's encoder fed bf16 features to the metric's float32 math. Its
+    loss reached through ``self.denoise()``'s return, and only there: the metric's local
+    ``batch_size`` is not the module's one ``train_step`` reads (that name had made the encoder "reach
+    noise_loss")."""
+    out = run("mixed-precision", (SHAPES / "ddim.py").read_text(), hardware=BF16)
+    assert out.changed, out.reason
+    assert 'layers.Conv2D(3, kernel_size=1, kernel_initializer="zeros", dtype="float32")(x)' in out.code
+    assert "output layer not found" not in out.reason
+    assert out.reason.count("its output reaches noise_loss") == 1
+    assert "get_network(): its output reaches noise_loss" in out.reason
+    assert 'layers.Lambda(sinusoidal_embedding, dtype="float32")(noise_variances)' in out.code
+    assert 'layers.GlobalAveragePooling2D(dtype="float32"),' in out.code
+    assert "KID.encoder: a metric's model, its output meets the metric's float32 math" in out.reason
+    # keras-io's "Customizing fit" subclass, no __init__: still built like Model(inputs, outputs)
+    src = """
+    import keras
+
+
+    class CustomModel(keras.Model):
+        def train_step(self, data):
+            return {}
+
+
+    inputs = keras.Input(shape=(32,))
+    outputs = keras.layers.Dense(1)(inputs)
+    model = CustomModel(inputs, outputs)
+    model.compile(optimizer="adam", loss="mse")
+    """
+    out = run("mixed-precision", src, hardware=BF16)
+    assert 'keras.layers.Dense(1, dtype="float32")(inputs)' in out.code, out.reason
 
 
 def test_mixed_precision_skips_a_script_with_no_keras_layer() -> None:

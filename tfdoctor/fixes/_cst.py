@@ -221,6 +221,14 @@ class Pipelines:
     def __init__(self, module: cst.Module):
         self.names: set[str] = set()
         self.assigns: dict[str, list[cst.Assign]] = {}
+        # functions of the script's whose every return is a dataset (keras-io's DDIM: ``def
+        # prepare_dataset(split): return (tfds.load(...).map(...)...prefetch(...))``, then ``train_dataset
+        # = prepare_dataset("train[:80%]")``): name -> those returns; a function defined twice is not one
+        self.functions: dict[str, list[cst.Return]] = {}
+        defs: dict[str, list[cst.FunctionDef]] = {}
+        for f in walk(module):
+            if isinstance(f, cst.FunctionDef):
+                defs.setdefault(f.name.value, []).append(f)
         changed = True
         assigns = [n for n in walk(module) if isinstance(n, cst.Assign)]
         for a in assigns:  # (ds_train, ds_test), ds_info = tfds.load(..., with_info=True)
@@ -238,6 +246,13 @@ class Pipelines:
                 self.names.update(target_names(target) or [])
         while changed:  # a name assigned from another dataset name is a dataset too
             changed = False
+            for fname, fs in defs.items():
+                if fname in self.functions or len(fs) != 1:
+                    continue
+                rets = [r for r in own_nodes(fs[0].body) if isinstance(r, cst.Return)]
+                if rets and all(r.value is not None and self.is_dataset(r.value) for r in rets):
+                    self.functions[fname] = rets
+                    changed = True
             for a in assigns:
                 if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
                     continue
@@ -269,7 +284,38 @@ class Pipelines:
             return is_dataset_source(calls[first][1])
         if isinstance(root, cst.Name) and root.value in self.names:
             return True
+        if (
+            isinstance(root, cst.Call)
+            and isinstance(root.func, cst.Name)
+            and root.func.value in self.functions
+        ):
+            return True
         return is_dataset_source(root) if isinstance(root, cst.Call) else False
+
+    def returned_by(self, expr: cst.BaseExpression) -> list[cst.Return]:
+        """Where a pipeline built by a function of the script's ends: ``prepare_dataset(...)`` (the call,
+        nothing after it) -> that function's returns, followed through a return that is such a call."""
+        seen: set[str] = set()
+        out: list[cst.Return] = []
+        todo = [expr]
+        while todo:
+            e = todo.pop()
+            if not (isinstance(e, cst.Call) and isinstance(e.func, cst.Name)):
+                continue
+            fname = e.func.value
+            if fname not in self.functions or fname in seen:
+                continue
+            seen.add(fname)
+            for r in self.functions[fname]:
+                if (
+                    r.value is not None
+                    and isinstance(r.value, cst.Call)
+                    and isinstance(r.value.func, cst.Name)
+                ):
+                    todo.append(r.value)
+                else:
+                    out.append(r)
+        return out
 
     def stages(self, expr: cst.BaseExpression) -> tuple[cst.Call | None, list[tuple[str, cst.Call]]]:
         """(the source call or None when the chain starts at a name, the dataset method calls)."""

@@ -65,6 +65,15 @@ def _init_given(init: cst.FunctionDef) -> dict[str, tuple[str, int]]:
     return given
 
 
+def _target_names(t: cst.BaseExpression) -> list[str]:
+    """Names an assignment target binds (``x``, ``a, (b, c)``; not ``self.x`` or ``d[k]``)."""
+    if isinstance(t, cst.Name):
+        return [t.value]
+    if isinstance(t, (cst.Tuple, cst.List)):
+        return [n for el in t.elements for n in _target_names(el.value)]
+    return []
+
+
 def _instance_arg(call: cst.Call, param: str, pos: int) -> cst.Arg | None:
     """The argument a call making an instance gives ``__init__``'s ``param`` (at ``pos``): by keyword,
     else by position."""
@@ -73,6 +82,18 @@ def _instance_arg(call: cst.Call, param: str, pos: int) -> cst.Arg | None:
     if arg is None and pos < len(positional):
         arg = positional[pos]
     return arg
+
+
+def _init_forwards(cls: cst.ClassDef) -> bool:
+    """Whether ``cls(...)`` takes ``Model``'s own arguments: no ``__init__``, or one taking ``*args`` or
+    ``inputs`` / ``outputs``."""
+    init = next(
+        (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None
+    )
+    if init is None:
+        return True
+    names = {p.name.value for p in (*init.params.posonly_params, *init.params.params)}
+    return isinstance(init.params.star_arg, cst.Param) or bool(names & {"inputs", "outputs"})
 
 
 def _is_sequential(call: cst.Call) -> bool:
@@ -110,15 +131,21 @@ class Models:
         self.vars: dict[str, list[str]] = {}
         self._layer_names: set[str] | None = None  # classes the script imports from a layers module
         self._applied: dict[int, cst.Call] = {}  # id(a layer constructor) -> the call applying it
+        # models a Metric subclass builds (keras-io DDIM's KID encoder): their output meets the metric's
+        # float32 math, whether or not it reaches a loss
+        self.metric_models: set[str] = set()
         assigns = [n for n in walk(tree) if isinstance(n, cst.Assign)]
         self._assigns = assigns
-        # Model subclasses without a call() of their own: built like Model(inputs, outputs)
+        # Model subclasses without a call() of their own: built like Model(inputs, outputs) where their
+        # __init__ (if any) takes what Model's does (keras-io's DDIM builds ``DiffusionModel(image_size,
+        # widths, block_depth)``: its own parameters, not a functional model's inputs and outputs)
         self._subclasses = frozenset(
             cls.name.value
             for cls in walk(tree)
             if isinstance(cls, cst.ClassDef)
             and any((dotted(b.value) or "").split(".")[-1] == "Model" for b in cls.bases)
             and not any(isinstance(f, cst.FunctionDef) and f.name.value == "call" for f in cls.body.body)
+            and _init_forwards(cls)
         )
         # X = Sequential([...]) / Model(...)
         for a in assigns:
@@ -149,12 +176,16 @@ class Models:
                 and f"{a.value.func.value}()" in self.defs
             ):
                 self._bind(a.targets[0].target.value, f"{a.value.func.value}()")
-        # class MyModel(keras.Model) with call() returning self.<layer>(...): that layer
+        # class MyModel(keras.Model) with call() returning self.<layer>(...): that layer; any other class
+        # (a trainer, a Metric: keras-io DDIM's KID holds ``self.encoder = keras.Sequential([...])``):
+        # the models its __init__ builds
         for cls in walk(tree):
-            if isinstance(cls, cst.ClassDef) and any(
-                (dotted(b.value) or "").split(".")[-1] == "Model" for b in cls.bases
-            ):
+            if not isinstance(cls, cst.ClassDef):
+                continue
+            if any((dotted(b.value) or "").split(".")[-1] == "Model" for b in cls.bases):
                 self._add_subclass(cls)
+            else:
+                self._init_models(cls, self._init_attrs(cls))
         for a in assigns:  # model = MyModel(...)
             if (
                 len(a.targets) == 1
@@ -250,9 +281,12 @@ class Models:
                     outputs.append(layer)
         return outputs
 
-    def _add_subclass(self, cls: cst.ClassDef) -> None:
-        methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
-        call, init = methods.get("call"), methods.get("__init__")
+    @staticmethod
+    def _init_attrs(cls: cst.ClassDef) -> dict[str, cst.Call]:
+        """``self.<attr> = <call>`` in the class's ``__init__``: attr -> that call."""
+        init = next(
+            (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None
+        )
         attrs: dict[str, cst.Call] = {}
         for a in walk(init) if init is not None else ():
             if (
@@ -262,15 +296,32 @@ class Models:
                 and isinstance(a.value, cst.Call)
             ):
                 attrs[(dotted(a.targets[0].target) or "")[5:]] = a.value
+        return attrs
+
+    def _init_models(self, cls: cst.ClassDef, attrs: dict[str, cst.Call]) -> None:
+        """Each Sequential or functional model ``__init__`` assigns to ``self.<attr>`` is a model of its
+        own (``Cls.attr``); one a builder function of the script's returns is that function's (keras-io's
+        DDIM: ``self.network = get_network(image_size, widths, block_depth)``)."""
+        metric = any((dotted(b.value) or "").split(".")[-1] == "Metric" for b in cls.bases)
+        for attr, built in attrs.items():
+            if _is_sequential(built) or self._functional(built):
+                self._add(f"{cls.name.value}.{attr}", built, f"self.{attr}")
+                self._bind(attr, f"{cls.name.value}.{attr}")
+                if metric:
+                    self.metric_models.add(f"{cls.name.value}.{attr}")
+            elif isinstance(built.func, cst.Name) and f"{built.func.value}()" in self.defs:
+                self._bind(attr, f"{built.func.value}()")
+
+    def _add_subclass(self, cls: cst.ClassDef) -> None:
+        methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        call, init = methods.get("call"), methods.get("__init__")
+        attrs = self._init_attrs(cls)
         if call is None:
             # no call(): a train_step-only subclass wraps models built elsewhere, and one whose own
             # methods run models it builds in __init__ (TensorFlow's CVAE tutorial: ``self.encoder =
             # tf.keras.Sequential([...])``, ``encode()`` / ``decode()`` called by the loss function) has
             # each of those as a model of its own
-            for attr, built in attrs.items():
-                if _is_sequential(built) or self._functional(built):
-                    self._add(f"{cls.name.value}.{attr}", built, f"self.{attr}")
-                    self._bind(attr, f"{cls.name.value}.{attr}")
+            self._init_models(cls, attrs)
             return
         given = _init_given(init) if init is not None else {}  # self.<attr> = <__init__ parameter>
         d = ModelDef(cls.name.value, cst.Call(func=cst.Name(cls.name.value)))
@@ -506,17 +557,64 @@ class Models:
             return set(self.vars.get(func.attr.value, ()))
         return set()
 
+    def _scopes(self) -> tuple[dict[int, cst.FunctionDef], dict[int, set[str]], dict[int, cst.FunctionDef]]:
+        """(id(a node) -> the function it runs in, id(a function) -> the names local to it, id(a function)
+        -> the function holding it). A module-level node is in no function."""
+        where: dict[int, cst.FunctionDef] = {}
+        local: dict[int, set[str]] = {}
+        parent: dict[int, cst.FunctionDef] = {}
+        for fn in walk(self.tree):
+            if not isinstance(fn, cst.FunctionDef):
+                continue
+            names = {
+                p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+            }
+            declared: set[str] = set()
+            for n in own_nodes(fn.body):
+                where[id(n)] = fn
+                if isinstance(n, cst.FunctionDef):
+                    parent[id(n)] = fn
+                elif isinstance(n, (cst.Global, cst.Nonlocal)):
+                    declared.update(a.name.value for a in n.names)
+                elif isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    for t in n.targets if isinstance(n, cst.Assign) else [n]:
+                        names.update(_target_names(t.target))
+                elif isinstance(n, (cst.For, cst.CompFor)):
+                    names.update(_target_names(n.target))
+                elif isinstance(n, cst.WithItem) and n.asname is not None:
+                    names.update(_target_names(n.asname.name))
+            local[id(fn)] = names - declared
+        return where, local, parent
+
     def loss_models(self) -> tuple[list[str], list[str]]:
         """(keys of the models whose output reaches a loss, how each was told)."""
-        taint: dict[str, set[str]] = {}
+        # a name is read where it is bound: a function's local ``batch_size`` (keras-io DDIM's KID metric:
+        # ``batch_size = tf.shape(real_features)[0]``) is not the module's ``batch_size`` the train_step
+        # reads (flow-insensitive within a scope)
+        where, local, parent = self._scopes()
+        taint: dict[tuple[int, str], set[str]] = {}
+
+        def key(name: str, node: cst.CSTNode) -> tuple[int, str]:
+            fn = where.get(id(node))
+            while fn is not None:
+                if name in local.get(id(fn), ()):
+                    return id(fn), name
+                fn = parent.get(id(fn))
+            return 0, name
+
+        returned: dict[str, set[str]] = {}  # function or method name -> the models its returns carry
 
         def of(e: cst.CSTNode) -> set[str]:
             if isinstance(e, cst.Call):
                 m = self.model_of(e.func)
                 if m:
                     return m
+                # ``self.denoise(...)``, ``compute_loss(...)``: what that function returns
+                fname = e.func.attr.value if isinstance(e.func, cst.Attribute) else dotted(e.func)
+                if fname in returned:
+                    return returned[fname] | of_args(e)
             if isinstance(e, cst.Name):
-                return set(taint.get(e.value, ()))
+                return set(taint.get(key(e.value, e), ()))
             out: set[str] = set()
             for c in e.children:
                 if isinstance(c, cst.Attribute):
@@ -525,24 +623,40 @@ class Models:
                     out |= of(c)
             return out
 
+        def of_args(e: cst.Call) -> set[str]:
+            out: set[str] = set()
+            for a in e.args:
+                out |= of(a.value)
+            return out
+
         def targets(t: cst.BaseExpression) -> Iterable[str]:
-            if isinstance(t, cst.Name):
-                yield t.value
-            elif isinstance(t, (cst.Tuple, cst.List)):
-                for el in t.elements:
-                    yield from targets(el.value)
+            yield from _target_names(t)
+
+        returns = [
+            (fn.name.value, r)
+            for fn in walk(self.tree)
+            if isinstance(fn, cst.FunctionDef)
+            for r in own_nodes(fn.body)
+            if isinstance(r, cst.Return) and r.value is not None
+        ]
 
         changed = True
         while changed:  # flow-insensitive: until no name gets a new model
             changed = False
+            for fname, r in returns:
+                got = of(r.value) if r.value is not None else set()
+                if not got <= returned.get(fname, set()):
+                    returned.setdefault(fname, set()).update(got)
+                    changed = True
             for a in self._assigns:
                 got = of(a.value)
                 if not got:
                     continue
                 for t in a.targets:
                     for name in targets(t.target):
-                        if not got <= taint.get(name, set()):
-                            taint.setdefault(name, set()).update(got)
+                        slot = key(name, a)
+                        if not got <= taint.get(slot, set()):
+                            taint.setdefault(slot, set()).update(got)
                             changed = True
         found: dict[str, str] = {}
         for n in walk(self.tree):
@@ -567,6 +681,8 @@ class Models:
                 if any("loss" in x.lower() for x in names):
                     for m in of(n.value):
                         found.setdefault(m, f"its output reaches {names[0]}")
+        for m in self.metric_models:
+            found.setdefault(m, "a metric's model, its output meets the metric's float32 math")
         keys: list[str] = []
         for k in self.defs:  # one key per model (``d_model`` is what ``get_discriminator_model()`` returns)
             if k in found and not any(self.defs[k] is self.defs[o] for o in keys):

@@ -296,25 +296,38 @@ class MixedPrecisionCodemod(FixCodemod):
         return f"kept float32: {', '.join(done)} ({how})"
 
     def _normalization_layers(self, tree: cst.Module) -> list[str]:
-        """Keras ``Normalization`` layers are kept float32, the note saying so: under a 16-bit policy
-        ``adapt()`` on a tf.data dataset fails (``AddV2 ... expected to be a float tensor but is a
-        bfloat16 tensor``: TensorFlow's structured-data tutorial) and raw feature values lose their digits
-        (a fee of 300 squared overflows float16)."""
-        found = [
-            c
-            for c in walk(tree)
-            if isinstance(c, cst.Call)
-            and (call_name(c) or "").split(".")[-1] == "Normalization"
-            and kwarg(c, "dtype") is None
-        ]
-        if not found:
-            return []
-        self.outputs.update(id(c) for c in found)
-        lines = ", ".join(str(self.line(c)) for c in found)
-        return [
-            f"kept float32: Normalization at line{'s' if len(found) > 1 else ''} {lines} (a preprocessing "
-            "layer: under a 16-bit policy its adapt() on a dataset fails and raw feature values lose digits)"
-        ]
+        """Layers kept float32, a note for each kind: Keras ``Normalization`` (under a 16-bit policy
+        ``adapt()`` on a tf.data dataset fails, ``AddV2 ... expected to be a float tensor but is a bfloat16
+        tensor``: TensorFlow's structured-data tutorial; raw feature values lose their digits: a fee of 300
+        squared overflows float16) and ``Lambda`` (its function is the script's own math, written for
+        float32: keras-io's DDIM ``Lambda(sinusoidal_embedding)`` multiplies its bf16 input by a float32
+        tensor, and Keras cannot even build the model)."""
+        notes = []
+        for cls, why in (
+            (
+                "Normalization",
+                "a preprocessing layer: under a 16-bit policy its adapt() on a dataset fails "
+                "and raw feature values lose digits",
+            ),
+            (
+                "Lambda",
+                "the script's own function, written for float32: its float32 tensors would meet "
+                "16-bit inputs",
+            ),
+        ):
+            found = [
+                c
+                for c in walk(tree)
+                if isinstance(c, cst.Call)
+                and (call_name(c) or "").split(".")[-1] == cls
+                and kwarg(c, "dtype") is None
+            ]
+            if not found:
+                continue
+            self.outputs.update(id(c) for c in found)
+            lines = ", ".join(str(self.line(c)) for c in found)
+            notes.append(f"kept float32: {cls} at line{'s' if len(found) > 1 else ''} {lines} ({why})")
+        return notes
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         updated = super().on_leave(original_node, updated_node)
@@ -357,7 +370,9 @@ class MixedPrecision(Fix):
     (``tf.nn.sigmoid(tf.cast(x, "float32"))``; ``keras.ops.cast`` without tensorflow imported), or the value
     it returns; a dict of outputs is left as it is. Keras ``Normalization`` layers keep float32 too: under a 16-bit policy their ``adapt()``
     on a tf.data dataset fails (TensorFlow's structured-data tutorial) and raw feature values lose
-    digits. A script with no Keras layer or model at all (a ``tf.Module`` holding ``tf.Variable``
+    digits; so do ``Lambda`` layers, whose function is the script's own float32 math (keras-io's DDIM:
+    ``Lambda(sinusoidal_embedding)`` multiplies its input by a float32 tensor, and the model cannot be
+    built with a bf16 input). A script with no Keras layer or model at all (a ``tf.Module`` holding ``tf.Variable``
     objects, as in TensorFlow's "Basic training loops") is skipped: a Keras policy reaches none of its
     math.
     On a GPU with tensor cores (compute capability ≥ 7.0) the policy is ``mixed_float16``; a custom loop

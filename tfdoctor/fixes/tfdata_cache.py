@@ -459,7 +459,15 @@ class CacheCodemod(FixCodemod):
         reasons: list[str] = []
         shuffled_windows = False  # a shuffled timeseries_dataset_from_array left alone
         for name, assigns in pipes.assigns.items():
-            caching = [b for b in assigns if any(op == "cache" for op, _ in pipes.stages(b.value)[1])]
+            # the chain itself, or what the function it calls returns (``prepare_dataset(...)``)
+            chains: list[cst.Assign | cst.Return] = [*assigns]
+            for b in assigns:
+                chains += pipes.returned_by(b.value)
+            caching = [
+                c
+                for c in chains
+                if c.value is not None and any(op == "cache" for op, _ in pipes.stages(c.value)[1])
+            ]
             if caching:  # the script caches this pipeline itself: said once, whatever else it does
                 reasons.append(
                     f"{name} already caches (line {', '.join(str(self.line(b)) for b in caching)})"

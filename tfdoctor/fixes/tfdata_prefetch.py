@@ -102,15 +102,21 @@ class PrefetchCodemod(FixCodemod):
             assigns = pipes.assigns.get(name, [])
             if not assigns:
                 continue
+            # ``train_dataset = prepare_dataset(...)``: the chains that function returns end the pipeline
+            built = [r for a in assigns for r in pipes.returned_by(a.value)]
             ends = [
                 *(a.value for a in assigns),
-                *(r.value for r in returns.get(name, []) if r.value is not None),
+                *(r.value for r in [*returns.get(name, []), *built] if r.value is not None),
             ]
+            for r in built:  # ``return ds``: the function's own pipeline, as its assignments build it
+                head = method_chain(r.value)[0] if r.value is not None else None
+                if isinstance(head, cst.Name) and head.value != name:
+                    ends += [b.value for b in pipes.assigns.get(head.value, [])]
             if any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1]):
                 done.append(name)
                 continue
-            if name in returns:
-                self.targets.update(id(r) for r in returns[name])
+            if name in returns or built:
+                self.targets.update(id(r) for r in [*returns.get(name, []), *built])
                 continue
             if src := _prefetching_source(pipes, assigns):
                 done.append(f"{name}: {src}() prefetches itself")
@@ -150,8 +156,10 @@ class Prefetch(Fix):
 
     What it changes: the last assignment of each tf.data pipeline the script iterates (``for ... in ds``,
     ``iter(ds)``, ``model.fit(ds)``) gets ``.prefetch(tf.data.AUTOTUNE)`` appended (the chain a function
-    returns, ``return ds.cache().shuffle(n)``, where it builds the pipeline there), unless any assignment
-    of that pipeline, or that returned chain, already prefetches. Elements and their order are unchanged.
+    returns, ``return ds.cache().shuffle(n)``, where it builds the pipeline there; the chain a function of
+    the script's returns when the pipeline is that call, ``train_dataset = prepare_dataset(split)`` as in
+    keras-io's DDIM, a function defined once), unless any assignment of that pipeline, or that returned
+    chain, already prefetches. Elements and their order are unchanged.
 
     Measured: tf.data itself injects an autotuned prefetch at the end of most pipelines (its
     ``inject_prefetch`` rewrite, on by default since TF 2.9), so on TF 2.21 an explicit one often changes
