@@ -13,7 +13,7 @@ tfdoctor *reports* for the run to B's own figure shows how well the reported thr
 unprofiled script. Target: |1 - ratio| ≤ 3 %.
 
     python benchmarks/perturbation.py            # both loop kinds, 4 pairs each, updates the docs
-    python benchmarks/perturbation.py --quick    # one pair, few steps, docs untouched
+    python benchmarks/perturbation.py --quick    # eager and fit, one pair, few steps, docs untouched
     python benchmarks/perturbation.py --inproc-only --loops eager --inproc-steps 30 --max-rounds 144
         # only the in-process A/B of the eager loop again (short windows, many rounds), the rest kept
 
@@ -52,6 +52,8 @@ TARGET = 0.03
 ROUND_BATCH = 6
 MAX_ROUNDS = 24
 LOOPS = ("eager", "function", "fit", "metric")
+#: --quick (CI's check that the script runs): a custom loop and fit, every code path, half the time
+QUICK_LOOPS = ("eager", "fit")
 NAMES = {
     "eager": "custom loop, eager step",
     "function": "custom loop, tf.function step",
@@ -392,7 +394,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="Figure 3: profiler perturbation")
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--loops", default=",".join(LOOPS), help=f"which workloads ({', '.join(LOOPS)})")
+    ap.add_argument(
+        "--loops",
+        default=None,
+        help=f"which workloads ({', '.join(LOOPS)}; default all, with --quick {', '.join(QUICK_LOOPS)})",
+    )
     ap.add_argument("--inproc-steps", type=int, default=120, help="timed steps per in-process window")
     ap.add_argument("--quick", action="store_true", help="one pair of 40 steps, docs untouched")
     ap.add_argument(
@@ -426,7 +432,7 @@ def main() -> None:
         help="only the hooks' own time (cProfile attribution), added to the last results",
     )
     args = ap.parse_args()
-    loops = [x for x in args.loops.split(",") if x]
+    loops = [x for x in (args.loops or ",".join(QUICK_LOOPS if args.quick else LOOPS)).split(",") if x]
     attr_steps, attr_rounds = (40, 1) if args.quick else (args.inproc_steps, 3)
     if args.attribute_only:
         last = json.loads((CACHE / "results" / "perturbation.json").read_text())
