@@ -2656,6 +2656,58 @@ def test_a_model_subclass_with_its_own_init_arguments_is_not_a_functional_model(
     assert 'keras.layers.Dense(1, dtype="float32")(inputs)' in out.code, out.reason
 
 
+def test_a_model_whose_output_is_a_nested_models_call_keeps_that_models_output_layer_float32() -> None:
+    """keras-io's VQ-VAE: ``get_vqvae()`` returns ``keras.Model(inputs, reconstructions)`` where
+    ``reconstructions = decoder(quantized_latents)`` and ``decoder = get_decoder(latent_dim)``; the
+    trainer's ``__init__`` holds ``self.vqvae = get_vqvae(...)`` and its ``train_step`` computes the loss
+    from ``self.vqvae(x)``. The output layer is the decoder's last ``Conv2DTranspose`` (once found by a
+    name that two functions share, then "output layer not found" when names got their scopes)."""
+    src = """
+    import keras
+    import tensorflow as tf
+    from keras import layers
+
+
+    def get_decoder(latent_dim=16):
+        latent_inputs = keras.Input(shape=(7, 7, latent_dim))
+        x = layers.Conv2DTranspose(32, 3, strides=2, padding="same")(latent_inputs)
+        decoder_outputs = layers.Conv2DTranspose(1, 3, padding="same")(x)
+        return keras.Model(latent_inputs, decoder_outputs, name="decoder")
+
+
+    def get_vqvae(latent_dim=16):
+        decoder = get_decoder(latent_dim)
+        inputs = keras.Input(shape=(7, 7, latent_dim))
+        reconstructions = decoder(inputs)
+        return keras.Model(inputs, reconstructions, name="vq_vae")
+
+
+    class VQVAETrainer(keras.models.Model):
+        def __init__(self, train_variance, latent_dim=32, **kwargs):
+            super().__init__(**kwargs)
+            self.train_variance = train_variance
+            self.vqvae = get_vqvae(latent_dim)
+
+        def train_step(self, x):
+            with tf.GradientTape() as tape:
+                reconstructions = self.vqvae(x)
+                reconstruction_loss = tf.reduce_mean((x - reconstructions) ** 2) / self.train_variance
+            grads = tape.gradient(reconstruction_loss, self.vqvae.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.vqvae.trainable_variables))
+            return {"loss": reconstruction_loss}
+
+
+    trainer = VQVAETrainer(0.1, latent_dim=16)
+    trainer.compile(optimizer=keras.optimizers.Adam())
+    trainer.fit(x_train, epochs=30, batch_size=128)
+    """
+    out = run("mixed-precision", src, hardware=BF16)
+    assert out.changed, out.reason
+    assert 'decoder_outputs = layers.Conv2DTranspose(1, 3, padding="same", dtype="float32")(x)' in out.code
+    assert out.code.count('dtype="float32"') == 1
+    assert "get_vqvae(): its output reaches reconstruction_loss" in out.reason, out.reason
+
+
 def test_mixed_precision_skips_a_script_with_no_keras_layer() -> None:
     """TensorFlow's "Basic training loops": a tf.Module of tf.Variables; a Keras policy changes none of
     its math, so the trial would measure nothing (it was run and rejected at 1.0x)."""

@@ -279,7 +279,27 @@ class Models:
                 layer = self._layer_of(expr, build)
                 if layer is not None:
                     outputs.append(layer)
+                else:  # a model nested in this one makes the output: its output layers
+                    outputs += [o for o in self._nested_outputs(expr, build) if o not in outputs]
         return outputs
+
+    def _nested_outputs(self, expr: cst.BaseExpression, before: cst.Call) -> list[cst.Call]:
+        """keras-io's VQ-VAE: ``decoder = get_decoder(latent_dim)`` ... ``reconstructions =
+        decoder(quantized_latents)``, ``return keras.Model(inputs, reconstructions)``: the output layers of
+        the model called (a builder function's, or a model assigned to the name), else none."""
+        if isinstance(expr, cst.Name):
+            found = self._assigned_before(expr.value, before)
+            if not isinstance(found, cst.Call):
+                return []
+            expr = found
+        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name)):
+            return []
+        made = self._assigned_before(expr.func.value, before)
+        if isinstance(made, cst.Call) and isinstance(made.func, cst.Name):
+            d = self.defs.get(f"{made.func.value}()")
+            return list(d.outputs) if d is not None else []
+        keys = self.vars.get(expr.func.value, [])
+        return [o for k in keys if k in self.defs for o in self.defs[k].outputs]
 
     @staticmethod
     def _init_attrs(cls: cst.ClassDef) -> dict[str, cst.Call]:
