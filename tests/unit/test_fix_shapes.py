@@ -2637,6 +2637,22 @@ def test_a_model_subclass_with_its_own_init_arguments_is_not_a_functional_model(
     assert 'layers.Lambda(sinusoidal_embedding, dtype="float32")(noise_variances)' in out.code
     assert 'layers.GlobalAveragePooling2D(dtype="float32"),' in out.code
     assert "KID.encoder: a metric's model, its output meets the metric's float32 math" in out.reason
+    # a metric's model does not stand for the model computing the loss where that is not visible
+    src = """
+    import keras
+
+
+    class KID(keras.metrics.Metric):
+        def __init__(self):
+            super().__init__()
+            self.encoder = keras.Sequential([keras.layers.Dense(4)])
+
+
+    net = keras.Sequential([keras.layers.Dense(8), keras.layers.Dense(1)])
+    """
+    out = run("mixed-precision", src, hardware=BF16)
+    assert out.code.count('dtype="float32"') == 2, out.code
+    assert "which model computes the loss is not visible" in out.reason
     # keras-io's "Customizing fit" subclass, no __init__: still built like Model(inputs, outputs)
     src = """
     import keras

@@ -701,8 +701,9 @@ class Models:
                 if any("loss" in x.lower() for x in names):
                     for m in of(n.value):
                         found.setdefault(m, f"its output reaches {names[0]}")
-        for m in self.metric_models:
-            found.setdefault(m, "a metric's model, its output meets the metric's float32 math")
+        if found:  # (with none found, every model's output is kept: the metric's among them)
+            for m in self.metric_models:
+                found.setdefault(m, "a metric's model, its output meets the metric's float32 math")
         keys: list[str] = []
         for k in self.defs:  # one key per model (``d_model`` is what ``get_discriminator_model()`` returns)
             if k in found and not any(self.defs[k] is self.defs[o] for o in keys):
