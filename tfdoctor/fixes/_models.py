@@ -16,7 +16,7 @@ output only feeds another model (a GAN's generator) is not one of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -84,12 +84,17 @@ def _instance_arg(call: cst.Call, param: str, pos: int) -> cst.Arg | None:
     return arg
 
 
+def _init_of(cls: cst.ClassDef) -> cst.FunctionDef | None:
+    """The class's own ``__init__``, if it defines one."""
+    return next(
+        (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None
+    )
+
+
 def _init_forwards(cls: cst.ClassDef) -> bool:
     """Whether ``cls(...)`` takes ``Model``'s own arguments: no ``__init__``, or one taking ``*args`` or
     ``inputs`` / ``outputs``."""
-    init = next(
-        (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None
-    )
+    init = _init_of(cls)
     if init is None:
         return True
     names = {p.name.value for p in (*init.params.posonly_params, *init.params.params)}
@@ -114,10 +119,7 @@ def layer_classes_taking_dtype(tree: cst.Module) -> dict[str, bool]:
     out: dict[str, bool] = {}
     for cls in walk(tree):
         if isinstance(cls, cst.ClassDef) and isinstance(cls.body, cst.IndentedBlock):
-            init = next(
-                (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"),
-                None,
-            )
+            init = _init_of(cls)
             out[cls.name.value] = init is None or isinstance(init.params.star_kwarg, cst.Param)
     return out
 
@@ -304,9 +306,7 @@ class Models:
     @staticmethod
     def _init_attrs(cls: cst.ClassDef) -> dict[str, cst.Call]:
         """``self.<attr> = <call>`` in the class's ``__init__``: attr -> that call."""
-        init = next(
-            (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"), None
-        )
+        init = _init_of(cls)
         attrs: dict[str, cst.Call] = {}
         for a in walk(init) if init is not None else ():
             if (
@@ -430,10 +430,7 @@ class Models:
         for cls in walk(self.tree):
             if not isinstance(cls, cst.ClassDef):
                 continue
-            init = next(
-                (f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__"),
-                None,
-            )
+            init = _init_of(cls)
             given = _init_given(init) if init is not None else {}
             for c in walk(self.tree) if given else ():
                 if not (
@@ -649,9 +646,6 @@ class Models:
                 out |= of(a.value)
             return out
 
-        def targets(t: cst.BaseExpression) -> Iterable[str]:
-            yield from _target_names(t)
-
         returns = [
             (fn.name.value, r)
             for fn in walk(self.tree)
@@ -673,7 +667,7 @@ class Models:
                 if not got:
                     continue
                 for t in a.targets:
-                    for name in targets(t.target):
+                    for name in _target_names(t.target):
                         slot = key(name, a)
                         if not got <= taint.get(slot, set()):
                             taint.setdefault(slot, set()).update(got)
@@ -697,7 +691,7 @@ class Models:
                     for trained in self.vars.get(dotted(n.func.value) or "", ()):
                         found.setdefault(trained, f"trained with {attr_name(n)}()")
             elif isinstance(n, cst.Assign):
-                names = [x for t in n.targets for x in targets(t.target)]
+                names = [x for t in n.targets for x in _target_names(t.target)]
                 if any("loss" in x.lower() for x in names):
                     for m in of(n.value):
                         found.setdefault(m, f"its output reaches {names[0]}")
