@@ -941,11 +941,12 @@ class Validate(keras.callbacks.Callback):
             time.sleep(1.0)
 
 
-x = np.random.default_rng(0).random((64, 8)).astype("float32")
+# steps of some 10 ms of matmuls: a loaded machine's hiccup is not 4 times such a step
+x = np.random.default_rng(0).random((1024, 256)).astype("float32")
 y = x.sum(axis=1, keepdims=True)
-model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(2048, activation="relu"), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
-model.fit(x, y, batch_size=16, epochs=10, verbose=0, callbacks=[Validate()])
+model.fit(x, y, batch_size=256, epochs=10, verbose=0, callbacks=[Validate()])
 """
 
 
@@ -968,11 +969,16 @@ def test_what_runs_between_epochs_is_in_no_profiled_step_and_a_rare_long_step_no
     assert [s.index for s in prof if s.duration_ns >= 900_000_000] == [9]  # the pause is step 9's
     a = analyze(load(res.trace_files[0]), res.steps)
     assert a.breakdown is not None and a.breakdown.source == "tfdoctor markers"
-    # the step held 1 s is left out of the shares, which describe the typical step, and said so
-    assert [s.step for s in a.breakdown.steps] == [6, 7, 8, 10, 11, 12, 13]
+    # the step held 1 s is left out of the shares, which describe the typical step, and said so; an
+    # epoch's first step (12: the old iterator freed as the epoch begins) may stand out as well on a
+    # loaded machine, and is then left out and named too; no other step is
+    kept = [s.step for s in a.breakdown.steps]
+    out = sorted(set(range(6, 14)) - set(kept))
+    assert out in ([9], [9, 12]), kept
     assert max(s.total_ms for s in a.breakdown.steps) < 900, [s.total_ms for s in a.breakdown.steps]
     note = next(n for n in a.breakdown.notes if "left out of the breakdown" in n)
-    assert note.startswith("1 of 8 profiled steps left out of the breakdown") and "step 9 took 1." in note
+    assert note.startswith(f"{len(out)} of 8 profiled steps left out of the breakdown"), note
+    assert "step 9 took 1." in note and ("step 12 took" in note) == (12 in out), note
 
 
 def test_a_run_says_how_much_of_the_machine_other_processes_kept_busy(tfd_home):
