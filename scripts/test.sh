@@ -24,5 +24,5 @@ run_pytest() {
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then exit "$rc"; fi
 }
 
-run_pytest -m "not notebook" -p no:cacheprovider -q -ra --durations=15 tests
+run_pytest -m "not notebook" -p no:cacheprovider -q -ra --durations=60 tests
 run_pytest -m notebook -p no:cacheprovider -q -ra tests
