@@ -2133,7 +2133,8 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
         _FIT,
         {
             "steps-per-execution": "steps_per_execution=8 in model.compile() (line 97)",
-            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 4 map/interleave",
+            # line 58's map only feeds vectorize_layer.adapt(): left alone
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 3 map/interleave (line 73, line 74, line 75)",
             "xla-jit": "jit_compile=True on model.compile() (line 97)",
             "mixed-precision": "Dense at line 91 (model), Activation at line 111 (export_model)",
             "batch-scale": "batch_size = 64, line 30",
@@ -2371,6 +2372,20 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "(KID.encoder)",
             "batch-scale": "batch size ×2 (batch_size = 64, line 45); learning rate AdamW at line 378: "
             "learning_rate (line 47) 0.001 → 0.001414",
+        },
+    ),
+    # TF "Load and preprocess images": a Keras utility's pipeline fitted, then list_files + a parallel
+    # decoding map + ``configure_for_performance(ds)`` (cache, shuffle, batch, prefetch its parameter)
+    # fitted. tfdata-prefetch appended a prefetch to ``normalized_ds`` (only looked at with
+    # ``next(iter(...))``) and to ``list_ds = list_ds.shuffle(...)`` mid-pipeline (looked at in a
+    # ``take(5)`` loop); tfdata-parallel-map parallelised the looked-at map only
+    "load_images.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 77)",
+            "xla-jit": "jit_compile=True on model.compile() (line 77)",
+            "mixed-precision": "kept float32: Dense at line 73 (model)",
+            "batch-scale": "batch size ×2 (batch_size = 64, line 24)",
         },
     ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
@@ -2615,6 +2630,64 @@ def test_a_pipeline_a_function_of_the_script_returns_is_a_pipeline() -> None:
     # a function defined twice is not guessed at
     twice = bare + "\n\n    def prepare_dataset(n):\n        return None\n"
     assert_skipped("tfdata-prefetch", twice, "no tf.data pipeline assigned to a name in the script")
+
+
+def test_a_function_transforming_the_dataset_it_is_given_continues_that_pipeline() -> None:
+    """TensorFlow's "Load and preprocess images": ``train_ds = configure_for_performance(train_ds)``,
+    a function caching, shuffling, batching and prefetching its parameter. The call is the pipeline's
+    end: its prefetch is seen, and where it has none the prefetch goes on its ``return ds``; a call of
+    such a function on what is not a dataset is not one. A look at a batch (``next(iter(ds))``, a loop
+    in a script that fits) is not what trains: no prefetch and no parallel map go there."""
+    src = """
+    import tensorflow as tf
+
+    AUTOTUNE = tf.data.AUTOTUNE
+    list_ds = tf.data.Dataset.list_files("photos/*/*", shuffle=False)
+    list_ds = list_ds.shuffle(1000, reshuffle_each_iteration=False)
+    for f in list_ds.take(5):
+        print(f.numpy())
+    train_ds = list_ds.skip(200)
+    peek_ds = train_ds.map(lambda x: x)
+    batch = next(iter(peek_ds))
+    train_ds = train_ds.map(process_path, num_parallel_calls=AUTOTUNE)
+
+
+    def configure_for_performance(ds):
+        ds = ds.cache()
+        ds = ds.shuffle(buffer_size=1000)
+        ds = ds.batch(32)
+        ds = ds.prefetch(buffer_size=AUTOTUNE)
+        return ds
+
+
+    train_ds = configure_for_performance(train_ds)
+    model.fit(train_ds, epochs=3)
+    """
+    assert_skipped("tfdata-prefetch", src, "already prefetches (train_ds)")
+    assert_skipped(
+        "tfdata-parallel-map",
+        src,
+        "every tf.data map/interleave feeding the model (train_ds) already sets num_parallel_calls (left "
+        "alone: line 9: map() of peek_ds, which no training or evaluation reads)",
+    )
+    bare = src.replace("        ds = ds.prefetch(buffer_size=AUTOTUNE)\n", "")
+    out = run("tfdata-prefetch", bare)
+    assert out.changed, out.reason
+    assert "\n    return ds.prefetch(tf.data.AUTOTUNE)\n" in out.code, out.code
+    assert out.code.count("prefetch(") == 1  # not on list_ds, peek_ds or the call
+    # the same function called on what is not a dataset makes no pipeline
+    other = bare.replace(
+        "train_ds = configure_for_performance(train_ds)", "x = configure_for_performance(arr)"
+    )
+    other = other.replace("model.fit(train_ds, epochs=3)", "model.fit(x, epochs=3)")
+    out = run("tfdata-prefetch", other)
+    assert "configure_for_performance(arr).prefetch" not in out.code and "return ds.prefetch" not in out.code
+    # a map only a look at a batch reads: left alone beside the one parallelised
+    serial = bare.replace("map(process_path, num_parallel_calls=AUTOTUNE)", "map(process_path)")
+    out = run("tfdata-parallel-map", serial)
+    assert "map(process_path, num_parallel_calls=tf.data.AUTOTUNE)" in out.code
+    assert "peek_ds = train_ds.map(lambda x: x)\n" in out.code
+    assert any("line 9: map() of peek_ds" in w for w in out.warnings), out.warnings
 
 
 def test_a_model_subclass_with_its_own_init_arguments_is_not_a_functional_model() -> None:

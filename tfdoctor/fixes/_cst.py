@@ -229,6 +229,17 @@ class Pipelines:
         for f in walk(module):
             if isinstance(f, cst.FunctionDef):
                 defs.setdefault(f.name.value, []).append(f)
+        # functions that transform the dataset they are given (TensorFlow's "Load and preprocess images":
+        # ``def configure_for_performance(ds): ds = ds.cache() ... ds = ds.prefetch(...); return ds``,
+        # then ``train_ds = configure_for_performance(train_ds)``): name -> (the parameter's position and
+        # name, the returns); a call of one is a dataset where that argument is
+        self.transformers: dict[str, tuple[int, str, list[cst.Return]]] = {}
+        # id() of such a function's return -> the function's assignments building what it returns
+        self._local: dict[int, list[cst.Assign]] = {}
+        for fname, fs in defs.items():
+            if len(fs) == 1 and (t := _transformer(fs[0])) is not None:
+                self.transformers[fname] = t[0]
+                self._local.update({id(r): t[1] for r in t[0][2]})
         changed = True
         assigns = [n for n in walk(module) if isinstance(n, cst.Assign)]
         for a in assigns:  # (ds_train, ds_test), ds_info = tfds.load(..., with_info=True)
@@ -290,7 +301,26 @@ class Pipelines:
             and root.func.value in self.functions
         ):
             return True
+        if (arg := self.transformed(root)) is not None:
+            return self.is_dataset(arg)
         return is_dataset_source(root) if isinstance(root, cst.Call) else False
+
+    def transformed(self, e: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The argument a call of a transformer function of the script's gets as its dataset, or None."""
+        if not (
+            isinstance(e, cst.Call) and isinstance(e.func, cst.Name) and e.func.value in self.transformers
+        ):
+            return None
+        pos, pname, _ = self.transformers[e.func.value]
+        if (a := kwarg(e, pname)) is not None:
+            return a.value
+        positional = [a for a in e.args if a.keyword is None and not a.star]
+        return positional[pos].value if pos < len(positional) else None
+
+    def built_by(self, ret: cst.Return) -> list[cst.Assign]:
+        """The assignments of a transformer function that build what ``ret`` (one of its returns) returns:
+        ``ds = ds.cache()``, ``ds = ds.prefetch(...)`` for ``return ds``; [] for any other return."""
+        return self._local.get(id(ret), [])
 
     def returned_by(self, expr: cst.BaseExpression) -> list[cst.Return]:
         """Where a pipeline built by a function of the script's ends: ``prepare_dataset(...)`` (the call,
@@ -303,10 +333,11 @@ class Pipelines:
             if not (isinstance(e, cst.Call) and isinstance(e.func, cst.Name)):
                 continue
             fname = e.func.value
-            if fname not in self.functions or fname in seen:
+            if fname in seen or (fname not in self.functions and self.transformed(e) is None):
                 continue
             seen.add(fname)
-            for r in self.functions[fname]:
+            rets = self.functions[fname] if fname in self.functions else self.transformers[fname][2]
+            for r in rets:
                 if (
                     r.value is not None
                     and isinstance(r.value, cst.Call)
@@ -326,6 +357,156 @@ class Pipelines:
         if isinstance(_root, cst.Call) and is_dataset_source(_root):
             return _root, calls
         return None, calls
+
+
+def _transformer(f: cst.FunctionDef) -> tuple[tuple[int, str, list[cst.Return]], list[cst.Assign]] | None:
+    """``((position, name), returns), assignments`` when ``f`` only applies tf.data methods to one of
+    its parameters and returns the result (every return a chain of dataset methods on that parameter, or
+    on a local name every assignment of which is such a chain), else None."""
+    params = [p.name.value for p in f.params.params]
+    if not params:
+        return None
+    body = list(own_nodes(f.body))
+    assigns: dict[str, list[cst.Assign]] = {}
+    for a in body:
+        if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name):
+            assigns.setdefault(a.targets[0].target.value, []).append(a)
+
+    def rooted(e: cst.BaseExpression, seen: frozenset[str]) -> str | None:
+        """The parameter a chain of dataset methods starts from (through local names), or None."""
+        root, calls = method_chain(e)
+        if any(n not in DATASET_METHODS for n, _ in calls) or not isinstance(root, cst.Name):
+            return None
+        name = root.value
+        if name in seen:  # ``ds = ds.cache()``: the name's earlier value, which its other assignments give
+            return name if name in params else None
+        found = {rooted(a.value, seen | {name}) for a in assigns.get(name, [])}
+        if name in params:
+            found.add(name)
+        return found.pop() if len(found) == 1 else None
+
+    rets = [r for r in body if isinstance(r, cst.Return)]
+    if not rets or any(r.value is None for r in rets):
+        return None
+    roots = {rooted(r.value, frozenset()) for r in rets if r.value is not None}
+    if len(roots) != 1 or (param := roots.pop()) is None:
+        return None
+    # at least one tf.data method applied on the way: ``def f(x): return x`` transforms nothing
+    used = [a for n in assigns for a in assigns[n]] + rets
+    if not any(
+        method_chain(v)[1] for v in (u.value for u in used) if v is not None and rooted(v, frozenset())
+    ):
+        return None
+    if isinstance(f.params.star_arg, cst.Param) or f.params.posonly_params:
+        return None
+    local = [a for n, al in assigns.items() for a in al if all(rooted(x.value, frozenset()) for x in al)]
+    return (params.index(param), param, rets), local
+
+
+def _peeks(tree: cst.Module) -> set[int]:
+    """id() of the ``iter(ds)`` calls that are a one-batch look outside any loop: ``image_batch,
+    labels_batch = next(iter(normalized_ds))``, as tutorials print a batch's shape before training."""
+    out: set[int] = set()
+
+    def visit(node: cst.CSTNode, in_loop: bool) -> None:
+        if (
+            not in_loop
+            and isinstance(node, cst.Call)
+            and call_name(node) == "next"
+            and node.args
+            and isinstance(node.args[0].value, cst.Call)
+            and call_name(node.args[0].value) == "iter"
+        ):
+            out.add(id(node.args[0].value))
+        inside = in_loop or isinstance(node, (cst.For, cst.While, cst.CompFor))
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            inside = True  # a function's body runs when it is called, which may be in a loop
+        for c in node.children:
+            visit(c, inside)
+
+    visit(tree, False)
+    return out
+
+
+def consumers(tree: cst.Module, pipes: Pipelines, *, read: bool = False) -> set[str]:
+    """Dataset names the script hands to ``fit`` or, in a script that fits nothing, iterates: the
+    pipelines that feed training. In a script that fits, a loop over a dataset or an ``iter()`` of one is
+    a look at its batches (TensorFlow's "Load and preprocess images": ``for f in list_ds.take(5):
+    print(f.numpy())``), and a ``next(iter(ds))`` outside any loop is one anywhere.
+
+    ``read``: every dataset name such an argument reads (``fit(make_ds(raw_ds))``), not only the name a
+    chain starts from, and those ``fit(validation_data=...)``, ``evaluate`` and ``predict`` run the model
+    on; an empty set (not known) where what ``fit`` trains on is a call reading none."""
+    fitted: set[str] = set()
+    looped: set[str] = set()
+    peeks = _peeks(tree)
+    unknown = False
+
+    def root_name(e: cst.BaseExpression, fit: bool = False) -> str | None:
+        nonlocal unknown
+        if read:
+            found = names_in(e) & pipes.names
+            if not found and fit and isinstance(e, cst.Call):
+                unknown = True
+            return ",".join(sorted(found)) or None
+        root, _ = method_chain(e)
+        return root.value if isinstance(root, cst.Name) and root.value in pipes.names else None
+
+    for node in walk(tree):
+        if isinstance(node, (cst.For, cst.CompFor)):
+            n = root_name(node.iter)
+            if n is None and isinstance(node.iter, cst.Call) and node.iter.args:  # enumerate(ds), zip(ds, ..)
+                for a in node.iter.args:
+                    n = n or root_name(a.value)
+            if n:
+                looped.add(n)
+        elif read and isinstance(node, cst.Call) and attr_name(node) in ("fit", "evaluate", "predict"):
+            # what the model runs on besides its training batches: validation and evaluation
+            for a in node.args[1 if attr_name(node) == "fit" else 0 :]:
+                if (attr_name(node) != "fit" or (a.keyword and a.keyword.value == "validation_data")) and (
+                    n := root_name(a.value)
+                ):
+                    fitted.add(n)
+                    break
+            if attr_name(node) == "fit":
+                for a in [*node.args[:1], *[x for x in node.args if x.keyword and x.keyword.value == "x"]]:
+                    if n := root_name(a.value, fit=True):
+                        fitted.add(n)
+        elif isinstance(node, cst.Call) and attr_name(node) in (
+            "iter",
+            "fit",
+            "evaluate_generator",
+            "fit_generator",
+        ):
+            if attr_name(node) == "iter" and id(node) in peeks:
+                continue
+            for a in (
+                node.args[:1]
+                if attr_name(node) != "fit"
+                else [*node.args[:1], *[x for x in node.args if x.keyword and x.keyword.value == "x"]]
+            ):
+                n = root_name(a.value, fit=attr_name(node) != "iter")
+                if n:
+                    (looped if attr_name(node) == "iter" else fitted).add(n)
+    if read:
+        if unknown:
+            return set()
+        fitted, looped = ({x for n in names for x in n.split(",")} for names in (fitted, looped))
+    return fitted or looped
+
+
+def upstream(pipes: Pipelines, names: set[str]) -> set[str]:
+    """``names`` and every dataset name their pipelines are built from (``train_ds = list_ds.skip(n)``,
+    ``train_ds = configure_for_performance(train_ds)``, ``Dataset.zip((images, labels))``): any dataset
+    name an assignment of theirs reads."""
+    out = set(names)
+    todo = list(names)
+    while todo:
+        for a in pipes.assigns.get(todo.pop(), []):
+            for n in names_in(a.value) & pipes.names - out:
+                out.add(n)
+                todo.append(n)
+    return out
 
 
 def source_kind(call: cst.Call | None) -> str | None:

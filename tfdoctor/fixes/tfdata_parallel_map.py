@@ -8,7 +8,18 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
-from tfdoctor.fixes._cst import Pipelines, add_arg, aliases, attr_name, expr, kwarg, make_kwarg
+from tfdoctor.fixes._cst import (
+    Pipelines,
+    add_arg,
+    aliases,
+    attr_name,
+    consumers,
+    expr,
+    kwarg,
+    make_kwarg,
+    upstream,
+    walk,
+)
 
 
 class ParallelMapCodemod(FixCodemod):
@@ -22,7 +33,32 @@ class ParallelMapCodemod(FixCodemod):
         self.lines: list[int] = []
         self.kept: list[str] = []
         self.unknown: list[int] = []  # lines of map/interleave on what is not known to be a dataset
+        # a map in a pipeline no training reads (``normalized_ds = train_ds.map(...)`` only looked at with
+        # ``next(iter(normalized_ds))``) is left alone, where the pipelines feeding training are known
+        fed = consumers(tree, self.pipes, read=True)
+        feeding = upstream(self.pipes, fed) if fed else None
+        self.owner: dict[int, str] = {}  # id() of a map/interleave call -> the pipeline name it builds
+        for name, assigns in self.pipes.assigns.items():
+            for a in assigns:
+                for c in walk(a.value):
+                    if isinstance(c, cst.Call) and attr_name(c) in ("map", "interleave"):
+                        self.owner.setdefault(id(c), name)
+        self.unfed = {n: f for n, f in self.owner.items() if feeding is not None and f not in feeding}
+        self.unfed_lines: list[str] = []
         new = super().transform_module_impl(tree)
+        if self.unfed_lines:
+            said = "; ".join(self.unfed_lines)
+            fedby = ", ".join(sorted(fed))
+            if not self.lines:
+                raise SkipFile(
+                    (
+                        f"every tf.data map/interleave feeding the model ({fedby}) already sets num_parallel_calls"
+                        if self.kept
+                        else f"no tf.data map/interleave feeds the model ({fedby})"
+                    )
+                    + f" (left alone: {said}, which no training or evaluation reads)"
+                )
+            self.warn(f"left alone: {said}, which no training or evaluation ({fedby}) reads")
         if not self.lines:
             if self.kept:
                 raise SkipFile("every tf.data map/interleave already sets num_parallel_calls")
@@ -42,6 +78,11 @@ class ParallelMapCodemod(FixCodemod):
             self.warn(k)
         return new
 
+    @staticmethod
+    def kept_value(arg: cst.Arg) -> bool:
+        """The script's own ``num_parallel_calls`` (anything but ``None``), which the fix keeps."""
+        return not (isinstance(arg.value, cst.Name) and arg.value.value == "None")
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         name = attr_name(original_node)
         if name not in ("map", "interleave") or not isinstance(original_node.func, cst.Attribute):
@@ -52,8 +93,11 @@ class ParallelMapCodemod(FixCodemod):
                 self.unknown.append(line)
             return updated_node
         existing = kwarg(original_node, "num_parallel_calls")
+        if id(original_node) in self.unfed and (existing is None or not self.kept_value(existing)):
+            self.unfed_lines.append(f"line {line}: {name}() of {self.unfed[id(original_node)]}")
+            return updated_node
         if existing is not None:
-            if not (isinstance(existing.value, cst.Name) and existing.value.value == "None"):
+            if self.kept_value(existing):
                 self.kept.append(f"line {line}: {name}() keeps the script's own num_parallel_calls")
                 return updated_node
             self.lines.append(line)
@@ -74,7 +118,10 @@ class ParallelMap(Fix):
 
     What it changes: adds ``num_parallel_calls=tf.data.AUTOTUNE`` to every ``map`` and ``interleave`` of
     a tf.data pipeline in the script (a ``num_parallel_calls=None`` is replaced; any other value the
-    script sets is kept). ``deterministic`` is left alone, so the element order is unchanged.
+    script sets is kept). ``deterministic`` is left alone, so the element order is unchanged. Where the
+    pipelines the model runs on are known (what ``fit`` trains and validates on, what ``evaluate`` and
+    ``predict`` get), a map of a pipeline none of them reads is left alone and named: TensorFlow's "Load
+    and preprocess images" maps ``normalized_ds`` only to look at one batch.
 
     When it applies: a map/interleave on something the script built with ``tf.data`` (a ``Dataset``
     constructor, or a name assigned from one). ``pool.map`` or ``map()`` are not touched.

@@ -13,48 +13,15 @@ from tfdoctor.fixes._base import Fix, FixCodemod
 from tfdoctor.fixes._cst import (
     Pipelines,
     aliases,
-    attr_name,
     call_name,
     chain_append,
+    consumers,
     expr,
     method_chain,
     walk,
 )
 
 T = TypeVar("T", cst.Return, cst.Assign)
-
-
-def _consumers(tree: cst.Module, pipes: Pipelines) -> set[str]:
-    """Dataset names the script iterates or hands to ``fit``: the pipelines that feed training."""
-    used: set[str] = set()
-
-    def root_name(e: cst.BaseExpression) -> str | None:
-        root, _ = method_chain(e)
-        return root.value if isinstance(root, cst.Name) and root.value in pipes.names else None
-
-    for node in walk(tree):
-        if isinstance(node, (cst.For, cst.CompFor)):
-            n = root_name(node.iter)
-            if n is None and isinstance(node.iter, cst.Call) and node.iter.args:  # enumerate(ds), zip(ds, ..)
-                for a in node.iter.args:
-                    n = n or root_name(a.value)
-            if n:
-                used.add(n)
-        elif isinstance(node, cst.Call) and attr_name(node) in (
-            "iter",
-            "fit",
-            "evaluate_generator",
-            "fit_generator",
-        ):
-            for a in (
-                node.args[:1]
-                if attr_name(node) != "fit"
-                else [*node.args[:1], *[x for x in node.args if x.keyword and x.keyword.value == "x"]]
-            ):
-                n = root_name(a.value)
-                if n:
-                    used.add(n)
-    return used
 
 
 def _prefetching_source(pipes: Pipelines, assigns: list[cst.Assign]) -> str | None:
@@ -87,7 +54,7 @@ class PrefetchCodemod(FixCodemod):
             raise SkipFile("no tf.data pipeline assigned to a name in the script")
         al = aliases(tree)
         self.autotune = al.autotune()  # tf.data.AUTOTUNE, or tf_data.AUTOTUNE as keras-io writes it
-        feeding = _consumers(tree, pipes) or set(pipes.names)
+        feeding = consumers(tree, pipes) or set(pipes.names)
         self.targets: set[int] = set()  # id() of the Assign (or Return) whose value gets the prefetch
         # return dataset.cache().shuffle(2048).prefetch(16): a function's returned chain is where the
         # pipeline it builds ends (keras-io's make_dataset())
@@ -112,6 +79,7 @@ class PrefetchCodemod(FixCodemod):
                 head = method_chain(r.value)[0] if r.value is not None else None
                 if isinstance(head, cst.Name) and head.value != name:
                     ends += [b.value for b in pipes.assigns.get(head.value, [])]
+                ends += [b.value for b in pipes.built_by(r)]  # ``ds = ds.prefetch(...)`` in a transformer
             if any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1]):
                 done.append(name)
                 continue
@@ -154,12 +122,15 @@ class PrefetchCodemod(FixCodemod):
 class Prefetch(Fix):
     """Overlap input production with training: ``.prefetch(tf.data.AUTOTUNE)`` at the end of the pipeline.
 
-    What it changes: the last assignment of each tf.data pipeline the script iterates (``for ... in ds``,
-    ``iter(ds)``, ``model.fit(ds)``) gets ``.prefetch(tf.data.AUTOTUNE)`` appended (the chain a function
-    returns, ``return ds.cache().shuffle(n)``, where it builds the pipeline there; the chain a function of
-    the script's returns when the pipeline is that call, ``train_dataset = prepare_dataset(split)`` as in
-    keras-io's DDIM, a function defined once), unless any assignment of that pipeline, or that returned
-    chain, already prefetches. Elements and their order are unchanged.
+    What it changes: the last assignment of each tf.data pipeline the script trains on (``model.fit(ds)``;
+    in a script that fits nothing, ``for ... in ds`` and ``iter(ds)``; a ``next(iter(ds))`` outside any
+    loop is a look at one batch, not training) gets ``.prefetch(tf.data.AUTOTUNE)`` appended (the chain
+    a function returns, ``return ds.cache().shuffle(n)``, where it builds the pipeline there; the chain a
+    function of the script's returns when the pipeline is that call, ``train_dataset =
+    prepare_dataset(split)`` as in keras-io's DDIM, or ``train_ds = configure_for_performance(train_ds)``,
+    a function applying tf.data methods to the dataset it is given, as in TensorFlow's "Load and
+    preprocess images"; a function defined once), unless any assignment of that pipeline, or that
+    returned chain, already prefetches. Elements and their order are unchanged.
 
     Measured: tf.data itself injects an autotuned prefetch at the end of most pipelines (its
     ``inject_prefetch`` rewrite, on by default since TF 2.9), so on TF 2.21 an explicit one often changes
