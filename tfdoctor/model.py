@@ -191,7 +191,8 @@ class StepTiming(_Frozen):
     loss: float | None = None
     examples: int | None = None
     # the phase of training the step ran in (fit only): 1, then one more at each fit() of another model
-    # or of a model compiled again (a frozen base, then fine-tuned, runs its phases at other speeds)
+    # of a model compiled again, or from another line (a frozen base, then fine-tuned, runs its phases at
+    # other speeds; a fit on another pipeline first traces and fills its cache)
     phase: int | None = None
 
     @property

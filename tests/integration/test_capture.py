@@ -895,24 +895,27 @@ model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.RandomRotation(0.
 model.compile(optimizer="adam", loss="binary_crossentropy", jit_compile=True)
 model.fit(x, y, batch_size=32, epochs=2, verbose=0, validation_data=val, callbacks=[Validation()])
 model.compile(optimizer="adam", loss="binary_crossentropy")
-for epoch in range(3):  # a fit() per epoch of one compiled model: one phase
+for epoch in range(2):  # a fit() per epoch of one compiled model: one phase
     model.fit(x, y, batch_size=32, epochs=1, verbose=0, validation_data=val, callbacks=[Validation()])
+model.fit(x, y, batch_size=32, epochs=1, verbose=0)  # the same model fitted from another line: a new phase
 """
 
 
 def test_fit_steps_carry_their_fit_call_and_the_facts_say_what_keeps_xla_off(tfd_home, tmp_path):
     """TensorFlow's transfer-learning tutorial: augmentation layers in the model (RandomRotation does not
     support XLA, so Keras compiles without it whatever compile() asks), compiled again to fine-tune (a
-    new phase of training), then fitted an epoch at a time (the same phase)."""
+    new phase of training), then fitted an epoch at a time (the same phase); then fitted from another
+    line (TensorFlow's "Load and preprocess images" fits its model again on another pipeline: a new
+    phase)."""
     script = tmp_path / "two_fits.py"
     script.write_text(TWO_FITS_ONE_WITHOUT_XLA)
     log = tmp_path / "validation.txt"
     res, _ = capture(
-        tfd_home, script, profile=False, steps=30, warmup=3, env={**QUIET, "VALIDATION_LOG": str(log)}
+        tfd_home, script, profile=False, steps=38, warmup=3, env={**QUIET, "VALIDATION_LOG": str(log)}
     )
     assert res.ok, res.error
     steps = sorted(res.steps, key=lambda s: s.index)
-    assert [s.phase for s in steps] == [1] * 16 + [2] * 14
+    assert [s.phase for s in steps] == [1] * 16 + [2] * 16 + [3] * 6
     # the validation at each epoch's end (its first traces the test function) is no step's time: the
     # step after it begins with the next epoch, as Keras's own ms/step counts
     validations = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]

@@ -550,8 +550,8 @@ def other_phase(
     ref_runs: Sequence[list[StepTiming]], trial_runs: Sequence[list[StepTiming]], *, disjoint: bool = False
 ) -> str | None:
     """Why the trial's runs cannot be compared with the reference's, or None: their timing windows ran
-    in different phases of the training, each begun by a ``fit()`` of another model or of a model
-    compiled again (TensorFlow's transfer-learning tutorial fits a frozen base, then compiles again and
+    in different phases of the training, each begun by a ``fit()`` of another model, of a model
+    compiled again or from another line of the script (TensorFlow's transfer-learning tutorial fits a frozen base, then compiles again and
     fine-tunes it, several times slower a step; a ``fit()`` per epoch of one model is one phase). A
     trial whose steps hold more examples (``steps_per_execution``, a bigger batch) reaches further into
     the training in as many steps, and can pass the end of the first phase; a speed-up measured there is another phase's,
@@ -574,7 +574,8 @@ def other_phase(
 
     return (
         f"its timing window ran in training phase {listed(ub)}, the reference's in phase {listed(ua)} (a "
-        "phase begins with each fit() of another model or of a model compiled again): different parts of "
+        "phase begins with each fit() of another model, of a model compiled again or from another line): "
+        "different parts of "
         "the training, not compared (its steps hold more examples, so it reached a later phase in as many "
         "steps: a longer first fit(), more epochs of it, lets it be measured)"
     )

@@ -421,6 +421,7 @@ class Tracker:
         #: raised through it; the harness keeps the hard stop (the rest of the script must not run)
         self.soft_stop_fit = False
         self.fit_model: int | None = None  # id() of the model the last fit() trained (see _note_phase)
+        self.fit_site = ""  # the script's line the last fit() was called from
         #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
         self.filling = False  # our own pass over a cache runs: no hook counts it
@@ -500,10 +501,11 @@ class Tracker:
     def fit_begin(self, model: Any, x: Any, batch_size: Any) -> None:
         self.counts["fit"] += 1
         self.in_fit += 1
+        site = where(user_frame(3)) or ""
         if self.in_fit == 1:
-            self._note_phase(model)
+            self._note_phase(model, site)
         self.facts["loop_kind"] = "keras_fit"
-        self.source.setdefault("fit", where(user_frame(3)) or "")
+        self.source.setdefault("fit", site)
         try:
             self.facts["jit_compile"] = bool(model.jit_compile)
         except Exception:
@@ -541,12 +543,20 @@ class Tracker:
             bs = batch_size if isinstance(batch_size, int) else 32
         self.facts["fit_batch_size"] = bs
 
-    def _note_phase(self, model: Any) -> None:
-        """A new phase of training begins with a fit() of another model, or of a model compiled again
-        since its last fit (its train function rebuilt: a frozen base then fine-tuned); a fit() per
-        epoch of the same compiled model goes on with the same phase."""
-        same = id(model) == self.fit_model and getattr(model, "train_function", None) is not None
+    def _note_phase(self, model: Any, site: str) -> None:
+        """A new phase of training begins with a fit() of another model, of a model compiled again since
+        its last fit (its train function rebuilt: a frozen base then fine-tuned), or from another line of
+        the script (TensorFlow's "Load and preprocess images" fits its model again on another pipeline:
+        the first step traces the train function for the new batches and fills the new pipeline's cache,
+        2 s against 0.3 s); a fit() per epoch of the same compiled model, from one line, goes on with
+        the same phase."""
+        same = (
+            id(model) == self.fit_model
+            and getattr(model, "train_function", None) is not None
+            and site == self.fit_site
+        )
         self.fit_model = id(model)
+        self.fit_site = site
         phase = (self.clock.phase or 0) + (0 if same else 1)
         if self.soft_stop_fit:  # in-process: fit is never stopped from outside it
             self.clock.phase = phase
