@@ -238,8 +238,9 @@ class Pipelines:
         self._local: dict[int, list[cst.Assign]] = {}
         for fname, fs in defs.items():
             if len(fs) == 1 and (t := _transformer(fs[0])) is not None:
-                self.transformers[fname] = t[0]
-                self._local.update({id(r): t[1] for r in t[0][2]})
+                (pos, param, rets), local = t
+                self.transformers[fname] = (pos, param, rets)
+                self._local.update({id(r): local for r in rets})
         changed = True
         assigns = [n for n in walk(module) if isinstance(n, cst.Assign)]
         for a in assigns:  # (ds_train, ds_test), ds_info = tfds.load(..., with_info=True)
@@ -364,7 +365,7 @@ def _transformer(f: cst.FunctionDef) -> tuple[tuple[int, str, list[cst.Return]],
     its parameters and returns the result (every return a chain of dataset methods on that parameter, or
     on a local name every assignment of which is such a chain), else None."""
     params = [p.name.value for p in f.params.params]
-    if not params:
+    if not params or isinstance(f.params.star_arg, cst.Param) or f.params.posonly_params:
         return None
     body = list(own_nodes(f.body))
     assigns: dict[str, list[cst.Assign]] = {}
@@ -397,9 +398,8 @@ def _transformer(f: cst.FunctionDef) -> tuple[tuple[int, str, list[cst.Return]],
         method_chain(v)[1] for v in (u.value for u in used) if v is not None and rooted(v, frozenset())
     ):
         return None
-    if isinstance(f.params.star_arg, cst.Param) or f.params.posonly_params:
-        return None
-    local = [a for n, al in assigns.items() for a in al if all(rooted(x.value, frozenset()) for x in al)]
+    # the local names built from the parameter: every assignment of theirs a chain of dataset methods
+    local = [a for al in assigns.values() if all(rooted(x.value, frozenset()) for x in al) for a in al]
     return (params.index(param), param, rets), local
 
 
@@ -442,57 +442,38 @@ def consumers(tree: cst.Module, pipes: Pipelines, *, read: bool = False) -> set[
     peeks = _peeks(tree)
     unknown = False
 
-    def root_name(e: cst.BaseExpression, fit: bool = False) -> str | None:
+    def datasets(e: cst.BaseExpression, fit: bool = False) -> set[str]:
+        """The dataset names ``e`` feeds from: the name its chain starts from (``read``: every one it
+        reads; a call of ``fit`` reading none makes the answer not known)."""
         nonlocal unknown
         if read:
             found = names_in(e) & pipes.names
             if not found and fit and isinstance(e, cst.Call):
                 unknown = True
-            return ",".join(sorted(found)) or None
+            return found
         root, _ = method_chain(e)
-        return root.value if isinstance(root, cst.Name) and root.value in pipes.names else None
+        return {root.value} if isinstance(root, cst.Name) and root.value in pipes.names else set()
 
     for node in walk(tree):
         if isinstance(node, (cst.For, cst.CompFor)):
-            n = root_name(node.iter)
-            if n is None and isinstance(node.iter, cst.Call) and node.iter.args:  # enumerate(ds), zip(ds, ..)
-                for a in node.iter.args:
-                    n = n or root_name(a.value)
-            if n:
-                looped.add(n)
-        elif read and isinstance(node, cst.Call) and attr_name(node) in ("fit", "evaluate", "predict"):
-            # what the model runs on besides its training batches: validation and evaluation
-            for a in node.args[1 if attr_name(node) == "fit" else 0 :]:
-                if (attr_name(node) != "fit" or (a.keyword and a.keyword.value == "validation_data")) and (
-                    n := root_name(a.value)
-                ):
-                    fitted.add(n)
-                    break
-            if attr_name(node) == "fit":
-                for a in [*node.args[:1], *[x for x in node.args if x.keyword and x.keyword.value == "x"]]:
-                    if n := root_name(a.value, fit=True):
-                        fitted.add(n)
-        elif isinstance(node, cst.Call) and attr_name(node) in (
-            "iter",
-            "fit",
-            "evaluate_generator",
-            "fit_generator",
-        ):
-            if attr_name(node) == "iter" and id(node) in peeks:
-                continue
-            for a in (
-                node.args[:1]
-                if attr_name(node) != "fit"
-                else [*node.args[:1], *[x for x in node.args if x.keyword and x.keyword.value == "x"]]
-            ):
-                n = root_name(a.value, fit=attr_name(node) != "iter")
-                if n:
-                    (looped if attr_name(node) == "iter" else fitted).add(n)
-    if read:
-        if unknown:
-            return set()
-        fitted, looped = ({x for n in names for x in n.split(",")} for names in (fitted, looped))
-    return fitted or looped
+            found = datasets(node.iter)
+            if not found and isinstance(node.iter, cst.Call):  # enumerate(ds), zip(ds, ..)
+                found = next((f for a in node.iter.args if (f := datasets(a.value))), set())
+            looped |= found
+            continue
+        if not isinstance(node, cst.Call):
+            continue
+        what = attr_name(node)
+        if what in ("fit", "fit_generator"):  # what it trains on: its first argument or x=
+            for a in [*node.args[:1], *[x for x in node.args if x.keyword and x.keyword.value == "x"]]:
+                fitted |= datasets(a.value, fit=True)
+        if read and what in ("fit", "evaluate", "predict"):  # what else the model runs on
+            for a in node.args[1:] if what == "fit" else node.args:
+                if what != "fit" or (a.keyword and a.keyword.value == "validation_data"):
+                    fitted |= datasets(a.value)
+        elif what in ("iter", "evaluate_generator") and node.args and id(node) not in peeks:
+            (looped if what == "iter" else fitted).update(datasets(node.args[0].value))
+    return set() if unknown else fitted or looped
 
 
 def upstream(pipes: Pipelines, names: set[str]) -> set[str]:
