@@ -36,14 +36,12 @@ class ParallelMapCodemod(FixCodemod):
         # a map in a pipeline no training reads (``normalized_ds = train_ds.map(...)`` only looked at with
         # ``next(iter(normalized_ds))``) is left alone, where the pipelines feeding training are known
         fed = consumers(tree, self.pipes, read=True)
-        feeding = upstream(self.pipes, fed) if fed else None
-        self.owner: dict[int, str] = {}  # id() of a map/interleave call -> the pipeline name it builds
+        feeding = upstream(self.pipes, fed) if fed else set(self.pipes.assigns)
+        self.unfed: dict[int, str] = {}  # id() of a map/interleave call -> the unread pipeline it builds
         for name, assigns in self.pipes.assigns.items():
-            for a in assigns:
-                for c in walk(a.value):
-                    if isinstance(c, cst.Call) and attr_name(c) in ("map", "interleave"):
-                        self.owner.setdefault(id(c), name)
-        self.unfed = {n: f for n, f in self.owner.items() if feeding is not None and f not in feeding}
+            for c in (c for a in assigns for c in walk(a.value)) if name not in feeding else ():
+                if isinstance(c, cst.Call) and attr_name(c) in ("map", "interleave"):
+                    self.unfed.setdefault(id(c), name)
         self.unfed_lines: list[str] = []
         new = super().transform_module_impl(tree)
         if self.unfed_lines:
@@ -52,7 +50,8 @@ class ParallelMapCodemod(FixCodemod):
             if not self.lines:
                 raise SkipFile(
                     (
-                        f"every tf.data map/interleave feeding the model ({fedby}) already sets num_parallel_calls"
+                        f"every tf.data map/interleave feeding the model ({fedby}) already sets "
+                        "num_parallel_calls"
                         if self.kept
                         else f"no tf.data map/interleave feeds the model ({fedby})"
                     )

@@ -656,10 +656,10 @@ class StepClock:
 
     def new_phase(self, phase: int) -> None:
         """A ``fit()`` of the script begins phase ``phase`` of its training (hooks: a new phase with each
-        fit of another model, of a model compiled again or from another line). A timing window that grew past its plan to
-        reach the time floor ends where a new phase begins: its first step traces a train function,
-        and its training (a fine-tuning fit after a frozen one, keras-io's distiller after its teacher)
-        runs at another speed. Only where nothing is profiled after it (a timing-only run)."""
+        fit of another model, of a model compiled again or from another line). A timing window that grew
+        past its plan to reach the time floor ends where a new phase begins: its first step traces a train
+        function, and its training (a fine-tuning fit after a frozen one, keras-io's distiller after its
+        teacher) runs at another speed. Only where nothing is profiled after it (a timing-only run)."""
         changed = self.phase is not None and phase != self.phase
         self.phase = phase
         w = self.windows
