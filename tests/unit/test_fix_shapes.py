@@ -2388,6 +2388,21 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2 (batch_size = 64, line 24)",
         },
     ),
+    # keras-io's MixUp: two shuffled pipelines zipped and a random map mixing each pair; the model fitted
+    # on the mixed pipeline, then again on one plain one (two compile() lines, optimizer="adam" in both).
+    # tfdata-cache said "train_ds reads zip(): cannot tell whether the decoded data fits in memory" (the
+    # inputs are arrays; what forbids a cache is their shuffle and the random mix)
+    "mixup.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 151); model.compile() (line 162)",
+            "tfdata-prefetch": ".prefetch(tf.data.AUTOTUNE) at the end of the pipeline (line 55, 107)",
+            "xla-jit": "jit_compile=True on model.compile() (line 151); model.compile() (line 162)",
+            "mixed-precision": "kept float32: Dense at line 131 (model)",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 128, line 43); learning rate Adam at line 151: default "
+            "0.001 made explicit, → 0.001414 (square-root scaling for Adam); Adam at line 162",
+        },
+    ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
     "keras_io_image_classification.py": (
         _FIT,

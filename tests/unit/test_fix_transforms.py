@@ -395,6 +395,56 @@ def test_cache_never_follows_a_random_map_of_an_earlier_assignment() -> None:
     )
 
 
+def test_cache_after_a_zip_of_pipelines_follows_what_each_one_already_ran() -> None:
+    """keras-io's MixUp zips two shuffled, batched pipelines and maps a random mix over the pairs: a cache
+    after the zip would replay one epoch's pairing. A zip of unshuffled in-memory pipelines is in memory
+    too: a deterministic map after it is cached."""
+    zipped = """
+        import tensorflow as tf
+        one = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(6400).batch(64)
+        two = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(6400).batch(64)
+        ds = tf.data.Dataset.zip((one, two))
+        mixed = ds.map(lambda a, b: (a[0] + b[0], a[1]), num_parallel_calls=tf.data.AUTOTUNE)
+        model.fit(mixed)
+        """
+    status, _, _, reason = apply("tfdata-cache", zipped)
+    assert status == "skipped"
+    assert "ds (line 4): zip() reads one (line 2), which already ran shuffle(): a cache after it" in reason
+    assert "mixed (line 5): zip() (line 4) reads one (line 2), which already ran shuffle()" in reason
+    assert "cannot tell whether the decoded data fits" not in reason
+    assert_codemod(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        images = tf.data.Dataset.from_tensor_slices(x)
+        labels = tf.data.Dataset.from_tensor_slices(y)
+        ds = tf.data.Dataset.zip((images, labels))
+        ds = ds.map(lambda a, b: (tf.cast(a, tf.float32) / 255.0, b)).shuffle(256).batch(32)
+        model.fit(ds)
+        """,
+        """
+        import tensorflow as tf
+        images = tf.data.Dataset.from_tensor_slices(x)
+        labels = tf.data.Dataset.from_tensor_slices(y)
+        ds = tf.data.Dataset.zip((images, labels))
+        ds = ds.map(lambda a, b: (tf.cast(a, tf.float32) / 255.0, b)).cache().shuffle(256).batch(32)
+        model.fit(ds)
+        """,
+    )
+    # one input read from a file: not known to fit in memory, said as before
+    status, _, _, reason = apply(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        images = tf.data.TFRecordDataset(files)
+        labels = tf.data.Dataset.from_tensor_slices(y)
+        ds = tf.data.Dataset.zip((images, labels)).map(lambda a, b: (tf.io.parse_tensor(a, tf.float32), b))
+        model.fit(ds.batch(8))
+        """,
+    )
+    assert status == "skipped" and "ds (line 4) reads zip(): tfdoctor cannot tell" in reason
+
+
 def test_cache_does_not_trust_a_map_calling_an_object_it_cannot_see_into() -> None:
     """augmenter is a Keras model (it may hold RandomFlip): its name says nothing about randomness."""
     assert_skipped(

@@ -33,6 +33,9 @@ from tfdoctor.model import CACHE_FILL_SWITCH
 DETERMINISTIC_OPS = ("map", "filter")
 
 
+#: sources combining datasets: what each one reads decides what a cache after them may hold
+COMBINATORS = frozenset({"zip", "sample_from_datasets", "choose_from_datasets"})
+
 #: in-memory sources whose elements are work of their own (windows gathered from an array, batched):
 #: cached as they come when they do not shuffle
 SELF_MAPPING_SOURCES = frozenset({"timeseries_dataset_from_array"})
@@ -506,6 +509,17 @@ class CacheCodemod(FixCodemod):
                     start = root
                 line = self.line(a)
                 kind = source_kind(kind_from)
+                if kind in COMBINATORS and kind_from is not None:
+                    # Dataset.zip((a, b)) of the script's own pipelines: what they already did comes first
+                    replayed, kind_in = self._combined(pipes, kind_from, a, purity)
+                    if replayed:
+                        at = "" if kind_from is source else f" (line {self.line(kind_from)})"
+                        reasons.append(
+                            f"{name} (line {line}): {kind}(){at} reads {replayed}: a cache after it would replay "
+                            "that every epoch"
+                        )
+                        continue
+                    kind = kind_in or kind
                 if kind not in IN_MEMORY_SOURCES:
                     reasons.append(
                         f"{name} (line {line}) reads {kind}(): tfdoctor cannot tell whether the decoded data fits "
@@ -659,6 +673,32 @@ class CacheCodemod(FixCodemod):
         if isinstance(root, cst.Name) and root.value in pipes.names and root.value not in seen | {name}:
             return [*self._upstream(pipes, root.value, self.line(first), first, seen | {name}), *own]
         return own
+
+    def _combined(
+        self, pipes: Pipelines, call: cst.Call, skip: cst.Assign, purity: _Purity
+    ) -> tuple[str | None, str | None]:
+        """A source combining pipelines of the script's (keras-io's MixUp: ``train_ds =
+        tf.data.Dataset.zip((train_ds_one, train_ds_two))``, each one shuffled and batched, then a random
+        ``map(mix_up)``): (what one of them already ran that a cache after them would replay, e.g.
+        "train_ds_one (line 55), which already ran shuffle()", or None; the kind of their sources when
+        every one is an in-memory source, else None)."""
+        line = self.line(call)
+        inputs = list(
+            dict.fromkeys(n.value for n in walk(call) if isinstance(n, cst.Name) and n.value in pipes.names)
+        )
+        kinds: set[str | None] = set()
+        for n in inputs:
+            prior = self._upstream(pipes, n, line, skip)
+            for b in prior:
+                for op, c in pipes.stages(b.value)[1]:
+                    if (why := self._replayed(op, c, purity)) is not None:
+                        return f"{n} (line {self.line(b)}), which already ran {op}(){why}", None
+            kinds.add(
+                next((source_kind(s) for b in prior if (s := pipes.stages(b.value)[0]) is not None), None)
+            )
+        kind = kinds.pop() if len(kinds) == 1 else None
+        ok = inputs and kind in IN_MEMORY_SOURCES and kind not in SELF_MAPPING_SOURCES
+        return None, kind if ok else None
 
     def _replayed(self, op: str, call: cst.Call, purity: _Purity) -> str | None:
         """Why a stage an earlier assignment ran may not come before the cache ("" for "it is not per
@@ -827,7 +867,11 @@ class Cache(Fix):
     A pipeline built over several assignments (``ds = ds.shuffle(...).map(...)``) is followed to the
     name's in-memory source; the cache may follow what the earlier assignments ran only when each stage
     is a deterministic map/filter, ``shard``, ``take`` or ``skip``: after a shuffle, a random map or any
-    other stage the cache would replay one order, one draw, every epoch.
+    other stage the cache would replay one order, one draw, every epoch. A source combining the script's
+    own pipelines (``tf.data.Dataset.zip((a, b))``, ``sample_from_datasets``, ``choose_from_datasets``) is
+    followed into each of them the same way: in memory when every one reads an in-memory source, and
+    never cached after when one of them already shuffled or ran a random map (keras-io's MixUp zips two
+    shuffled pipelines: a cache after the zip would replay one epoch's pairing).
 
     Fits in memory? Decided statically: only in-memory sources are cached (the raw data already fits;
     a warning says the decoded copy may be a few times larger). File sources (TFRecord, text, images
