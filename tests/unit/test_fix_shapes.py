@@ -2403,6 +2403,28 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "0.001 made explicit, → 0.001414 (square-root scaling for Adam); Adam at line 162",
         },
     ),
+    # keras-io's SimSiam (its backbone from a module beside it): SimSiam(get_encoder(), get_predictor()) with
+    # a train_step computing the loss on both models' outputs; one CosineDecay driving two SGD optimizers.
+    # mixed-precision kept float32 only on the linear classifier's Dense (the two models handed in as
+    # builder calls were not followed into self.encoder / self.predictor: the loss was computed in bf16);
+    # tfdata-prefetch appended a prefetch to the zip of two pipelines that each prefetch
+    "simsiam/simsiam.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in simsiam.compile() (line 253); linear_model.compile() "
+            "(line 288)",
+            "tfdata-cache": "cache() after map(custom_augment_prefix) of ssl_ds_one (line 107); cache() after "
+            "map(custom_augment_prefix) of ssl_ds_two (line 115)",
+            "xla-jit": "jit_compile=True on simsiam.compile() (line 253); linear_model.compile() (line 288)",
+            "mixed-precision": "kept float32: Dense at line 284 (linear_model), BatchNormalization at line 159 "
+            "(get_encoder()), Dense at line 175 (get_predictor()) (output layer of the model computing the loss: "
+            "linear_model: compiled with a loss; get_encoder(): its output reaches loss; get_predictor(): its "
+            "output reaches loss)",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 256, line 26); learning rate SGD at line 253: "
+            "lr_decayed_fn's initial_learning_rate (line 242) (its decay_steps=steps follows the batch size "
+            "through steps: the same schedule per example) 0.03 → 0.06 (linear scaling for SGD)",
+        },
+    ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
     "keras_io_image_classification.py": (
         _FIT,

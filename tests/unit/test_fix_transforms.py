@@ -190,6 +190,31 @@ def test_prefetch_unchanged_when_the_pipeline_prefetches_before_repeat() -> None
     )
 
 
+def test_prefetch_counts_a_zip_of_pipelines_that_each_prefetch_and_extends_one_that_does_not() -> None:
+    """keras-io's SimSiam zips two pipelines ending in prefetch(AUTO) and fits on the zip: the work is
+    already overlapped (a prefetch after the zip was a trial of a no-op). keras-io's MixUp zips two that do
+    not prefetch and maps the pairs: that map's pipeline gets it."""
+    two = """
+        import tensorflow as tf
+        one = tf.data.Dataset.from_tensor_slices(x).map(aug, num_parallel_calls=tf.data.AUTOTUNE).batch(8){p}
+        two = tf.data.Dataset.from_tensor_slices(x).map(aug, num_parallel_calls=tf.data.AUTOTUNE).batch(8){p}
+        ssl_ds = tf.data.Dataset.zip((one, two))
+        model.fit(ssl_ds)
+        """
+    assert_skipped(
+        "tfdata-prefetch",
+        two.format(p=".prefetch(tf.data.AUTOTUNE)"),
+        "already prefetches (ssl_ds: zip() of one and two, each prefetching)",
+    )
+    status, code, _, reason = apply("tfdata-prefetch", two.format(p=""))
+    assert status == "changed" and "(line 4)" in reason, reason
+    assert "ssl_ds = tf.data.Dataset.zip((one, two)).prefetch(tf.data.AUTOTUNE)" in code
+    # one of the two prefetching is not enough: the other's work is not overlapped
+    half = two.format(p="").replace(".batch(8)\n", ".batch(8).prefetch(2)\n", 1)
+    assert half.count(".prefetch(2)") == 1
+    assert apply("tfdata-prefetch", half)[0] == "changed"
+
+
 # -- tfdata-cache ----------------------------------------------------------------------------------
 CACHE_BEFORE = """
 import tensorflow as tf

@@ -47,6 +47,10 @@ IN_MEMORY_SOURCES = frozenset(
     {"from_tensor_slices", "from_tensors", "range", "from_generator", "timeseries_dataset_from_array"}
 )
 
+#: sources combining datasets (``tf.data.Dataset.zip((a, b))``): their elements are what those datasets
+#: make, so what those do (shuffle, prefetch) is looked for in them
+COMBINATORS = frozenset({"zip", "sample_from_datasets", "choose_from_datasets"})
+
 
 def dotted(expr: cst.BaseExpression) -> str | None:
     """``tf.data.Dataset.range`` for the Name/Attribute chain, else None."""

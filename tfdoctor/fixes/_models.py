@@ -425,8 +425,9 @@ class Models:
 
     def _given_attrs(self) -> None:
         """``self.<attr> = <param>`` in a class's ``__init__``, and a call making an instance handing it
-        a model: the attribute names that model (keras-io's WGAN-GP: ``WGAN(discriminator=d_model, ...)``,
-        ``self.discriminator = discriminator``, then ``self.discriminator(...)`` in ``train_step``)."""
+        a model, by name or as a call of the function building it: the attribute names that model (keras-io's
+        WGAN-GP: ``WGAN(discriminator=d_model, ...)``, ``self.discriminator = discriminator``, then
+        ``self.discriminator(...)`` in ``train_step``)."""
         for cls in walk(self.tree):
             if not isinstance(cls, cst.ClassDef):
                 continue
@@ -444,6 +445,14 @@ class Models:
                     if arg is not None and isinstance(arg.value, cst.Name):
                         for key in list(self.vars.get(arg.value.value, ())):
                             self._bind(attr, key)
+                    elif (  # a builder's call handed straight in (keras-io's SimSiam:
+                        # ``SimSiam(get_encoder(), get_predictor())``)
+                        arg is not None
+                        and isinstance(arg.value, cst.Call)
+                        and isinstance(arg.value.func, cst.Name)
+                        and f"{arg.value.func.value}()" in self.defs
+                    ):
+                        self._bind(attr, f"{arg.value.func.value}()")
 
     def _delegates(self) -> None:
         """A subclass whose ``call`` returns the model it was given: that model's output layers, from

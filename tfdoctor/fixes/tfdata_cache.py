@@ -14,6 +14,7 @@ from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
 from tfdoctor.fixes._cst import (
+    COMBINATORS,
     IN_MEMORY_SOURCES,
     Pipelines,
     aliases,
@@ -32,9 +33,6 @@ from tfdoctor.model import CACHE_FILL_SWITCH
 
 DETERMINISTIC_OPS = ("map", "filter")
 
-
-#: sources combining datasets: what each one reads decides what a cache after them may hold
-COMBINATORS = frozenset({"zip", "sample_from_datasets", "choose_from_datasets"})
 
 #: in-memory sources whose elements are work of their own (windows gathered from an array, batched):
 #: cached as they come when they do not shuffle

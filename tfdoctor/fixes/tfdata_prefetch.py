@@ -11,6 +11,7 @@ from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
 from tfdoctor.fixes._cst import (
+    COMBINATORS,
     Pipelines,
     aliases,
     call_name,
@@ -18,6 +19,7 @@ from tfdoctor.fixes._cst import (
     consumers,
     expr,
     method_chain,
+    source_kind,
     walk,
 )
 
@@ -42,6 +44,24 @@ def _prefetching_source(pipes: Pipelines, assigns: list[cst.Assign]) -> str | No
                 return None
             found = last
     return found
+
+
+def _prefetching_inputs(pipes: Pipelines, assigns: list[cst.Assign]) -> list[str]:
+    """The pipelines a combining source reads, when the pipeline is that source with nothing after it and
+    every one of them prefetches (keras-io's SimSiam: ``ssl_ds = tf.data.Dataset.zip((ssl_ds_one,
+    ssl_ds_two))``, each ending ``.batch(BATCH_SIZE).prefetch(AUTO)``: the work is already overlapped), else
+    []."""
+    source, stages = pipes.stages(assigns[-1].value)
+    if stages or source is None or source_kind(source) not in COMBINATORS:
+        return []
+    inputs = list(
+        dict.fromkeys(n.value for n in walk(source) if isinstance(n, cst.Name) and n.value in pipes.names)
+    )
+    prefetches = [
+        any(op == "prefetch" for b in pipes.assigns.get(i, []) for op, _ in method_chain(b.value)[1])
+        for i in inputs
+    ]
+    return inputs if inputs and all(prefetches) else []
 
 
 class PrefetchCodemod(FixCodemod):
@@ -89,6 +109,10 @@ class PrefetchCodemod(FixCodemod):
             if src := _prefetching_source(pipes, assigns):
                 done.append(f"{name}: {src}() prefetches itself")
                 continue
+            if inputs := _prefetching_inputs(pipes, assigns):
+                kind = source_kind(pipes.stages(assigns[-1].value)[0])
+                done.append(f"{name}: {kind}() of {' and '.join(inputs)}, each prefetching")
+                continue
             self.targets.add(id(assigns[-1]))
         if not self.targets:
             raise SkipFile(
@@ -130,7 +154,10 @@ class Prefetch(Fix):
     prepare_dataset(split)`` as in keras-io's DDIM, or ``train_ds = configure_for_performance(train_ds)``,
     a function applying tf.data methods to the dataset it is given, as in TensorFlow's "Load and
     preprocess images"; a function defined once), unless any assignment of that pipeline, or that
-    returned chain, already prefetches. Elements and their order are unchanged.
+    returned chain, already prefetches, or it is a ``tf.data.Dataset.zip`` (``sample_from_datasets``,
+    ``choose_from_datasets``) of the script's pipelines with nothing after it and each of those prefetches
+    (keras-io's SimSiam zips two pipelines ending in ``.prefetch(AUTO)``). Elements and their order are
+    unchanged.
 
     Measured: tf.data itself injects an autotuned prefetch at the end of most pipelines (its
     ``inject_prefetch`` rewrite, on by default since TF 2.9), so on TF 2.21 an explicit one often changes
