@@ -2425,6 +2425,18 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "through steps: the same schedule per example) 0.03 → 0.06 (linear scaling for SGD)",
         },
     ),
+    # a user repository's custom loop: @tf.function train_step writing tf.summary scalars, keras Progbar
+    # updated with float(loss) every step, CheckpointManager, argparse defaults for batch size and lr
+    "progbar_loop.py": (
+        _FN,
+        {
+            "tfdata-prefetch": ".prefetch(tf.data.AUTOTUNE) at the end of the pipeline (line 48, 49)",
+            "mixed-precision": "kept float32: Dense at line 21 (MLP) (output layer of the model computing the "
+            "loss: MLP: its output reaches loss)",
+            "batch-scale": "batch size ×2 (--batch-size default 64 → 128, line 41); learning rate Adam at line 52: "
+            "--lr default (line 42) 0.001 → 0.001414",
+        },
+    ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
     "keras_io_image_classification.py": (
         _FIT,

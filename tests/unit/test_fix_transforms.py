@@ -470,6 +470,30 @@ def test_cache_after_a_zip_of_pipelines_follows_what_each_one_already_ran() -> N
     assert status == "skipped" and "ds (line 4) reads zip(): tfdoctor cannot tell" in reason
 
 
+def test_cache_leaves_a_pipeline_no_training_reads_and_follows_one_a_function_builds() -> None:
+    """TensorFlow's "Load and preprocess images" maps a Rescaling over train_ds only to look at one batch
+    (``next(iter(normalized_ds))``): no cache there, and the pipeline is named. A pipeline a function of
+    the script's builds and returns (keras-io's segmentation: ``get_dataset()``) still feeds training."""
+    status, code, warnings, reason = apply(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        def get_dataset(x):
+            dataset = tf.data.Dataset.from_tensor_slices(x)
+            dataset = dataset.map(lambda v: tf.cast(v, tf.float32) / 255.0)
+            return dataset.batch(4)
+        train_ds = get_dataset(x)
+        normalized_ds = tf.data.Dataset.from_tensor_slices(x).map(lambda v: tf.cast(v, tf.float32) / 255.0)
+        image_batch = next(iter(normalized_ds))
+        model.fit(train_ds)
+        """,
+    )
+    assert status == "changed" and reason == "cache() after map() of dataset (line 4)", reason
+    assert "dataset = dataset.map(lambda v: tf.cast(v, tf.float32) / 255.0).cache()" in code
+    assert ".map(lambda v: tf.cast(v, tf.float32) / 255.0)\nimage_batch" in code  # normalized_ds unchanged
+    assert "left alone: normalized_ds, which no training or evaluation reads" in warnings
+
+
 def test_cache_does_not_trust_a_map_calling_an_object_it_cannot_see_into() -> None:
     """augmenter is a Keras model (it may hold RandomFlip): its name says nothing about randomness."""
     assert_skipped(

@@ -488,7 +488,13 @@ def upstream(pipes: Pipelines, names: set[str]) -> set[str]:
     todo = list(names)
     while todo:
         for a in pipes.assigns.get(todo.pop(), []):
-            for n in names_in(a.value) & pipes.names - out:
+            # and where a function of the script's builds it (keras-io's segmentation: ``train_dataset =
+            # get_dataset(...)``, whose ``dataset = ...from_tensor_slices(...)`` ... ``return
+            # dataset.batch(batch_size)``): the names its returns, and what builds them, read
+            rets = pipes.returned_by(a.value)
+            read = [a.value, *(r.value for r in rets if r.value is not None)]
+            read += [b.value for r in rets for b in pipes.built_by(r)]
+            for n in set().union(*(names_in(v) for v in read)) & pipes.names - out:
                 out.add(n)
                 todo.append(n)
     return out

@@ -20,12 +20,14 @@ from tfdoctor.fixes._cst import (
     aliases,
     attr_name,
     call_name,
+    consumers,
     dotted,
     kwarg,
     method_chain,
     names_in,
     names_read,
     source_kind,
+    upstream,
     walk,
 )
 from tfdoctor.fixes._purity import Module, _bound_in, _is_docstring, _live, _target_names
@@ -459,7 +461,14 @@ class CacheCodemod(FixCodemod):
         self.split_uses: Counter[str] = Counter()  # map arguments replaced, per split function
         reasons: list[str] = []
         shuffled_windows = False  # a shuffled timeseries_dataset_from_array left alone
+        # a pipeline no training reads (``normalized_ds = train_ds.map(...)`` only looked at with
+        # ``next(iter(normalized_ds))``) is left alone, where the pipelines feeding training are known
+        fed = consumers(tree, pipes, read=True)
+        feeding = upstream(pipes, fed) if fed else set(pipes.assigns)
+        unfed = [n for n in pipes.assigns if n not in feeding]
         for name, assigns in pipes.assigns.items():
+            if name not in feeding:
+                continue
             # the chain itself, or what the function it calls returns (``prepare_dataset(...)``)
             chains: list[cst.Assign | cst.Return] = [*assigns]
             for b in assigns:
@@ -644,10 +653,17 @@ class CacheCodemod(FixCodemod):
                 if shuffled_windows
                 else ""
             )
+            left = (
+                f" (left alone: {', '.join(unfed)}, which no training or evaluation reads)" if unfed else ""
+            )
             raise SkipFile(
-                ("; ".join(reasons) or "no tf.data pipeline with an in-memory source in the script") + advice
+                ("; ".join(reasons) or "no tf.data pipeline with an in-memory source in the script")
+                + left
+                + advice
             )
         self.summary = "; ".join(r for r in reasons if r.startswith("cache()"))
+        if unfed:
+            self.warn(f"left alone: {', '.join(unfed)}, which no training or evaluation reads")
         # harness-only (not in the patch): the trial's run fills the cache before its first step, so
         # the timed steps read it as every epoch after the first does (see capture/child/hooks.py)
         self.switches = {CACHE_FILL_SWITCH: "1"}
@@ -838,7 +854,10 @@ class Cache(Fix):
     ``TextVectorization``, ``Normalization``, ``Rescaling``, ``Resizing``, ``CenterCrop``, ``Hashing``,
     ``CategoryEncoding``, ``Discretization``) is followed: deterministic and element-wise, when nothing
     adapts it after the first statement holding a ``.map(`` (keras-io's OCR maps each label through
-    ``char_to_num = layers.StringLookup(...)`` while it decodes the PNGs: now cached).
+    ``char_to_num = layers.StringLookup(...)`` while it decodes the PNGs: now cached). Only the pipelines
+    training reads are looked at (what ``fit`` trains and validates on, ``evaluate``, ``predict``, and the
+    pipelines those are built from, where they are known): one the script only looks at
+    (``next(iter(normalized_ds))``) is left alone and named.
 
     Splitting a map: when the first map that draws random numbers is a module-level function whose
     body starts with element-wise, deterministic assignments (``image = tf.cast(image, tf.float32) /
