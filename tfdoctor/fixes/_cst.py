@@ -322,6 +322,13 @@ class Pipelines:
         positional = [a for a in e.args if a.keyword is None and not a.star]
         return positional[pos].value if pos < len(positional) else None
 
+    def read_by(self, node: cst.CSTNode) -> list[str]:
+        """The dataset names ``node`` reads, in the order they first appear (``tf.data.Dataset.zip((one,
+        two))`` -> ["one", "two"])."""
+        return list(
+            dict.fromkeys(n.value for n in walk(node) if isinstance(n, cst.Name) and n.value in self.names)
+        )
+
     def built_by(self, ret: cst.Return) -> list[cst.Assign]:
         """The assignments of a transformer function that build what ``ret`` (one of its returns) returns:
         ``ds = ds.cache()``, ``ds = ds.prefetch(...)`` for ``return ds``; [] for any other return."""
@@ -478,6 +485,13 @@ def consumers(tree: cst.Module, pipes: Pipelines, *, read: bool = False) -> set[
         elif what in ("iter", "evaluate_generator") and node.args and id(node) not in peeks:
             (looped if what == "iter" else fitted).update(datasets(node.args[0].value))
     return set() if unknown else fitted or looped
+
+
+def feeding(tree: cst.Module, pipes: Pipelines) -> tuple[set[str], set[str]]:
+    """(the pipelines training reads, :func:`consumers` with ``read``; those and every pipeline they are
+    built from, :func:`upstream`, or every pipeline the script assigns where the first is not known)."""
+    fed = consumers(tree, pipes, read=True)
+    return fed, upstream(pipes, fed) if fed else set(pipes.assigns)
 
 
 def upstream(pipes: Pipelines, names: set[str]) -> set[str]:

@@ -20,14 +20,13 @@ from tfdoctor.fixes._cst import (
     aliases,
     attr_name,
     call_name,
-    consumers,
     dotted,
+    feeding,
     kwarg,
     method_chain,
     names_in,
     names_read,
     source_kind,
-    upstream,
     walk,
 )
 from tfdoctor.fixes._purity import Module, _bound_in, _is_docstring, _live, _target_names
@@ -463,11 +462,10 @@ class CacheCodemod(FixCodemod):
         shuffled_windows = False  # a shuffled timeseries_dataset_from_array left alone
         # a pipeline no training reads (``normalized_ds = train_ds.map(...)`` only looked at with
         # ``next(iter(normalized_ds))``) is left alone, where the pipelines feeding training are known
-        fed = consumers(tree, pipes, read=True)
-        feeding = upstream(pipes, fed) if fed else set(pipes.assigns)
-        unfed = [n for n in pipes.assigns if n not in feeding]
+        _, fed = feeding(tree, pipes)
+        unfed = [n for n in pipes.assigns if n not in fed]
         for name, assigns in pipes.assigns.items():
-            if name not in feeding:
+            if name not in fed:
                 continue
             # the chain itself, or what the function it calls returns (``prepare_dataset(...)``)
             chains: list[cst.Assign | cst.Return] = [*assigns]
@@ -697,9 +695,7 @@ class CacheCodemod(FixCodemod):
         "train_ds_one (line 55), which already ran shuffle()", or None; the kind of their sources when
         every one is an in-memory source, else None)."""
         line = self.line(call)
-        inputs = list(
-            dict.fromkeys(n.value for n in walk(call) if isinstance(n, cst.Name) and n.value in pipes.names)
-        )
+        inputs = pipes.read_by(call)
         kinds: set[str | None] = set()
         for n in inputs:
             prior = self._upstream(pipes, n, line, skip)

@@ -13,11 +13,10 @@ from tfdoctor.fixes._cst import (
     add_arg,
     aliases,
     attr_name,
-    consumers,
     expr,
+    feeding,
     kwarg,
     make_kwarg,
-    upstream,
     walk,
 )
 
@@ -35,11 +34,10 @@ class ParallelMapCodemod(FixCodemod):
         self.unknown: list[int] = []  # lines of map/interleave on what is not known to be a dataset
         # a map in a pipeline no training reads (``normalized_ds = train_ds.map(...)`` only looked at with
         # ``next(iter(normalized_ds))``) is left alone, where the pipelines feeding training are known
-        fed = consumers(tree, self.pipes, read=True)
-        feeding = upstream(self.pipes, fed) if fed else set(self.pipes.assigns)
+        fed, reach = feeding(tree, self.pipes)
         self.unfed: dict[int, str] = {}  # id() of a map/interleave call -> the unread pipeline it builds
         for name, assigns in self.pipes.assigns.items():
-            for c in (c for a in assigns for c in walk(a.value)) if name not in feeding else ():
+            for c in (c for a in assigns for c in walk(a.value)) if name not in reach else ():
                 if isinstance(c, cst.Call) and attr_name(c) in ("map", "interleave"):
                     self.unfed.setdefault(id(c), name)
         self.unfed_lines: list[str] = []

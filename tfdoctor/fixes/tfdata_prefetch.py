@@ -54,9 +54,7 @@ def _prefetching_inputs(pipes: Pipelines, assigns: list[cst.Assign]) -> list[str
     source, stages = pipes.stages(assigns[-1].value)
     if stages or source is None or source_kind(source) not in COMBINATORS:
         return []
-    inputs = list(
-        dict.fromkeys(n.value for n in walk(source) if isinstance(n, cst.Name) and n.value in pipes.names)
-    )
+    inputs = pipes.read_by(source)
     prefetches = [
         any(op == "prefetch" for b in pipes.assigns.get(i, []) for op, _ in method_chain(b.value)[1])
         for i in inputs
