@@ -337,8 +337,10 @@ class FixTrial(_Frozen):
     # the variant tried, where a fix has several ("batch-scale ×4"); empty: the fix itself
     label: str = ""
     description: str
-    status: Literal["kept", "rejected", "failed", "skipped"]
-    reason: str  # why kept / rejected / failed / skipped, with figures
+    # "superseded": measured faster and kept, then replaced by a bigger variant of the same fix kept over
+    # it (batch ×2 then ×4): the final state holds the bigger one, whose ratio is over this one's
+    status: Literal["kept", "superseded", "rejected", "failed", "skipped"]
+    reason: str  # why kept / superseded / rejected / failed / skipped, with figures
     throughput: Throughput | None = None
     # the trial's OWN ratio over the state it was tried on (the baseline plus the fixes kept before it),
     # examples/s where known else steps/s; ``speedup_ci`` its confidence interval [low, high] from the

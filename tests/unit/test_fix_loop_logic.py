@@ -1196,6 +1196,25 @@ def test_a_combined_state_not_decided_below_an_intermediate_one_drops_nothing(tm
     assert [t.status for t in summary.trials] == ["kept", "kept"]
 
 
+def test_a_combined_result_not_decided_says_so_without_calling_the_kept_fix_not_kept(
+    tmp_path: Path,
+) -> None:
+    """The final state re-measured against the baseline straddles the bar after the round budget: the
+    fix stays kept, the headline says "not decided", and the note does not contradict the kept list
+    (the judge's "not decided" sentence is about a measurement, not about keeping)."""
+    rates = {
+        **_rounds_of("tf-function", 40.0),
+        "combined vs the baseline: reference, paired round 1": 36.0,  # 40 / 36, then 30 / 40
+        "combined vs the baseline: trial, paired round 2": 30.0,
+        "combined vs the baseline: reference, paired round 2": 40.0,
+    }
+    summary = _scripted(tmp_path, rates, ["tf-function"], rounds=2).run()
+    assert summary.kept == ["tf-function"] and summary.combined_verdict == "undecided"
+    assert summary.combined_note.startswith("vs the baseline: not decided (noisy machine): ")
+    assert "not kept" not in summary.combined_note
+    assert "(not decided: noisy machine)" in fix_headline(summary)
+
+
 def test_the_fix_commands_progress_names_the_whole_trial_label() -> None:
     """``tfdoctor fix``'s progress line: a pooled trial's label holds a colon ("pooled: a + b"); the
     event's own label is shown, not the message cut at its first colon."""
@@ -1452,9 +1471,49 @@ def test_a_bigger_batch_over_a_kept_smaller_one_must_clear_the_escalation_bar(tm
     )
     summary = loop.run()
     x2, x4, x8 = summary.trials
-    assert (x4.status, x2.status, x8.status) == ("kept", "rejected", "failed"), x4.reason
+    assert (x4.status, x2.status, x8.status) == ("kept", "superseded", "failed"), x4.reason
     assert x2.reason.startswith("superseded by batch-scale ×4") and "above the 1.15x bar" in x4.reason
     assert summary.kept == ["batch-scale ×4"]
+
+
+def test_a_superseded_batch_rung_is_dropped_with_the_bigger_one_that_lowered_the_combined_result(
+    tmp_path: Path,
+) -> None:
+    """tf-function kept, batch ×2 kept over it, ×4 kept over ×2 (×2 "superseded"); the final state then
+    measures below tf-function alone: ×4 is dropped, and ×2, whose state went with it, is not left
+    "superseded" by a fix that is no longer kept."""
+    one, two, four = (Facts(step_kind="tf.function", batch_size=b) for b in (32, 64, 128))
+    rates = {
+        **_rounds_of("tf-function", 20.0),
+        **_rounds_of("batch-scale ×2", 15.0, 20.0),  # steps/s: 15 × 64 over 20 × 32 = 1.5x
+        **_rounds_of("batch-scale ×4", 10.0, 15.0),  # 10 × 128 over 15 × 64 = 1.33x, over the 1.15x bar
+        "combined": 10.0,
+        **{f"combined vs tf-function: reference, paired round {i}": 60.0 for i in range(1, 7)},
+        **{f"combined vs tf-function: trial, paired round {i}": 10.0 for i in range(1, 7)},
+        **{f"combined vs the baseline: reference, paired round {i}": 10.0 for i in range(1, 7)},
+        **{f"combined vs the baseline: trial, paired round {i}": 20.0 for i in range(1, 7)},
+    }
+    facts = {k: one for k in rates} | {
+        "batch-scale ×2": two,
+        "batch-scale ×2: paired round 2": two,
+        "batch-scale ×4: reference, paired round 1": two,
+        "batch-scale ×4: reference, paired round 2": two,
+        "batch-scale ×4": four,
+        "batch-scale ×4: paired round 2": four,
+        "combined": four,
+        **{f"combined vs tf-function: trial, paired round {i}": four for i in range(1, 7)},
+    }
+    loop = _scripted(
+        tmp_path, rates, ["tf-function", "batch-scale"], rounds=2, facts=facts, allow_unchecked=True,
+        fail={"batch-scale ×8"},
+    )  # fmt: skip
+    summary = loop.run()
+    tf_fn, x2, x4, _x8 = summary.trials
+    assert summary.kept == ["tf-function"] and summary.dropped == ["batch-scale ×4"], summary.combined_note
+    assert (x4.status, x2.status) == ("rejected", "rejected"), (x4.reason, x2.reason)
+    assert x4.reason.startswith("dropped: it lowered the combined result")
+    assert x2.reason.startswith("dropped with it: superseded by batch-scale ×4")
+    assert tf_fn.status == "kept"
 
 
 def _kept_at_1_68(baseline_later: float) -> dict[str, float]:
@@ -1522,7 +1581,7 @@ def test_a_ladder_and_a_pooled_pair_chain_through_the_states_the_final_one_went_
         t("generator-prefetch", "kept", 1.04, "kept together with tfdata-cache: ..."),
         t("xla-jit", "rejected", 0.5, "slower: 0.50x"),
         t("tfdata-cache", "kept", 1.03, "kept together with generator-prefetch: ..."),
-        t("batch-scale", "rejected", 1.3, "superseded by batch-scale ×4; faster", label="batch-scale ×2"),
+        t("batch-scale", "superseded", 1.3, "superseded by batch-scale ×4; faster", label="batch-scale ×2"),
         t("batch-scale", "kept", 1.2, label="batch-scale ×4"),
         t("pooled", "kept", 1.1, members=["generator-prefetch", "tfdata-cache"]),
     ]

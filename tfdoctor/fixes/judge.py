@@ -464,7 +464,7 @@ def decide(
             "undecided",
             est,
             f"not decided (noisy machine): {cited} straddles the {keep_above:.2f}x bar after the "
-            f"round budget ({max_rounds}); not kept",
+            f"round budget ({max_rounds})",
         )
     return None
 

@@ -43,6 +43,7 @@ KIND_COLORS: dict[str, str] = {
 STATUS_COLORS = {
     "baseline": "#7b8794",
     "kept": "#3aa17e",
+    "superseded": "#9fd4bf",
     "rejected": "#e8615a",
     "failed": "#b23b3b",
     "skipped": "#c9cfd8",

@@ -22,7 +22,13 @@ _BAR = 28
 WIDE = 100
 #: how tfdoctor.analysis begins its note on the profiler's cost (shown here as measured_lines instead)
 _TRACER_NOTE = "the profiler slowed the step "
-_STATUS_STYLE = {"kept": "green", "rejected": "yellow", "failed": "red", "skipped": "dim"}
+_STATUS_STYLE = {
+    "kept": "green",
+    "superseded": "green dim",
+    "rejected": "yellow",
+    "failed": "red",
+    "skipped": "dim",
+}
 
 
 def fmt_throughput(t: Throughput | None) -> str:
@@ -177,7 +183,7 @@ def fix_table(report: Report) -> Table | None:
     table.add_row("baseline", fmt_throughput(fx.baseline), fmt.ratio(1.0, decimals=2), "", "")
     if note := fmt.timed_baseline(fx):
         table.add_row("baseline, re-run", fmt_throughput(fx.baseline_timed), "", "", Text(note, style="dim"))
-    style = {"kept": "green", "rejected": "yellow", "failed": "red", "skipped": "dim"}
+    style = _STATUS_STYLE
     for t in fx.trials:
         # the reason's first clause stays whole; advice after it is clipped (docs/fixes.md has it all)
         why = _why(t)

@@ -207,7 +207,7 @@ def chain_trials(trials: Sequence[FixTrial]) -> list[int]:
         j
         for j, t in enumerate(trials)
         if (t.status == "kept" and t.name not in members)
-        or (t.status == "rejected" and t.reason.startswith("superseded by ") and t.fix_id in kept_fixes)
+        or (t.status == "superseded" and t.fix_id in kept_fixes)
     ]
 
 
@@ -829,7 +829,10 @@ class FixLoop:
                 trial, state = self.trial(fix, outcome, state, before, expected, label, over_kept)
                 if over_kept and trial.status == "kept":  # a bigger batch beat the smaller one
                     trials[-1] = trials[-1].model_copy(
-                        update={"status": "rejected", "reason": f"superseded by {label}; {trials[-1].reason}"}
+                        update={
+                            "status": "superseded",
+                            "reason": f"superseded by {label}; {trials[-1].reason}",
+                        }
                     )
                     history.pop()
                 trials.append(trial)
@@ -928,6 +931,7 @@ class FixLoop:
                             f"{estimate_text(r.decision.estimate)} of the state without "
                             f"{'it' if len(dropped) == 1 else 'them'}; "
                         )
+                        gone = {t.fix_id for t in trials if t.status == "kept" and t.name in dropped}
                         for j, t in enumerate(trials):
                             if t.status == "kept" and (
                                 t.name in dropped or (t.members and set(t.members) <= set(dropped))
@@ -938,6 +942,10 @@ class FixLoop:
                                         "reason": f"dropped: it lowered the combined result "
                                         f"({estimate_text(r.decision.estimate)}); {t.reason}",
                                     }
+                                )
+                            elif t.status == "superseded" and t.fix_id in gone:  # its successor went
+                                trials[j] = t.model_copy(
+                                    update={"status": "rejected", "reason": f"dropped with it: {t.reason}"}
                                 )
                         kept = list(best_kept)
                         state = best_state if r.ref is None else replace(best_state, throughput=r.ref)
