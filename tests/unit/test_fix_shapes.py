@@ -2330,6 +2330,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "rate Adam at line 40: 0.001 → 0.001414",
         },
     ),
+    # keras-io imbalanced classification (Keras 3): CSV rows read line by line into lists, class_weight of
+    # 1 / count (a loss of the order of 1e-5), Adam(1e-2) positional, batch_size=2048, verbose=2, a
+    # ModelCheckpoint each epoch; works as it should (batch ×2 kept end to end, the tiny loss checked)
+    "imbalanced_classification.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="numpy"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 115)",
+            "xla-jit": "jit_compile=True on model.compile() (line 115)",
+            "mixed-precision": "before line 19; kept float32: Dense at line 97 (model)",
+            "batch-scale": "batch size ×2 (2048 → 4096, line 124); learning rate Adam at line 116: 0.01 → "
+            "0.01414 (square-root scaling for Adam)",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
