@@ -1510,7 +1510,7 @@ def test_tfdata_cache_follows_a_pipeline_through_several_names() -> None:
         """,
     )
     # a shuffle two names up: the batches it makes differ every epoch, a cache would freeze them
-    assert_skipped(
+    reason = assert_skipped(
         "tfdata-cache",
         """
         import tensorflow as tf
@@ -1520,8 +1520,9 @@ def test_tfdata_cache_follows_a_pipeline_through_several_names() -> None:
             return sequence[:-1], sequence[1:]
         dataset = sequences.map(split_input_target)
         """,
-        "dataset (line 6): the pipeline already ran shuffle() (line 2) before this line",
+        "dataset (line 6): the pipeline already ran shuffle() at line 2: a cache after it would replay it",
     )
+    assert "advice" not in reason  # the shuffled ids were batched into sequences: no load to move first
 
 
 def test_the_split_map_is_parallelised_whichever_fix_comes_first() -> None:
@@ -2343,6 +2344,21 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "0.01414 (square-root scaling for Adam)",
         },
     ),
+    # user repositories reading one .npy file per example through tf.numpy_function in a sequential map,
+    # after a shuffle of the paths under `if training:`; a set_shape map, a random flip map, no prefetch
+    "numpy_function_loader.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="tf.data"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 93)",
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 3 map/interleave (line 62, line 63, "
+            "line 65)",
+            "tfdata-prefetch": ".prefetch(tf.data.AUTOTUNE) at the end of the pipeline (line 67)",
+            "xla-jit": "jit_compile=True on model.compile() (line 93)",
+            "mixed-precision": "kept float32: Dense at line 79 (build_model())",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 32, line 19); learning rate Adam at line 93: 0.001 → "
+            "0.001414",
+        },
+    ),
     # TF "Basic training loops": a tf.Module of two tf.Variables, assign_sub after the tape, no batch
     "basic_training_loops.py": (
         Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
@@ -2945,3 +2961,21 @@ def test_generator_prefetch_says_why_an_image_data_generator_is_left_alone() -> 
         "model.fit(x_train, y_train, batch_size=batch_size,",
     )
     assert_skipped("generator-prefetch", plain, "no Python generator function")
+
+
+def test_cache_says_once_why_each_pipeline_is_left_alone_for_all_its_lines() -> None:
+    """numpy_function_loader.py reassigns ``ds`` six times in get_dataset() after a shuffle of the paths:
+    the reason named every line with the same sentence, six times; now one sentence per pipeline and
+    reason, with its lines."""
+    out = get_fix("tfdata-cache").apply(
+        shape("numpy_function_loader.py").read_text(),
+        FixContext(hardware=BF16, filename="numpy_function_loader.py", facts=_FIT),
+    )
+    assert out.status == "skipped"
+    assert out.reason.startswith(
+        "ds (lines 59, 61): no deterministic map before the end of the pipeline: nothing worth caching; "
+        "ds (lines 62, 63, 65, 66): the pipeline already ran shuffle() at line 61: a cache after it would "
+        "replay it every epoch; advice: where map(load_data_fn) is deterministic"
+    )
+    # TFD102 asks for a cache (21 % of the CPU re-loading the same files): the reorder that allows one
+    assert "from_tensor_slices() → map(load_data_fn) → cache() → shuffle() → the random maps" in out.reason

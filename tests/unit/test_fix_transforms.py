@@ -416,7 +416,7 @@ def test_cache_never_follows_a_random_map_of_an_earlier_assignment() -> None:
         ds = ds.map(lambda v: v + tf.random.uniform([]))
         ds = ds.map(lambda v: tf.cast(v, tf.float32)).batch(4)
         """,
-        "ds (line 4): the pipeline already ran map() (line 3) before this line (it draws random numbers",
+        "ds (line 4): the pipeline already ran map() at line 3 (it draws random numbers",
     )
 
 

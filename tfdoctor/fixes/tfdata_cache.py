@@ -441,6 +441,18 @@ def plan_split(
     return _Split(fn, end, tuple(passed), stop), ""
 
 
+def _grouped(left: list[tuple[str, int, str]]) -> list[str]:
+    """``ds (lines 62, 63, 65): the pipeline already ran shuffle() ...``: one sentence per pipeline name and
+    reason, with every line it holds for, in the order first met."""
+    lines: dict[tuple[str, str], list[int]] = {}
+    for name, line, rest in left:
+        lines.setdefault((name, rest), []).append(line)
+    return [
+        f"{name} (line{'s' if len(at) > 1 else ''} {', '.join(map(str, at))}){rest}"
+        for (name, rest), at in lines.items()
+    ]
+
+
 class CacheCodemod(FixCodemod):
     DESCRIPTION = ".cache() after deterministic preprocessing"
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -459,6 +471,10 @@ class CacheCodemod(FixCodemod):
         self.splits: dict[str, tuple[_Split, str, str]] = {}  # function -> (its split, prefix, rest names)
         self.split_uses: Counter[str] = Counter()  # map arguments replaced, per split function
         reasons: list[str] = []
+        # why an assignment of a pipeline is not cached: (name, line, the rest of the sentence); the same
+        # sentence for several lines of one name (ds = ds.map(...) reassigned) is said once, for them all
+        alone: list[tuple[str, int, str]] = []
+        loads_after_shuffle: list[str] = []  # maps after a shuffle that a cache cannot follow
         shuffled_windows = False  # a shuffled timeseries_dataset_from_array left alone
         # a pipeline no training reads (``normalized_ds = train_ds.map(...)`` only looked at with
         # ``next(iter(normalized_ds))``) is left alone, where the pipelines feeding training are known
@@ -506,9 +522,21 @@ class CacheCodemod(FixCodemod):
                     ]
                     if done_before:
                         op, b, why = done_before[0]
-                        reasons.append(
-                            f"{name} (line {self.line(a)}): the pipeline already ran {op}() (line "
-                            f"{self.line(b)}) before this line{why}: a cache here would replay it every epoch"
+                        # the paths shuffled, then loaded: the load could come first (nothing but the
+                        # shuffle ran before it, and it is the first thing this assignment does)
+                        ran = {o for b in prior for o, _ in pipes.stages(b.value)[1]}
+                        if ran == {"shuffle"} and stages[0][0] == "map" and stages[0][1].args:
+                            code = cst.Module([]).code_for_node(stages[0][1].args[0].value)
+                            src = f"{source_kind(kind_from)}() → map({code})"
+                            if src not in loads_after_shuffle:
+                                loads_after_shuffle.append(src)
+                        alone.append(
+                            (
+                                name,
+                                self.line(a),
+                                f": the pipeline already ran {op}() at line {self.line(b)}{why}: a cache "
+                                "after it would replay it every epoch",
+                            )
                         )
                         continue
                     start = root
@@ -519,16 +547,23 @@ class CacheCodemod(FixCodemod):
                     replayed, kind_in = self._combined(pipes, kind_from, a, purity)
                     if replayed:
                         at = "" if kind_from is source else f" (line {self.line(kind_from)})"
-                        reasons.append(
-                            f"{name} (line {line}): {kind}(){at} reads {replayed}: a cache after it would replay "
-                            "that every epoch"
+                        alone.append(
+                            (
+                                name,
+                                line,
+                                f": {kind}(){at} reads {replayed}: a cache after it would replay that every epoch",
+                            )
                         )
                         continue
                     kind = kind_in or kind
                 if kind not in IN_MEMORY_SOURCES:
-                    reasons.append(
-                        f"{name} (line {line}) reads {kind}(): tfdoctor cannot tell whether the decoded data fits "
-                        "in memory (cache(filename) caches to disk)"
+                    alone.append(
+                        (
+                            name,
+                            line,
+                            f" reads {kind}(): tfdoctor cannot tell whether the decoded data fits in memory "
+                            "(cache(filename) caches to disk)",
+                        )
                     )
                     continue
                 # a Keras utility whose elements are its own work (windows gathered from an array):
@@ -551,10 +586,14 @@ class CacheCodemod(FixCodemod):
                         # Keras draws one window order when the dataset is made, then shuffles within
                         # batch_size × 8 windows every epoch, before its own batch(): a cache after
                         # the batches would replay the first epoch's
-                        reasons.append(
-                            f"{name} (line {line}): {kind}(shuffle=...) reshuffles its windows every epoch "
-                            "(within batch_size × 8 of them, inside the utility, before it batches): a "
-                            "cache after its batches would replay one epoch's order"
+                        alone.append(
+                            (
+                                name,
+                                line,
+                                f": {kind}(shuffle=...) reshuffles its windows every epoch (within batch_size × "
+                                "8 of them, inside the utility, before it batches): a cache after its batches "
+                                "would replay one epoch's order",
+                            )
                         )
                         shuffled_windows = True
                         continue
@@ -600,8 +639,8 @@ class CacheCodemod(FixCodemod):
                         why_stop = f"{op}()"
                     break
                 if not any(op == "map" for op, _ in det) and split is None and not own_work:
-                    reasons.append(
-                        f"{name} (line {line}): no deterministic map before {why_stop}: nothing worth caching"
+                    alone.append(
+                        (name, line, f": no deterministic map before {why_stop}: nothing worth caching")
                     )
                     continue
                 before: list[tuple[str, cst.Call | None]] = [s for s in stages[:cut] if s[0] != "shuffle"]
@@ -642,6 +681,7 @@ class CacheCodemod(FixCodemod):
                         "which may be several times larger (uint8 → float32 is 4×): watch memory on big datasets"
                     )
                 reasons.append(f"cache() after {cached} of {name} (line {line})")
+        reasons += _grouped(alone)
         if not self.plans:
             advice = (
                 "; advice: to cache the windows, make them unshuffled and unbatched "
@@ -649,6 +689,12 @@ class CacheCodemod(FixCodemod):
                 "size>): every epoch a full reshuffle, where the utility keeps one order and reshuffles "
                 "locally (a change of the data order: not applied)"
                 if shuffled_windows
+                else f"; advice: where {loads_after_shuffle[0].split(' → ')[1]} is deterministic (the same "
+                "output for the same element every epoch), run it before shuffle() and cache() after it: "
+                f"{loads_after_shuffle[0]} → cache() → shuffle() → the random maps → batch(); the shuffle "
+                "buffer then holds decoded elements (not applied: tfdoctor does not reorder a pipeline built "
+                "over several statements)"
+                if loads_after_shuffle
                 else ""
             )
             left = (
