@@ -1145,3 +1145,75 @@ def test_which_fixes_find_their_pattern_in_each_example(script: str, changed: se
             ast.parse(out.code)
             got.add(fix.ID)
     assert got == changed
+
+
+def test_one_cache_per_pipeline_after_its_last_deterministic_assignment() -> None:
+    """``ds = ds.map(load); ds = ds.map(set_shapes)``: each assignment alone is worth a cache, and both got
+    one (two copies of the decoded data in memory). The later one replaces the one above it that builds
+    what it reads; a pipeline of the same name in another function keeps its own."""
+    warnings = assert_codemod(
+        "tfdata-cache",
+        """
+        import tensorflow as tf
+        def load(v):
+            return tf.cast(v, tf.float32) / 255.0
+        def set_shapes(v):
+            return tf.reshape(v, [4])
+        def train_data(x):
+            ds = tf.data.Dataset.from_tensor_slices(x)
+            ds = ds.map(load)
+            ds = ds.map(set_shapes)
+            return ds.shuffle(100).batch(8)
+        def val_data(y):
+            ds = tf.data.Dataset.from_tensor_slices(y)
+            ds = ds.map(load)
+            return ds.batch(8)
+        """,
+        """
+        import tensorflow as tf
+        def load(v):
+            return tf.cast(v, tf.float32) / 255.0
+        def set_shapes(v):
+            return tf.reshape(v, [4])
+        def train_data(x):
+            ds = tf.data.Dataset.from_tensor_slices(x)
+            ds = ds.map(load)
+            ds = ds.map(set_shapes).cache()
+            return ds.shuffle(100).batch(8)
+        def val_data(y):
+            ds = tf.data.Dataset.from_tensor_slices(y)
+            ds = ds.map(load).cache()
+            return ds.batch(8)
+        """,
+    )
+    memory = [w for w in warnings if "the cache holds the decoded elements" in w]
+    assert [w.split(":")[0] for w in memory] == ["line 9", "line 13"]  # none for line 8
+    out = outcome("tfdata-cache", "import tensorflow as tf\n")
+    assert out.status == "skipped"
+
+
+def test_cache_follows_the_python_function_a_numpy_function_runs() -> None:
+    """``tf.numpy_function(func=read_data_fn, ...)`` runs read_data_fn every epoch: its body decides. A
+    draw of np.random inside it was cached (the noise frozen after the first epoch); a deterministic
+    np.load is cached; a function from elsewhere cannot be told."""
+    loader = """
+        import numpy as np
+        import tensorflow as tf
+        def read_data_fn(path, label):
+            image = np.load(path.decode("utf-8"))
+            image = image + np.random.normal(size=image.shape)
+            return image.astype(np.float32), label
+        def load(path, label):
+            return tf.numpy_function(func=read_data_fn, inp=[path, label], Tout=[tf.float32, tf.int32])
+        ds = tf.data.Dataset.from_tensor_slices((paths, labels))
+        ds = ds.map(load).batch(8)
+        """
+    assert_skipped("tfdata-cache", loader, "draws random numbers (load → read_data_fn → np.random.normal)")
+    plain = loader.replace("            image = image + np.random.normal(size=image.shape)\n", "")
+    assert_codemod(
+        "tfdata-cache", plain, plain.replace("ds.map(load).batch(8)", "ds.map(load).cache().batch(8)")
+    )
+    elsewhere = plain.replace("func=read_data_fn", "func=reader.read").replace(
+        "ds.map(load)", "ds.map(lambda p, l: tf.py_function(decode_sample, [p, l], [tf.float32, tf.int32]))"
+    )
+    assert_skipped("tfdata-cache", elsewhere, "calls a function tfdoctor cannot inspect")

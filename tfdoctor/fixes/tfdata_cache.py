@@ -90,6 +90,20 @@ def fixed_layers(tree: cst.Module) -> frozenset[str]:
     )
 
 
+#: TensorFlow ops that run a Python function inside the graph: the function is what runs every epoch
+PY_WRAPPERS = frozenset({"numpy_function", "py_function", "py_func", "eager_py_func"})
+
+
+def _python_fn(call: cst.Call) -> cst.BaseExpression | None:
+    """The Python function ``tf.numpy_function(func=read_data_fn, inp=..., Tout=...)`` (or
+    ``py_function``) runs, or None when ``call`` is not such a call."""
+    if (call_name(call) or attr_name(call) or "").split(".")[-1] not in PY_WRAPPERS:
+        return None
+    given = kwarg(call, "func")
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return given.value if given is not None else positional[0].value if positional else None
+
+
 def _random_call(node: cst.CSTNode) -> str | None:
     for n in walk(node):
         if isinstance(n, cst.Call):
@@ -128,8 +142,12 @@ class _Purity:
         if direct:
             return direct
         for n in walk(node):
-            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value in self.defs:
-                name = n.func.value
+            if not isinstance(n, cst.Call):
+                continue
+            # a function of the script's called, or run by tf.numpy_function / py_function every epoch
+            target = n.func if isinstance(n.func, cst.Name) else _python_fn(n)
+            if isinstance(target, cst.Name) and target.value in self.defs:
+                name = target.value
                 if name in seen:
                     continue
                 if name not in self.memo:
@@ -147,6 +165,13 @@ class _Purity:
         for n in walk(node):
             if not isinstance(n, cst.Call):
                 continue
+            if (py := _python_fn(n)) is not None:  # what numpy_function runs: the script's, followed
+                if not (isinstance(py, cst.Name) and py.value in self.defs):
+                    return f"{cst.Module([]).code_for_node(py)} (run by {(call_name(n) or attr_name(n) or '').split('.')[-1]})"
+                if py.value not in seen and (
+                    inner := self.opaque(self.defs[py.value].body, seen | {py.value})
+                ):
+                    return inner
             if isinstance(n.func, cst.Name):
                 name = n.func.value
                 if name in self.defs and name not in seen:
@@ -470,6 +495,13 @@ class CacheCodemod(FixCodemod):
         ] = {}
         self.splits: dict[str, tuple[_Split, str, str]] = {}  # function -> (its split, prefix, rest names)
         self.split_uses: Counter[str] = Counter()  # map arguments replaced, per split function
+        # per plan: (what it caches, said in the reason; its warnings; the function it splits, if any)
+        notes: dict[int, tuple[str, list[str], str | None]] = {}
+        # id() of each assignment -> the innermost function holding it (None: module level); the names
+        # of pipelines are not flow-sensitive: ``ds`` in two functions are two pipelines
+        owner: dict[int, cst.FunctionDef | None] = {}
+        for fdef in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):  # outer ones first
+            owner.update({id(n): fdef for n in walk(fdef.body) if isinstance(n, cst.Assign)})
         reasons: list[str] = []
         # why an assignment of a pipeline is not cached: (name, line, the rest of the sentence); the same
         # sentence for several lines of one name (ds = ds.map(...) reassigned) is said once, for them all
@@ -499,6 +531,7 @@ class CacheCodemod(FixCodemod):
                 continue
             for a in assigns:
                 source, stages = pipes.stages(a.value)
+                prior: list[cst.Assign] = []
                 kind_from: cst.Call | None = source
                 start: cst.BaseExpression | None = source
                 if source is None:  # ds = ds.map(...): the source is an earlier assignment of the name
@@ -647,9 +680,10 @@ class CacheCodemod(FixCodemod):
                 moved: list[tuple[str, cst.Call | None]] = [s for s in stages[:cut] if s[0] == "shuffle"]
                 after: list[tuple[str, cst.Call | None]] = list(stages[cut:])
                 cached = ", ".join(f"{op}()" for op, _ in before) or f"{kind}()"
+                split_fn: str | None = None
                 if split is not None:
                     _, call, plan = split
-                    fname = plan.fn.name.value
+                    fname = split_fn = plan.fn.name.value
                     _, pre, rest = self.splits[fname]
                     self.split_uses[fname] += 1
                     before[-1] = ("map", _with_fn(call, pre))
@@ -661,26 +695,40 @@ class CacheCodemod(FixCodemod):
                 new_order = [*before, ("cache", None), *moved, *after]
                 assert start is not None
                 dots = [c.func.dot for _, c in stages if isinstance(c.func, cst.Attribute)]
+                # one cache a pipeline: this one, after more of its work, replaces a cache planned at an
+                # assignment above that builds what it reads (ds = ds.map(load); ds = ds.map(set_shapes))
+                for b in prior:
+                    if id(b.value) in self.plans and owner.get(id(b)) is owner.get(id(a)):
+                        del self.plans[id(b.value)]
+                        if (gone := notes.pop(id(b.value))[2]) is not None:
+                            self.split_uses[gone] -= 1
+                            if not self.split_uses[gone]:
+                                del self.split_uses[gone]
                 self.plans[id(a.value)] = (start, new_order, dots)
+                warns: list[str] = []
                 if moved:
-                    self.warn(
+                    warns.append(
                         f"line {line}: shuffle() moved after cache(): the maps it now follows are element-wise and "
                         "deterministic (each output depends only on its own element: TensorFlow ops with no random "
                         "draw, no variable or Python state), so the shuffle permutes the same elements, and from "
                         "the cache it still reshuffles every epoch"
                     )
                 if own_work:
-                    self.warn(
+                    warns.append(
                         f"line {line}: {kind}() makes each window a copy of its rows: the cache holds every "
                         "window, about sequence_length / sequence_stride times the array's size: watch memory "
                         "on long series"
                     )
                 else:
-                    self.warn(
+                    warns.append(
                         f"line {line}: the source is in memory ({kind}); the cache holds the decoded elements, "
                         "which may be several times larger (uint8 → float32 is 4×): watch memory on big datasets"
                     )
-                reasons.append(f"cache() after {cached} of {name} (line {line})")
+                notes[id(a.value)] = (f"cache() after {cached} of {name} (line {line})", warns, split_fn)
+        for reason, warns, _ in notes.values():
+            reasons.append(reason)
+            for w in warns:
+                self.warn(w)
         reasons += _grouped(alone)
         if not self.plans:
             advice = (
@@ -891,7 +939,9 @@ class Cache(Fix):
     deterministic when its function (a lambda or a
     module-level function, followed through the functions it calls) draws no random numbers
     (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``) and calls no object whose randomness
-    its name cannot tell (``augmenter(x)``: a Keras layer or model may hold ``RandomFlip``). A Keras
+    its name cannot tell (``augmenter(x)``: a Keras layer or model may hold ``RandomFlip``). The Python
+    function a ``tf.numpy_function`` / ``tf.py_function`` runs is followed the same way (its ``np.random``
+    draw would otherwise be frozen by the cache); one that is not the script's cannot be told. A Keras
     lookup or rescaling layer the script makes once at module level (``StringLookup``, ``IntegerLookup``,
     ``TextVectorization``, ``Normalization``, ``Rescaling``, ``Resizing``, ``CenterCrop``, ``Hashing``,
     ``CategoryEncoding``, ``Discretization``) is followed: deterministic and element-wise, when nothing
@@ -899,7 +949,13 @@ class Cache(Fix):
     ``char_to_num = layers.StringLookup(...)`` while it decodes the PNGs: now cached). Only the pipelines
     training reads are looked at (what ``fit`` trains and validates on, ``evaluate``, ``predict``, and the
     pipelines those are built from, where they are known): one the script only looks at
-    (``next(iter(normalized_ds))``) is left alone and named.
+    (``next(iter(normalized_ds))``) is left alone and named. One cache a pipeline: where a pipeline is
+    built over several assignments in one function (``ds = ds.map(load)``, then ``ds =
+    ds.map(set_shapes)``), the cache goes after the last one that qualifies, not after each (two caches
+    held the data twice). Where a pipeline is left alone, the reason is said once per pipeline with every
+    line it holds for; where all that ran before a load map is a shuffle of the paths (``ds.shuffle(...)``
+    under ``if training:``, then ``ds = ds.map(load)``), the advice is the reorder that allows a cache
+    (``map(load) → cache() → shuffle()``), not applied: the pipeline is built over several statements.
 
     Splitting a map: when the first map that draws random numbers is a module-level function whose
     body starts with element-wise, deterministic assignments (``image = tf.cast(image, tf.float32) /
