@@ -94,10 +94,15 @@ def fixed_layers(tree: cst.Module) -> frozenset[str]:
 PY_WRAPPERS = frozenset({"numpy_function", "py_function", "py_func", "eager_py_func"})
 
 
+def _wrapper(call: cst.Call) -> str:
+    """``numpy_function`` for ``tf.numpy_function(...)``: the last part of the called name."""
+    return (call_name(call) or attr_name(call) or "").split(".")[-1]
+
+
 def _python_fn(call: cst.Call) -> cst.BaseExpression | None:
     """The Python function ``tf.numpy_function(func=read_data_fn, inp=..., Tout=...)`` (or
     ``py_function``) runs, or None when ``call`` is not such a call."""
-    if (call_name(call) or attr_name(call) or "").split(".")[-1] not in PY_WRAPPERS:
+    if _wrapper(call) not in PY_WRAPPERS:
         return None
     given = kwarg(call, "func")
     positional = [a for a in call.args if a.keyword is None and not a.star]
@@ -167,7 +172,7 @@ class _Purity:
                 continue
             if (py := _python_fn(n)) is not None:  # what numpy_function runs: the script's, followed
                 if not (isinstance(py, cst.Name) and py.value in self.defs):
-                    return f"{cst.Module([]).code_for_node(py)} (run by {(call_name(n) or attr_name(n) or '').split('.')[-1]})"
+                    return f"{cst.Module([]).code_for_node(py)} (run by {_wrapper(n)})"
                 if py.value not in seen and (
                     inner := self.opaque(self.defs[py.value].body, seen | {py.value})
                 ):
@@ -506,7 +511,8 @@ class CacheCodemod(FixCodemod):
         # why an assignment of a pipeline is not cached: (name, line, the rest of the sentence); the same
         # sentence for several lines of one name (ds = ds.map(...) reassigned) is said once, for them all
         alone: list[tuple[str, int, str]] = []
-        loads_after_shuffle: list[str] = []  # maps after a shuffle that a cache cannot follow
+        # (source, map) of the first load after a shuffle of what it loads, which a cache cannot follow
+        load: tuple[str, str] | None = None
         shuffled_windows = False  # a shuffled timeseries_dataset_from_array left alone
         # a pipeline no training reads (``normalized_ds = train_ds.map(...)`` only looked at with
         # ``next(iter(normalized_ds))``) is left alone, where the pipelines feeding training are known
@@ -558,11 +564,14 @@ class CacheCodemod(FixCodemod):
                         # the paths shuffled, then loaded: the load could come first (nothing but the
                         # shuffle ran before it, and it is the first thing this assignment does)
                         ran = {o for b in prior for o, _ in pipes.stages(b.value)[1]}
-                        if ran == {"shuffle"} and stages[0][0] == "map" and stages[0][1].args:
+                        if (
+                            load is None
+                            and ran == {"shuffle"}
+                            and stages[0][0] == "map"
+                            and stages[0][1].args
+                        ):
                             code = cst.Module([]).code_for_node(stages[0][1].args[0].value)
-                            src = f"{source_kind(kind_from)}() → map({code})"
-                            if src not in loads_after_shuffle:
-                                loads_after_shuffle.append(src)
+                            load = (f"{source_kind(kind_from)}()", f"map({code})")
                         alone.append(
                             (
                                 name,
@@ -737,12 +746,12 @@ class CacheCodemod(FixCodemod):
                 "size>): every epoch a full reshuffle, where the utility keeps one order and reshuffles "
                 "locally (a change of the data order: not applied)"
                 if shuffled_windows
-                else f"; advice: where {loads_after_shuffle[0].split(' → ')[1]} is deterministic (the same "
-                "output for the same element every epoch), run it before shuffle() and cache() after it: "
-                f"{loads_after_shuffle[0]} → cache() → shuffle() → the random maps → batch(); the shuffle "
+                else f"; advice: where {load[1]} is deterministic (the same output for the same element "
+                "every epoch), run it before shuffle() and cache() after it: "
+                f"{load[0]} → {load[1]} → cache() → shuffle() → the random maps → batch(); the shuffle "
                 "buffer then holds decoded elements (not applied: tfdoctor does not reorder a pipeline built "
                 "over several statements)"
-                if loads_after_shuffle
+                if load is not None
                 else ""
             )
             left = (

@@ -183,7 +183,6 @@ def fix_table(report: Report) -> Table | None:
     table.add_row("baseline", fmt_throughput(fx.baseline), fmt.ratio(1.0, decimals=2), "", "")
     if note := fmt.timed_baseline(fx):
         table.add_row("baseline, re-run", fmt_throughput(fx.baseline_timed), "", "", Text(note, style="dim"))
-    style = _STATUS_STYLE
     for t in fx.trials:
         # the reason's first clause stays whole; advice after it is clipped (docs/fixes.md has it all)
         why = _why(t)
@@ -195,7 +194,7 @@ def fix_table(report: Report) -> Table | None:
             t.name,
             fmt_throughput(t.throughput) if t.throughput else "",
             speedup,
-            Text(result, style=style.get(t.status, "")),
+            Text(result, style=_STATUS_STYLE.get(t.status, "")),
             why,
         )
     if fx.combined is not None:
