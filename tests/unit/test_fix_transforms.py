@@ -1217,3 +1217,98 @@ def test_cache_follows_the_python_function_a_numpy_function_runs() -> None:
         "ds.map(load)", "ds.map(lambda p, l: tf.py_function(decode_sample, [p, l], [tf.float32, tf.int32]))"
     )
     assert_skipped("tfdata-cache", elsewhere, "calls a function tfdoctor cannot inspect")
+
+
+def test_cache_moves_a_shuffle_statement_below_the_deterministic_loads_it_ran_before() -> None:
+    """User loaders shuffle the paths, then load them in later statements (``if training: ds =
+    ds.shuffle(n)``, then ``ds = ds.map(load)``): a cache after the loads would replay the first epoch's
+    order, so the shuffle statement moves below them (they are element-wise and deterministic: it then
+    permutes the same elements) and the cache follows the last of them."""
+    loader = """
+        import numpy as np
+        import tensorflow as tf
+        def read(path, label):
+            image = np.load(path.decode("utf-8"))
+            return image.astype(np.float32), label
+        def load(path, label):
+            return tf.numpy_function(func=read, inp=[path, label], Tout=[tf.float32, tf.int32])
+        def shapes(image, label):
+            image.set_shape([32, 32])
+            return image, label
+        def flip(image, label):
+            return tf.image.random_flip_left_right(image), label
+        def get_dataset(paths, labels, training=False):
+            ds = tf.data.Dataset.from_tensor_slices((paths, labels))
+            if training:
+                ds = ds.shuffle(len(paths))
+            ds = ds.map(load)
+            ds = ds.map(shapes)
+            if training:
+                ds = ds.map(flip)
+            return ds.batch(8)
+        """
+    moved = loader.replace(
+        """            if training:
+                ds = ds.shuffle(len(paths))
+            ds = ds.map(load)
+            ds = ds.map(shapes)
+""",
+        """            ds = ds.map(load)
+            ds = ds.map(shapes).cache()
+            if training:
+                ds = ds.shuffle(len(paths))
+""",
+    )
+    warnings = assert_codemod("tfdata-cache", loader, moved)
+    assert warnings[0].startswith(
+        "line 16: the shuffle moved below the cache at line 18, after map(load), map(shapes)"
+    )
+    reason = outcome("tfdata-cache", loader).reason
+    assert (
+        reason
+        == "cache() after map(load), map(shapes) of ds (line 18), the shuffle of line 16 moved below it"
+    )
+    # at module level, a shuffle alone in its statement
+    flat = """
+        import tensorflow as tf
+        def scale(x):
+            return tf.cast(x, tf.float32) / 255.0
+        ds = tf.data.Dataset.from_tensor_slices(images)
+        ds = ds.shuffle(1000)
+        ds = ds.map(scale)
+        model.fit(ds.batch(32))
+        """
+    assert_codemod(
+        "tfdata-cache",
+        flat,
+        flat.replace(
+            "ds = ds.shuffle(1000)\n        ds = ds.map(scale)\n",
+            "ds = ds.map(scale).cache()\n        ds = ds.shuffle(1000)\n",
+        ),
+    )
+    # left where it is, with the advice, when moving it could change what the pipeline does
+    not_moved = {
+        "a random map between": flat.replace(
+            "ds = ds.shuffle(1000)",
+            "ds = ds.shuffle(1000)\n        ds = ds.map(tf.image.random_flip_left_right)",
+        ),
+        "a filter between": flat.replace(
+            "ds = ds.map(scale)", "ds = ds.filter(lambda x: x[0, 0] > 0)\n        ds = ds.map(scale)"
+        ),
+        "a shuffle that reads the pipeline": flat.replace("shuffle(1000)", "shuffle(ds.cardinality())"),
+        "a shuffle under an if with an else": flat.replace(
+            "ds = ds.shuffle(1000)",
+            "if training:\n            ds = ds.shuffle(1000)\n        else:\n            ds = ds.take(10)",
+        ),
+        "a shuffle sharing its line": flat.replace("ds = ds.shuffle(1000)", "ds = ds.shuffle(1000); n = 1"),
+        "a load with state of its own": flat.replace(
+            "return tf.cast(x, tf.float32) / 255.0",
+            "return tf.numpy_function(func=memo, inp=[x], Tout=tf.float32)",
+        ).replace(
+            "def scale(x):",
+            "SEEN = {}\n        def memo(x):\n            SEEN[len(SEEN)] = x\n            return x\n        def scale(x):",
+        ),
+    }
+    for case, src in not_moved.items():
+        out = outcome("tfdata-cache", src)
+        assert out.status == "skipped" and "already ran shuffle()" in out.reason, (case, out.reason)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import builtins
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -228,6 +228,8 @@ STATEFUL_PARTS = (
 )
 #: module roots whose functions a map may call (TensorFlow ops, Keras ops, numpy/math at trace time)
 OP_ROOTS = ("tensorflow", "keras", "numpy", "math")
+#: methods of a tensor a map function holds that only annotate it (numpy_function loses static shapes)
+TENSOR_METHODS = frozenset({"set_shape", "get_shape"})
 
 
 class _ElementWise:
@@ -237,7 +239,11 @@ class _ElementWise:
     or to module-level functions that pass the same test; module-level names read are bound once and
     not from a variable or a random generator (Python values are frozen when tf.data traces the
     function, so only TensorFlow state could change between epochs). Method calls (``layer(x)``,
-    ``gen.uniform()``, ``counter.assign_add()``) are not followed: they fail the test."""
+    ``gen.uniform()``, ``counter.assign_add()``) are not followed: they fail the test, but for
+    ``set_shape`` / ``get_shape`` on a tensor the function holds. The Python function a
+    ``tf.numpy_function`` / ``py_function`` runs (every call, not once at trace time) passes when its body
+    does, methods of its own local values allowed (``path.decode()``, ``x.astype()``: made in the call,
+    gone after it); it must be the script's own module-level function."""
 
     def __init__(self, tree: cst.Module, fixed: frozenset[str] = frozenset()):
         self.mod = Module(tree)
@@ -264,7 +270,7 @@ class _ElementWise:
                         for t in small.targets:
                             for n in _target_names(t.target) or []:
                                 self.values[n] = small.value
-        self.memo: dict[str, str | None] = {}
+        self.memo: dict[tuple[str, bool], str | None] = {}
 
     def op_call(self, name: str) -> str | None:
         """Why a call of the dotted ``name`` (rooted at an import) is not element-wise, or None."""
@@ -274,8 +280,11 @@ class _ElementWise:
         bad = next((p for p in STATEFUL_PARTS if p in low), None)
         return f"calls {name} (random or stateful)" if bad else None
 
-    def why_not(self, node: cst.CSTNode, local: set[str], seen: frozenset[str] = frozenset()) -> str | None:
-        """Why ``node`` (in a function whose locals and parameters are ``local``) is not element-wise."""
+    def why_not(
+        self, node: cst.CSTNode, local: set[str], seen: frozenset[str] = frozenset(), python: bool = False
+    ) -> str | None:
+        """Why ``node`` (in a function whose locals and parameters are ``local``) is not element-wise;
+        ``python``: the body of a function numpy_function / py_function runs (see the class)."""
         attrs = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
         attrs |= {id(n.keyword) for n in walk(node) if isinstance(n, cst.Arg) and n.keyword is not None}
         calls = {id(n.func) for n in walk(node) if isinstance(n, cst.Call)}
@@ -284,12 +293,31 @@ class _ElementWise:
                 return "declares global or nonlocal names"
             if isinstance(n, (cst.Yield, cst.Await)):
                 return "yields or awaits"
+            if python and isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                # Python that runs every call may keep state in what it writes into: CACHE[key] = x
+                for t in [x.target for x in n.targets] if isinstance(n, cst.Assign) else [n.target]:
+                    if isinstance(t, (cst.Subscript, cst.Attribute)):
+                        base: cst.BaseExpression = t
+                        while isinstance(base, (cst.Subscript, cst.Attribute)):
+                            base = base.value
+                        if not (isinstance(base, cst.Name) and base.value in local):
+                            return f"writes into {cst.Module([]).code_for_node(t)}, state kept between calls"
+            if isinstance(n, cst.Call) and (py := _python_fn(n)) is not None:
+                if not (isinstance(py, cst.Name) and py.value in self.mod.defs):
+                    return f"runs {cst.Module([]).code_for_node(py)} through {_wrapper(n)}, not a function of the script's"
+                why = self.fn_why_not(py.value, seen, python=True)
+                if why:
+                    return f"runs {py.value}() through {_wrapper(n)}, which {why}"
+                calls.add(id(py))  # the function passed is checked: not read as a value below
+                continue
             if isinstance(n, cst.Call):
                 name = dotted(n.func)
                 if name is None:
                     return "calls the result of an expression (a layer or a function made on the fly)"
                 root = name.split(".")[0]
                 if root in local:
+                    if python or (name.split(".")[-1] in TENSOR_METHODS and name.count(".") == 1):
+                        continue
                     return f"calls {name}(), a method of a value it holds"
                 if root in self.roots and self.mod.bindings[root] == 1:
                     why = self.op_call(name)
@@ -299,7 +327,7 @@ class _ElementWise:
                 if "." in name:
                     return f"calls {name}(), which tfdoctor cannot tell is element-wise"
                 if name in self.mod.defs:
-                    why = self.fn_why_not(name, seen)
+                    why = self.fn_why_not(name, seen, python)
                     if why:
                         return f"calls {name}(), which {why}"
                     continue
@@ -334,18 +362,19 @@ class _ElementWise:
                     return f"reads {name}, made by {dotted(c.func)}() (state that changes between epochs)"
         return None
 
-    def fn_why_not(self, name: str, seen: frozenset[str] = frozenset()) -> str | None:
-        """Why the module-level function ``name`` is not element-wise throughout, or None."""
+    def fn_why_not(self, name: str, seen: frozenset[str] = frozenset(), python: bool = False) -> str | None:
+        """Why the module-level function ``name`` is not element-wise throughout, or None; ``python``:
+        it runs as Python every call (numpy_function / py_function)."""
         if name in seen:
             return None
-        if name not in self.memo:
+        if (name, python) not in self.memo:
             fn = self.mod.defs[name]
             if fn.decorators:
-                self.memo[name] = "is decorated"
+                self.memo[name, python] = "is decorated"
             else:
                 local = _bound_in(fn.body) | set(_params(fn))
-                self.memo[name] = self.why_not(fn.body, local, seen | {name})
-        return self.memo[name]
+                self.memo[name, python] = self.why_not(fn.body, local, seen | {name}, python)
+        return self.memo[name, python]
 
     def expr_why_not(self, arg: cst.BaseExpression) -> str | None:
         """Why the map's function (a lambda or a module-level function) is not element-wise, or None."""
@@ -355,6 +384,58 @@ class _ElementWise:
         if isinstance(arg, cst.Name) and arg.value in self.mod.defs:
             return self.fn_why_not(arg.value)
         return "is not a lambda or a module-level function"
+
+
+class _StatementIndex:
+    """Where each statement of a module sits: its block and place in it, the line holding each small
+    statement, the compound statement owning each indented block."""
+
+    def __init__(self, tree: cst.Module):
+        self.statement: dict[int, cst.SimpleStatementLine] = {}  # id(small statement) -> its line
+        self.place: dict[int, tuple[cst.Module | cst.IndentedBlock, int]] = {}
+        self.holder: dict[int, cst.CSTNode] = {}  # id(indented block) -> the statement it is the body of
+        for node in walk(tree):
+            if isinstance(node, (cst.Module, cst.IndentedBlock)):
+                for i, stmt in enumerate(node.body):
+                    self.place[id(stmt)] = (node, i)
+                    if isinstance(stmt, cst.SimpleStatementLine):
+                        self.statement.update({id(small): stmt for small in stmt.body})
+            elif isinstance(node, cst.BaseCompoundStatement) and isinstance(node.body, cst.IndentedBlock):
+                self.holder[id(node.body)] = node
+
+    def line_of(self, small: cst.BaseSmallStatement) -> cst.SimpleStatementLine | None:
+        """The line holding ``small`` when it holds nothing else."""
+        line = self.statement.get(id(small))
+        return line if line is not None and len(line.body) == 1 else None
+
+    def unit(self, small: cst.BaseSmallStatement) -> cst.BaseStatement | None:
+        """The statement that moves with ``small``: the ``if`` (no else) holding only its line (``if
+        training: ds = ds.shuffle(n)``), else its line; None when the line holds more."""
+        line = self.line_of(small)
+        if line is None:
+            return None
+        block, _ = self.place[id(line)]
+        owner = self.holder.get(id(block))
+        if isinstance(owner, cst.If) and owner.orelse is None and len(block.body) == 1:
+            return owner
+        return line
+
+
+def _moved(
+    original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement], moves: dict[int, int]
+) -> list[cst.BaseStatement]:
+    """``updated`` (a block's statements, one for one with ``original``) with each statement whose
+    original is a key of ``moves`` taken out and put after the statement whose original's id is its
+    value."""
+    after: dict[int, list[cst.BaseStatement]] = {}
+    for o, u in zip(original, updated, strict=True):
+        if id(o) in moves:
+            after.setdefault(moves[id(o)], []).append(u)
+    out: list[cst.BaseStatement] = []
+    for o, u in zip(original, updated, strict=True):
+        if id(o) not in moves:
+            out += [u, *after.get(id(o), [])]
+    return out
 
 
 def _params(fn: cst.FunctionDef) -> list[str]:
@@ -507,6 +588,11 @@ class CacheCodemod(FixCodemod):
         owner: dict[int, cst.FunctionDef | None] = {}
         for fdef in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):  # outer ones first
             owner.update({id(n): fdef for n in walk(fdef.body) if isinstance(n, cst.Assign)})
+        # a shuffle statement moved down past the deterministic loads it ran before (ds = ds.shuffle(n),
+        # alone or under ``if training:``): id() of that statement -> (id() of the statement it goes
+        # after, id() of the plan's value it serves)
+        self.moves: dict[int, tuple[int, int]] = {}
+        self.index = _StatementIndex(tree)
         reasons: list[str] = []
         # why an assignment of a pipeline is not cached: (name, line, the rest of the sentence); the same
         # sentence for several lines of one name (ds = ds.map(...) reassigned) is said once, for them all
@@ -538,6 +624,8 @@ class CacheCodemod(FixCodemod):
             for a in assigns:
                 source, stages = pipes.stages(a.value)
                 prior: list[cst.Assign] = []
+                # a shuffle statement moved below this assignment: (it, its line, the maps it then follows)
+                moving: tuple[cst.BaseStatement, int, list[str]] | None = None
                 kind_from: cst.Call | None = source
                 start: cst.BaseExpression | None = source
                 if source is None:  # ds = ds.map(...): the source is an earlier assignment of the name
@@ -559,7 +647,8 @@ class CacheCodemod(FixCodemod):
                         for op, c in pipes.stages(b.value)[1]
                         if (why := self._replayed(op, c, purity)) is not None
                     ]
-                    if done_before:
+                    moving = self._shuffle_moved(pipes, name, a, prior, purity) if done_before else None
+                    if done_before and moving is None:
                         op, b, why = done_before[0]
                         # the paths shuffled, then loaded: the load could come first (nothing but the
                         # shuffle ran before it, and it is the first thing this assignment does)
@@ -569,6 +658,7 @@ class CacheCodemod(FixCodemod):
                             and ran == {"shuffle"}
                             and stages[0][0] == "map"
                             and stages[0][1].args
+                            and not purity.fn_random(stages[0][1].args[0].value)  # random: no advice
                         ):
                             code = cst.Module([]).code_for_node(stages[0][1].args[0].value)
                             load = (f"{source_kind(kind_from)}()", f"map({code})")
@@ -709,12 +799,24 @@ class CacheCodemod(FixCodemod):
                 for b in prior:
                     if id(b.value) in self.plans and owner.get(id(b)) is owner.get(id(a)):
                         del self.plans[id(b.value)]
+                        self.moves = {k: v for k, v in self.moves.items() if v[1] != id(b.value)}
                         if (gone := notes.pop(id(b.value))[2]) is not None:
                             self.split_uses[gone] -= 1
                             if not self.split_uses[gone]:
                                 del self.split_uses[gone]
                 self.plans[id(a.value)] = (start, new_order, dots)
                 warns: list[str] = []
+                if moving is not None:
+                    shuffle_stmt, shuffle_line, maps = moving
+                    self.moves[id(shuffle_stmt)] = (id(self.index.statement[id(a)]), id(a.value))
+                    cached = ", ".join(maps)
+                    warns.append(
+                        f"line {shuffle_line}: the shuffle moved below the cache at line {line}, after "
+                        f"{cached}: these are element-wise and deterministic (each output depends only on its "
+                        "own element: no random draw, no state, the Python a numpy_function runs included), so "
+                        "it permutes the same elements and still reshuffles every epoch; its buffer now holds "
+                        "the decoded elements the cache holds"
+                    )
                 if moved:
                     warns.append(
                         f"line {line}: shuffle() moved after cache(): the maps it now follows are element-wise and "
@@ -733,7 +835,12 @@ class CacheCodemod(FixCodemod):
                         f"line {line}: the source is in memory ({kind}); the cache holds the decoded elements, "
                         "which may be several times larger (uint8 → float32 is 4×): watch memory on big datasets"
                     )
-                notes[id(a.value)] = (f"cache() after {cached} of {name} (line {line})", warns, split_fn)
+                below = f", the shuffle of line {moving[1]} moved below it" if moving is not None else ""
+                notes[id(a.value)] = (
+                    f"cache() after {cached} of {name} (line {line}){below}",
+                    warns,
+                    split_fn,
+                )
         for reason, warns, _ in notes.values():
             reasons.append(reason)
             for w in warns:
@@ -749,8 +856,8 @@ class CacheCodemod(FixCodemod):
                 else f"; advice: where {load[1]} is deterministic (the same output for the same element "
                 "every epoch), run it before shuffle() and cache() after it: "
                 f"{load[0]} → {load[1]} → cache() → shuffle() → the random maps → batch(); the shuffle "
-                "buffer then holds decoded elements (not applied: tfdoctor does not reorder a pipeline built "
-                "over several statements)"
+                "buffer then holds decoded elements (not applied: tfdoctor moves a shuffle statement only below "
+                "maps it can show element-wise and deterministic, from a shuffle alone in its statement)"
                 if load is not None
                 else ""
             )
@@ -774,6 +881,90 @@ class CacheCodemod(FixCodemod):
         )
         new = super().transform_module_impl(tree)
         return self._add_split_functions(new) if self.split_uses else new
+
+    def _shuffle_moved(
+        self,
+        pipes: Pipelines,
+        name: str,
+        a: cst.Assign,
+        prior: list[cst.Assign],
+        purity: _Purity,
+    ) -> tuple[cst.BaseStatement, int, list[str]] | None:
+        """The shuffle statement that may move down after ``a`` so that a cache can follow ``a``'s loads,
+        with its line and the maps it then follows (``map(load)``); None when the pipeline does not have
+        that shape. The shape (a user repository's
+        loader): ``ds = ds.shuffle(n)`` alone in its statement (or alone under an ``if`` with no else),
+        the only thing before it that a cache would replay; then, in the same block, only statements
+        ``ds = ds.map(f)`` down to ``a``, every ``f`` deterministic and element-wise (each output depends
+        only on its own element), so that the shuffle after them permutes the same elements."""
+        shuffles = [b for b in prior if any(op == "shuffle" for op, _ in pipes.stages(b.value)[1])]
+        if len(shuffles) != 1:
+            return None
+        b = shuffles[0]
+        source, shuffle = pipes.stages(b.value)
+        root, _ = method_chain(b.value)
+        targets = [t.target for t in b.targets]
+        if (
+            source is not None
+            or [op for op, _ in shuffle] != ["shuffle"]
+            or not (isinstance(root, cst.Name) and root.value == name)
+            or not (len(targets) == 1 and isinstance(targets[0], cst.Name) and targets[0].value == name)
+        ):
+            return None
+        if any(
+            self._replayed(op, c, purity) is not None
+            for p in prior
+            if p is not b
+            for op, c in pipes.stages(p.value)[1]
+        ):
+            return None
+        unit, line = self.index.unit(b), self.index.line_of(a)
+        if unit is None or line is None:
+            return None
+        (block, i), (block_a, j) = self.index.place[id(unit)], self.index.place[id(line)]
+        if block is not block_a or j <= i:
+            return None
+        reads = set().union(*(names_read(x.value) for x in shuffle[0][1].args))
+        if isinstance(unit, cst.If):
+            reads |= names_read(unit.test)
+        if name in reads:  # shuffle(ds.cardinality()): read where it stands
+            return None
+        maps: list[str] = []
+        for stmt in block.body[i + 1 : j + 1]:
+            small = (
+                stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+            )
+            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                return None
+            target, (src, ops) = small.targets[0].target, pipes.stages(small.value)
+            head, _ = method_chain(small.value)
+            if (
+                not (isinstance(target, cst.Name) and target.value == name)
+                or not (isinstance(head, cst.Name) and head.value == name)
+                or src is not None
+                or not ops
+            ):
+                return None
+            for op, c in ops:
+                fn = c.args[0].value if c.args else None
+                if op != "map" or fn is None or purity.fn_random(fn) != "" or self.ew.expr_why_not(fn):
+                    return None
+                maps.append(f"map({cst.Module([]).code_for_node(fn)})")
+        return unit, self.line(b), maps
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        if not any(id(s) in self.moves for s in original_node.body):
+            return updated_node
+        moves = {k: v[0] for k, v in self.moves.items()}
+        return updated_node.with_changes(body=_moved(original_node.body, updated_node.body, moves))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if not any(id(s) in self.moves for s in original_node.body):
+            return updated_node
+        moves = {k: v[0] for k, v in self.moves.items()}
+        return updated_node.with_changes(body=_moved(original_node.body, updated_node.body, moves))
 
     def _upstream(
         self, pipes: Pipelines, name: str, line: int, skip: cst.Assign, seen: frozenset[str] = frozenset()
@@ -939,32 +1130,35 @@ class Cache(Fix):
     """Do the deterministic preprocessing once: ``.cache()`` after it, before shuffle and augmentation.
 
     What it changes: in a tf.data pipeline built from an in-memory source (``from_tensor_slices``,
-    ``from_tensors``, ``range``, ``from_generator``), ``.cache()`` goes after the leading run of
-    deterministic ``map``/``filter`` steps. Keras's ``timeseries_dataset_from_array`` is such a source
-    whose windows are work of their own (a gather map inside it): it is cached as it comes, unless it
-    shuffles them (``shuffle=True``: Keras reshuffles the windows within ``batch_size × 8`` every epoch
-    before it batches, so a cache after it would replay one order; caching them unshuffled and unbatched,
-    then ``.cache().shuffle(...).batch(...)``, changes the data order: advice, not applied). A map is
-    deterministic when its function (a lambda or a
-    module-level function, followed through the functions it calls) draws no random numbers
-    (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``) and calls no object whose randomness
-    its name cannot tell (``augmenter(x)``: a Keras layer or model may hold ``RandomFlip``). The Python
-    function a ``tf.numpy_function`` / ``tf.py_function`` runs is followed the same way (its ``np.random``
-    draw would otherwise be frozen by the cache); one that is not the script's cannot be told. A Keras
-    lookup or rescaling layer the script makes once at module level (``StringLookup``, ``IntegerLookup``,
-    ``TextVectorization``, ``Normalization``, ``Rescaling``, ``Resizing``, ``CenterCrop``, ``Hashing``,
-    ``CategoryEncoding``, ``Discretization``) is followed: deterministic and element-wise, when nothing
-    adapts it after the first statement holding a ``.map(`` (keras-io's OCR maps each label through
+    ``from_tensors``, ``range``, ``from_generator``), ``.cache()`` goes after the leading run of deterministic
+    ``map``/``filter`` steps. Keras's ``timeseries_dataset_from_array`` is such a source whose windows are
+    work of their own (a gather map inside it): it is cached as it comes, unless it shuffles them
+    (``shuffle=True``: Keras reshuffles the windows within ``batch_size × 8`` every epoch before it batches,
+    so a cache after it would replay one order; caching them unshuffled and unbatched, then
+    ``.cache().shuffle(...).batch(...)``, changes the data order: advice, not applied). A map is deterministic
+    when its function (a lambda or a module-level function, followed through the functions it calls) draws no
+    random numbers (``tf.random``, ``tf.image.random_*``, ``np.random``, ``rng.*``) and calls no object whose
+    randomness its name cannot tell (``augmenter(x)``: a Keras layer or model may hold ``RandomFlip``). The
+    Python function a ``tf.numpy_function`` / ``tf.py_function`` runs is followed the same way (its
+    ``np.random`` draw would otherwise be frozen by the cache); one that is not the script's cannot be told. A
+    Keras lookup or rescaling layer the script makes once at module level (``StringLookup``,
+    ``IntegerLookup``, ``TextVectorization``, ``Normalization``, ``Rescaling``, ``Resizing``, ``CenterCrop``,
+    ``Hashing``, ``CategoryEncoding``, ``Discretization``) is followed: deterministic and element-wise, when
+    nothing adapts it after the first statement holding a ``.map(`` (keras-io's OCR maps each label through
     ``char_to_num = layers.StringLookup(...)`` while it decodes the PNGs: now cached). Only the pipelines
     training reads are looked at (what ``fit`` trains and validates on, ``evaluate``, ``predict``, and the
     pipelines those are built from, where they are known): one the script only looks at
-    (``next(iter(normalized_ds))``) is left alone and named. One cache a pipeline: where a pipeline is
-    built over several assignments in one function (``ds = ds.map(load)``, then ``ds =
-    ds.map(set_shapes)``), the cache goes after the last one that qualifies, not after each (two caches
-    held the data twice). Where a pipeline is left alone, the reason is said once per pipeline with every
-    line it holds for; where all that ran before a load map is a shuffle of the paths (``ds.shuffle(...)``
-    under ``if training:``, then ``ds = ds.map(load)``), the advice is the reorder that allows a cache
-    (``map(load) → cache() → shuffle()``), not applied: the pipeline is built over several statements.
+    (``next(iter(normalized_ds))``) is left alone and named. One cache a pipeline: where a pipeline is built
+    over several assignments in one function (``ds = ds.map(load)``, then ``ds = ds.map(set_shapes)``), the
+    cache goes after the last one that qualifies, not after each (two caches held the data twice). Where a
+    pipeline is left alone, the reason is said once per pipeline with every line it holds for. A shuffle of
+    the paths in a statement of its own before the loads (``if training: ds = ds.shuffle(n)``, then ``ds =
+    ds.map(load)``, ``ds = ds.map(set_shapes)``: a user repository's loader) moves below them, the cache after
+    the last of them, when the shuffle is alone in its statement (or alone under an ``if`` with no else),
+    reads nothing of the pipeline, is the only thing a cache would replay, and only ``ds = ds.map(f)``
+    statements of the same block follow it down to the cache, every ``f`` element-wise and deterministic
+    (below); otherwise, where only a shuffle ran before a load map, the advice is that reorder (``map(load) →
+    cache() → shuffle()``), not applied.
 
     Splitting a map: when the first map that draws random numbers is a module-level function whose
     body starts with element-wise, deterministic assignments (``image = tf.cast(image, tf.float32) /
@@ -978,15 +1172,19 @@ class Cache(Fix):
     a lambda, a decorated function or one with ``*args``/keyword-only parameters, a function random from
     its first statement, or one whose rest reads a Python value (not a tensor) of the start.
 
-    Moving a shuffle: a ``shuffle`` before the cached maps moves after the cache, so the cache sits
-    before it and the shuffle still reshuffles every epoch. This is done only when every map it moves
-    past is element-wise and deterministic, decided from the source: each output depends only on its
-    own element (calls only TensorFlow/Keras/numpy/math functions with no ``random``, ``Variable``,
-    ``dropout``, ``py_function``, ``print`` ... in their name, safe builtins, or module-level functions
-    passing the same test; reads only its arguments, its locals and module-level names bound once, not
-    from a ``tf.Variable`` or a random generator; calls no method of a value: a Keras layer, a
-    ``tf.random.Generator``). Then mapping before or after a permutation yields the same elements. A
-    ``filter`` after a shuffle is never moved before it (it would change what the shuffle buffer holds).
+    Moving a shuffle: a ``shuffle`` before the cached maps moves after the cache, so the cache sits before it
+    and the shuffle still reshuffles every epoch. This is done only when every map it moves past is
+    element-wise and deterministic, decided from the source: each output depends only on its own element
+    (calls only TensorFlow/Keras/numpy/math functions with no ``random``, ``Variable``, ``dropout``,
+    ``py_function``, ``print`` ... in their name, safe builtins, or module-level functions passing the same
+    test; reads only its arguments, its locals and module-level names bound once, not from a ``tf.Variable``
+    or a random generator; calls no method of a value, a Keras layer or a ``tf.random.Generator``, but
+    ``set_shape`` / ``get_shape`` on a tensor it holds). The Python function a ``tf.numpy_function`` /
+    ``py_function`` runs must be the script's and pass the same test as Python run every call: methods of its
+    own locals allowed (``path.decode()``, ``x.astype()``), no write into anything it did not make
+    (``CACHE[key] = x`` keeps state between calls). Then mapping before or after a permutation yields the same
+    elements. A ``filter`` after a shuffle is never moved before it (it would change what the shuffle buffer
+    holds).
 
     A pipeline built over several assignments (``ds = ds.shuffle(...).map(...)``) is followed to the
     name's in-memory source; the cache may follow what the earlier assignments ran only when each stage
