@@ -1286,6 +1286,27 @@ def test_cache_moves_a_shuffle_statement_below_the_deterministic_loads_it_ran_be
             "ds = ds.map(scale).cache()\n        ds = ds.shuffle(1000)\n",
         ),
     )
+    # the Python a py_function runs may read its file with a decoding library (PIL, cv2, librosa,
+    # nibabel ...) and call methods of what it made; not a reader object the script holds
+    pil = """
+        import numpy as np
+        import tensorflow as tf
+        from PIL import Image
+        def read(path):
+            image = Image.open(path.numpy().decode()).convert("L")
+            return np.asarray(image, dtype=np.float32) / 255.0
+        def load(path):
+            return tf.py_function(read, [path], tf.float32)
+        ds = tf.data.Dataset.from_tensor_slices(paths)
+        ds = ds.shuffle(len(paths))
+        ds = ds.map(load)
+        model.fit(ds.batch(32))
+        """
+    assert outcome("tfdata-cache", pil).reason.endswith("(line 11), the shuffle of line 10 moved below it")
+    held = pil.replace('Image.open(path.numpy().decode()).convert("L")', "READER.read(path.numpy())").replace(
+        "def read(path):", "READER = Reader()\n        def read(path):"
+    )
+    assert "already ran shuffle()" in outcome("tfdata-cache", held).reason
     # left where it is, with the advice, when moving it could change what the pipeline does
     not_moved = {
         "a random map between": flat.replace(

@@ -212,6 +212,9 @@ PURE_BUILTINS = frozenset(
 #: name: ``tf.nn.dropout`` and ``sample_distorted_bounding_box`` draw random numbers without saying so)
 STATEFUL_PARTS = (
     "random",
+    "randn",  # cv2.randn, cv2.randu, cv2.randShuffle: random without the word
+    "randu",
+    "randshuffle",
     "variable",
     "generator",
     "shuffle",
@@ -230,6 +233,20 @@ STATEFUL_PARTS = (
 OP_ROOTS = ("tensorflow", "keras", "numpy", "math")
 #: methods of a tensor a map function holds that only annotate it (numpy_function loses static shapes)
 TENSOR_METHODS = frozenset({"set_shape", "get_shape"})
+#: libraries whose functions the Python a numpy_function / py_function runs may call besides
+#: OP_ROOTS': file readers and decoders (images, audio, medical volumes), the same array for the same file
+PY_READER_ROOTS = (
+    "PIL",
+    "cv2",
+    "imageio",
+    "skimage",
+    "librosa",
+    "soundfile",
+    "pydicom",
+    "nibabel",
+    "SimpleITK",
+    "tifffile",
+)
 
 
 class _ElementWise:
@@ -249,19 +266,22 @@ class _ElementWise:
         self.mod = Module(tree)
         self.fixed = fixed  # names of deterministic preprocessing layers (fixed_layers)
         self.roots: dict[str, str] = {}  # local name -> the module it imports (tf -> tensorflow)
+        self.readers: dict[str, str] = {}  # the same for PY_READER_ROOTS (from PIL import Image)
         for node in walk(tree):
             if isinstance(node, cst.Import):
                 for a in node.names:
                     name = a.evaluated_name
-                    if name.split(".")[0] in OP_ROOTS:
-                        self.roots[a.evaluated_alias or name.split(".")[0]] = (
-                            name if a.evaluated_alias else name.split(".")[0]
-                        )
+                    top = name.split(".")[0]
+                    if top in OP_ROOTS or top in PY_READER_ROOTS:
+                        into = self.roots if top in OP_ROOTS else self.readers
+                        into[a.evaluated_alias or top] = name if a.evaluated_alias else top
             elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
                 mod = dotted(node.module) if node.module is not None and not node.relative else None
-                if mod and mod.split(".")[0] in OP_ROOTS:
+                top = mod.split(".")[0] if mod else ""
+                if top in OP_ROOTS or top in PY_READER_ROOTS:
+                    into = self.roots if top in OP_ROOTS else self.readers
                     for a in node.names:
-                        self.roots[a.evaluated_alias or a.evaluated_name] = f"{mod}.{a.evaluated_name}"
+                        into[a.evaluated_alias or a.evaluated_name] = f"{mod}.{a.evaluated_name}"
         self.values: dict[str, cst.BaseExpression] = {}
         for stmt in tree.body:
             if isinstance(stmt, cst.SimpleStatementLine):
@@ -275,7 +295,7 @@ class _ElementWise:
     def op_call(self, name: str) -> str | None:
         """Why a call of the dotted ``name`` (rooted at an import) is not element-wise, or None."""
         root, _, rest = name.partition(".")
-        full = self.roots[root] + (f".{rest}" if rest else "")
+        full = {**self.readers, **self.roots}[root] + (f".{rest}" if rest else "")
         low = full.lower()
         bad = next((p for p in STATEFUL_PARTS if p in low), None)
         return f"calls {name} (random or stateful)" if bad else None
@@ -313,13 +333,18 @@ class _ElementWise:
             if isinstance(n, cst.Call):
                 name = dotted(n.func)
                 if name is None:
+                    if python and isinstance(n.func, cst.Attribute):
+                        continue  # Image.open(p).convert("L"): a method of a value made in the call
                     return "calls the result of an expression (a layer or a function made on the fly)"
                 root = name.split(".")[0]
                 if root in local:
                     if python or (name.split(".")[-1] in TENSOR_METHODS and name.count(".") == 1):
                         continue
                     return f"calls {name}(), a method of a value it holds"
-                if root in self.roots and self.mod.bindings[root] == 1:
+                if python and name == "open" and not self.mod.bindings[name]:
+                    continue  # reads the element's file
+                readers = self.readers if python else {}
+                if (root in self.roots or root in readers) and self.mod.bindings[root] == 1:
                     why = self.op_call(name)
                     if why:
                         return why
@@ -345,7 +370,7 @@ class _ElementWise:
     def global_why_not(self, name: str, local: set[str], seen: frozenset[str]) -> str | None:
         if name in local or name in ("True", "False", "None") or name in PURE_BUILTINS:
             return None
-        if name in self.roots:
+        if name in self.roots or name in self.readers:
             return None if self.mod.bindings[name] == 1 else f"reads {name}, which the script rebinds"
         if name in self.mod.defs:  # passed as a value (tf.map_fn(fn, x)): it must pass too
             why = self.fn_why_not(name, seen)
@@ -1181,10 +1206,12 @@ class Cache(Fix):
     or a random generator; calls no method of a value, a Keras layer or a ``tf.random.Generator``, but
     ``set_shape`` / ``get_shape`` on a tensor it holds). The Python function a ``tf.numpy_function`` /
     ``py_function`` runs must be the script's and pass the same test as Python run every call: methods of its
-    own locals allowed (``path.decode()``, ``x.astype()``), no write into anything it did not make
-    (``CACHE[key] = x`` keeps state between calls). Then mapping before or after a permutation yields the same
-    elements. A ``filter`` after a shuffle is never moved before it (it would change what the shuffle buffer
-    holds).
+    own locals and of what it makes allowed (``path.decode()``, ``Image.open(p).convert("L")``), besides
+    TensorFlow/numpy the file readers and decoders of ``PIL``, ``cv2``, ``imageio``, ``skimage``, ``librosa``,
+    ``soundfile``, ``pydicom``, ``nibabel``, ``SimpleITK``, ``tifffile`` and ``open()`` (the same
+    array for the same file), no write into anything it did not make (``CACHE[key] = x`` keeps state between
+    calls). Then mapping before or after a permutation yields the same elements. A ``filter`` after a shuffle
+    is never moved before it (it would change what the shuffle buffer holds).
 
     A pipeline built over several assignments (``ds = ds.shuffle(...).map(...)``) is followed to the
     name's in-memory source; the cache may follow what the earlier assignments ran only when each stage
