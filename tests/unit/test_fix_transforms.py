@@ -1209,6 +1209,8 @@ def test_cache_follows_the_python_function_a_numpy_function_runs() -> None:
         ds = ds.map(load).batch(8)
         """
     assert_skipped("tfdata-cache", loader, "draws random numbers (load → read_data_fn → np.random.normal)")
+    noise = loader.replace("np.random.normal(size=image.shape)", "cv2.randn(image, 0, 1)")
+    assert_skipped("tfdata-cache", noise, "draws random numbers (load → read_data_fn → cv2.randn)")
     plain = loader.replace("            image = image + np.random.normal(size=image.shape)\n", "")
     assert_codemod(
         "tfdata-cache", plain, plain.replace("ds.map(load).batch(8)", "ds.map(load).cache().batch(8)")

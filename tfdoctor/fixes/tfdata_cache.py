@@ -113,7 +113,12 @@ def _random_call(node: cst.CSTNode) -> str | None:
     for n in walk(node):
         if isinstance(n, cst.Call):
             name = call_name(n) or attr_name(n) or ""
-            if "random" in name.lower() or name.split(".")[0] in ("rng", "random"):
+            last = name.split(".")[-1].lower()
+            if (
+                "random" in name.lower()
+                or name.split(".")[0] in ("rng", "random")
+                or last in ("randn", "randu", "randshuffle", "rvs")  # cv2's, scipy.stats'
+            ):
                 return name
     return None
 
