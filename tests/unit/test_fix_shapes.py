@@ -2344,6 +2344,22 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "0.01414 (square-root scaling for Adam)",
         },
     ),
+    # user repositories decoding PNGs with PIL inside tf.py_function (Image.open(...).convert("L")), the
+    # path pairs shuffled under `if shuffle:` before the load: the shuffle moves below the load, a cache
+    # after it (the element-wise test follows the Python py_function runs and allows PIL's readers)
+    "pil_py_function_loader.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="tf.data"),
+        {
+            "tfdata-cache": "cache() after map(tf_load_pair) of dataset (line 64), the shuffle of line 63 moved "
+            "below it",
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 91)",
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 2 map/interleave (line 64, line 66)",
+            "xla-jit": "jit_compile=True on model.compile() (line 91)",
+            "mixed-precision": "kept float32: Conv2D at line 77 (build_model())",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 32, line 20); learning rate Adam at line 91: default "
+            "0.001 made explicit, → 0.001414",
+        },
+    ),
     # user repositories reading one .npy file per example through tf.numpy_function in a sequential map,
     # after a shuffle of the paths under `if training:`; a set_shape map, a random flip map, no prefetch.
     # tfdata-cache only advised the reorder that allows its cache (TFD102: 21 % of the CPU re-loading the

@@ -843,9 +843,9 @@ class CacheCodemod(FixCodemod):
                     warns.append(
                         f"line {shuffle_line}: the shuffle moved below the cache at line {line}, after "
                         f"{cached}: these are element-wise and deterministic (each output depends only on its "
-                        "own element: no random draw, no state, the Python a numpy_function runs included), so "
-                        "it permutes the same elements and still reshuffles every epoch; its buffer now holds "
-                        "the decoded elements the cache holds"
+                        "own element: no random draw, no state, the Python a numpy_function / py_function runs "
+                        "included), so it permutes the same elements and still reshuffles every epoch; its "
+                        "buffer now holds the decoded elements the cache holds"
                     )
                 if moved:
                     warns.append(
