@@ -922,11 +922,11 @@ class CacheCodemod(FixCodemod):
     ) -> tuple[cst.BaseStatement, int, list[str]] | None:
         """The shuffle statement that may move down after ``a`` so that a cache can follow ``a``'s loads,
         with its line and the maps it then follows (``map(load)``); None when the pipeline does not have
-        that shape. The shape (a user repository's
-        loader): ``ds = ds.shuffle(n)`` alone in its statement (or alone under an ``if`` with no else),
-        the only thing before it that a cache would replay; then, in the same block, only statements
-        ``ds = ds.map(f)`` down to ``a``, every ``f`` deterministic and element-wise (each output depends
-        only on its own element), so that the shuffle after them permutes the same elements."""
+        that shape. The shape (a user repository's loader): ``ds = ds.shuffle(n)`` alone in its statement
+        (or alone under an ``if`` with no else), the only thing before it that a cache would replay; then,
+        in the same block, only statements ``ds = ds.map(f)`` down to ``a``, every ``f`` deterministic and
+        element-wise (each output depends only on its own element), so that the shuffle after them
+        permutes the same elements."""
         shuffles = [b for b in prior if any(op == "shuffle" for op, _ in pipes.stages(b.value)[1])]
         if len(shuffles) != 1:
             return None
