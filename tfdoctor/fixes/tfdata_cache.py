@@ -109,6 +109,11 @@ def _python_fn(call: cst.Call) -> cst.BaseExpression | None:
     return given.value if given is not None else positional[0].value if positional else None
 
 
+#: names of calls that draw random numbers without saying "random" (cv2.randn, cv2.randu,
+#: cv2.randShuffle; scipy.stats' ``.rvs``), lower case
+RANDOM_WITHOUT_THE_WORD = ("randn", "randu", "randshuffle", "rvs")
+
+
 def _random_call(node: cst.CSTNode) -> str | None:
     for n in walk(node):
         if isinstance(n, cst.Call):
@@ -117,7 +122,7 @@ def _random_call(node: cst.CSTNode) -> str | None:
             if (
                 "random" in name.lower()
                 or name.split(".")[0] in ("rng", "random")
-                or last in ("randn", "randu", "randshuffle", "rvs")  # cv2's, scipy.stats'
+                or last in RANDOM_WITHOUT_THE_WORD
             ):
                 return name
     return None
@@ -217,9 +222,7 @@ PURE_BUILTINS = frozenset(
 #: name: ``tf.nn.dropout`` and ``sample_distorted_bounding_box`` draw random numbers without saying so)
 STATEFUL_PARTS = (
     "random",
-    "randn",  # cv2.randn, cv2.randu, cv2.randShuffle: random without the word
-    "randu",
-    "randshuffle",
+    *RANDOM_WITHOUT_THE_WORD,
     "variable",
     "generator",
     "shuffle",
