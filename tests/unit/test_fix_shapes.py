@@ -2486,6 +2486,23 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "--lr default (line 42) 0.001 → 0.001414",
         },
     ),
+    # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
+    # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
+    # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The
+    # batch and rate are flag defaults; the cache is out of reach (files of unknown decoded size, and the
+    # map is random), and says so
+    "tfrecord_absl.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 115)",
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 2 map/interleave (line 80, line 83)",
+            "tfdata-prefetch": ".prefetch(tf.data.AUTOTUNE) at the end of the pipeline (line 85)",
+            "xla-jit": "jit_compile=True on model.compile() (line 115)",
+            "mixed-precision": "kept float32: Dense at line 98 (build_model())",
+            "batch-scale": "batch size ×2 (--batch_size default 64 → 128, line 19); learning rate Adam at line 116: "
+            "--learning_rate default (line 20) 0.001 → 0.001414",
+        },
+    ),
     # keras-io image classification from scratch, Keras 3 style (from tensorflow import data as tf_data)
     "keras_io_image_classification.py": (
         _FIT,
@@ -3004,3 +3021,31 @@ def test_cache_says_once_why_each_pipeline_is_left_alone_for_all_its_lines() -> 
     )
     # TFD102 asks for a cache (21 % of the CPU re-loading the same files): the reorder that allows one
     assert "from_tensor_slices() → map(load_data_fn) → cache() → shuffle() → the random maps" in out.reason
+
+
+def test_cache_on_tfrecord_shards_says_it_cannot_size_them_and_the_flags_carry_the_batch() -> None:
+    """tfrecord_absl.py (tensorflow/models style): the records come from list_files() + interleave(), whose
+    decoded size no codemod can know, and the map after the shuffle flips at random: tfdata-cache leaves
+    it with both reasons (TFD102 asked for it: 18 % of the CPU). Batch-scale changes the absl flags'
+    defaults, where the script reads its batch and rate, and nothing else."""
+    src = shape("tfrecord_absl.py").read_text()
+    ctx = FixContext(hardware=BF16, filename="tfrecord_absl.py", facts=_FIT)
+    out = get_fix("tfdata-cache").apply(src, ctx)
+    assert out.status == "skipped"
+    assert out.reason.startswith(
+        "dataset (lines 79, 80) reads list_files(): tfdoctor cannot tell whether the decoded data fits in "
+        "memory (cache(filename) caches to disk); dataset (lines 82, 83, 84): the pipeline already ran "
+        "interleave() at line 80"
+    )
+    scaled = get_fix("batch-scale").apply(src, ctx)
+    changed = [(a, b) for a, b in zip(src.splitlines(), scaled.code.splitlines(), strict=True) if a != b]
+    assert changed == [
+        (
+            'flags.DEFINE_integer("batch_size", 64, "Global batch size.")',
+            'flags.DEFINE_integer("batch_size", 128, "Global batch size.")',
+        ),
+        (
+            'flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate.")',
+            'flags.DEFINE_float("learning_rate", 0.00141421, "Adam learning rate.")',
+        ),
+    ]
