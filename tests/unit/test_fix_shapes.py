@@ -1086,6 +1086,47 @@ def test_batch_scale_scales_what_a_learning_rate_scheduler_returns() -> None:
     assert "LEARNING RATE NOT SCALED" in out.reason
 
 
+def test_batch_scale_follows_a_schedule_that_multiplies_a_rate_of_its_own() -> None:
+    """Keras's cifar10_resnet.py, copied into countless repositories: ``lr_schedule(epoch)`` sets
+    ``lr = 1e-3`` and multiplies it down past epochs 80/120/160/180, ``Adam(learning_rate=lr_schedule(0))``
+    and ``LearningRateScheduler(lr_schedule)``. Batch-scale said "LEARNING RATE NOT SCALED" (the optimizer's
+    rate "not followed to a number", the function's return "not computed from the one it is given"); the
+    base rate is scaled now, and the optimizer built from the function follows it."""
+    src = """
+    import numpy as np
+    from tensorflow.keras.callbacks import LearningRateScheduler, ReduceLROnPlateau
+    from tensorflow.keras.optimizers import Adam
+    batch_size = 32
+
+    def lr_schedule(epoch):
+        lr = 1e-3
+        if epoch > 180:
+            lr *= 0.5e-3
+        elif epoch > 80:
+            lr *= 1e-1
+        print("Learning rate: ", lr)
+        return lr
+
+    model.compile(loss="categorical_crossentropy", optimizer=Adam(learning_rate=lr_schedule(0)))
+    lr_scheduler = LearningRateScheduler(lr_schedule)
+    lr_reducer = ReduceLROnPlateau(factor=np.sqrt(0.1), cooldown=0, patience=5, min_lr=0.5e-6)
+    model.fit(x_train, y_train, batch_size=batch_size, callbacks=[lr_reducer, lr_scheduler])
+    """
+    out = run("batch-scale", src, params={"factor": "2"})
+    assert out.status == "changed" and "NOT SCALED" not in out.reason, out.reason
+    assert "    lr = 0.00141421\n" in out.code and "lr *= 0.5e-3" in out.code and "lr *= 1e-1" in out.code
+    assert "Adam at line 15: learning_rate=lr_schedule(0), from lr_schedule() scaled" in out.reason
+    assert "LearningRateScheduler at line 16: lr_schedule() returns lr = 0.001 → 0.001414" in out.reason
+    # an added constant, or a rate from elsewhere: what it returns cannot be told to follow
+    for other in ("lr += 1e-4", "lr = BASE_LR"):
+        out = run("batch-scale", src.replace("lr *= 1e-1", other), params={"factor": "2"})
+        assert "LEARNING RATE NOT SCALED" in out.reason, (other, out.reason)
+        said = " ".join(out.warnings)
+        assert "lr_schedule() returns a rate not computed from the one it is given" in said, said
+        assert "learning_rate=lr_schedule(0) not followed to a number" in said, said
+        assert "    lr = 1e-3\n" in out.code  # nothing scaled halfway
+
+
 def test_batch_scale_keeps_a_step_counted_schedule_per_example() -> None:
     """ExponentialDecay(decay_steps=10000) counts optimizer steps: with the batch ×2 an epoch has half
     the steps, so decay_steps is halved with the initial rate scaled (the same schedule per example)."""

@@ -188,6 +188,11 @@ def _names_through(e: cst.CSTNode, local: dict[str, list[cst.BaseExpression]], d
     return found
 
 
+def _called_function(node: cst.BaseExpression) -> str | None:
+    """``lr_schedule`` for ``lr_schedule(0)``: the name of a plain function called, or None."""
+    return node.func.value if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) else None
+
+
 def _function_params(tree: cst.Module) -> dict[str, list[cst.Param]]:
     """Parameters with defaults of every function, by name (``def __init__(self, lr=1e-3)``)."""
     out: dict[str, list[cst.Param]] = {}
@@ -274,6 +279,8 @@ class BatchScaleCodemod(FixCodemod):
         self.module_tree = tree
         self.fields = _class_fields(tree)  # config classes' fields and attributes given a value
         self.edits: dict[int, cst.BaseExpression] = {}  # id(original node) -> new node
+        #: the script's functions a LearningRateScheduler runs whose every rate returned was scaled
+        self.schedule_fns: set[str] = set()
         # id(a schedule's initial_learning_rate node) -> the schedule's call: its other rates scale too
         self.schedule_of: dict[int, cst.Call] = {}
         self._batch_names: set[str] | None = None  # names computed from the batch size (_batch_dependent)
@@ -454,6 +461,12 @@ class BatchScaleCodemod(FixCodemod):
         missed: list[str] = []
         scaled: set[int] = set()
         opts = self._optimizers(tree)
+        # a LearningRateScheduler sets the rate every epoch: its own numbers must scale too (first: an
+        # optimizer built from its function, Adam(learning_rate=lr_schedule(0)), follows them)
+        sched_done: list[str] = []
+        sched_missed: list[str] = []
+        if opts:
+            self._schedulers(tree, self._scale(opts[0][1]), sched_done, sched_missed)
         for call, name, string in opts:
             rule = "linear" if name in LINEAR else "square-root"
             scale = self._scale(name)
@@ -507,6 +520,10 @@ class BatchScaleCodemod(FixCodemod):
                     f"schedule per example), its rate ×{scale:.4g} ({rule} scaling for {name})"
                 )
                 continue
+            if target is None and (fn := _called_function(lr_arg.value)) in self.schedule_fns:
+                text = cst.Module([]).code_for_node(lr_arg.value)  # Adam(learning_rate=lr_schedule(0))
+                done.append(f"{where}: learning_rate={text}, from {fn}() scaled ({rule} scaling for {name})")
+                continue
             if target is None:
                 text = cst.Module([]).code_for_node(lr_arg.value)
                 missed.append(f"{where}: learning_rate={text} not followed to a number")
@@ -540,8 +557,8 @@ class BatchScaleCodemod(FixCodemod):
                 f"no optimizer or learning rate found: scale the learning rate ×{self.factor} (SGD) or ×√{self.factor} (Adam) yourself"
             )
             return NO_OPTIMIZER, "no optimizer found"
-        # a LearningRateScheduler sets the rate every epoch: its own numbers must scale too
-        self._schedulers(tree, self._scale(opts[0][1]), done, missed)
+        done += sched_done
+        missed += sched_missed
         scaled_names = self._scaled_names(consts)
         for where, text, names in self._rates_set_in_loops(tree):
             who, at = where.split(" at ", 1)
@@ -598,14 +615,44 @@ class BatchScaleCodemod(FixCodemod):
                 if v is not None:
                     self.edits[id(r.value)] = _fmt(v * scale, r.value)
                     scaled.append(f"{v:g} → {v * scale:.4g}")
+                elif isinstance(r.value, cst.Name) and r.value.value not in params:
+                    local = self._local_rate(fn, r.value.value, params, scale)
+                    opaque = opaque or local is None
+                    scaled += [f"{r.value.value} = {t}" for t in local or []]
                 elif not any(isinstance(n, cst.Name) and n.value in params for n in walk(r.value)):
                     opaque = True
             if opaque:
                 missed.append(
                     f"{where}: {fn.name.value}() returns a rate not computed from the one it is given"
                 )
+            elif scaled:
+                self.schedule_fns.add(fn.name.value)
             if scaled:
-                done.append(f"{where}: {fn.name.value}() returns {', '.join(scaled)}")
+                done.append(f"{where}: {fn.name.value}() returns {', '.join(dict.fromkeys(scaled))}")
+
+    def _local_rate(self, fn: cst.FunctionDef, name: str, params: set[str], scale: float) -> list[str] | None:
+        """A schedule that returns a name of its own, as Keras's ``cifar10_resnet.py`` writes it
+        (``lr = 1e-3``, then ``lr *= 1e-1`` past epoch 80, ``return lr``): its numbers assigned are
+        scaled (what they are multiplied or divided by then follows); None when an assignment to it
+        is neither a number nor computed from itself or the given rate (``lr += 1e-4``, ``lr = BASE``:
+        the rate returned cannot be told to follow)."""
+        scaled: list[str] = []
+        edits: dict[int, cst.BaseExpression] = {}  # made only when every assignment follows
+        for n in walk(fn.body):
+            if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name) and n.target.value == name:
+                if not isinstance(n.operator, (cst.MultiplyAssign, cst.DivideAssign)):
+                    return None
+            elif isinstance(n, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in n.targets
+            ):
+                v = _number(n.value)
+                if v is not None:
+                    edits[id(n.value)] = _fmt(v * scale, n.value)
+                    scaled.append(f"{v:g} → {v * scale:.4g}")
+                elif not any(isinstance(m, cst.Name) and m.value in params | {name} for m in walk(n.value)):
+                    return None
+        self.edits.update(edits)
+        return scaled or None
 
     def _scaled_names(self, consts: dict[str, list[cst.Assign]]) -> set[str]:
         """Module names whose one assignment is a number this fix scaled (``BASE_LR = 1e-3``)."""
@@ -1065,7 +1112,9 @@ class BatchScale(Fix):
     ``CustomSchedule``, its warm-up counted in steps) is wrapped in a ``TfdoctorScaledSchedule`` defined
     before its use: N times as far per step, its rate scaled by the rule), and, given the modules beside the script, in the one where the
     optimizer is built. A ``LearningRateScheduler(decay)`` sets the rate every epoch: the numbers ``decay``
-    returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one). A loop, or
+    returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one; so does a
+    local rate of its own, Keras's ``cifar10_resnet.py``'s ``lr = 1e-3`` then ``lr *= 1e-1``, whose number is
+    scaled, and an optimizer built from ``decay(0)``). A loop, or
     a callback's ``on_*`` method, that sets the rate itself (``optimizer.learning_rate = lr``) is said:
     computed from a constant scaled here, its step counts are not divided; else LEARNING RATE NOT SCALED.
     The summary line says which rule was used for which optimizer. A learning rate that cannot
