@@ -35,6 +35,7 @@ from tfdoctor.session.fix_loop import (
     examples_per_step,
     judge_rounds,
     keep_bar,
+    median_run,
     memo_problem,
     order_candidates,
     patch_header,
@@ -1597,3 +1598,20 @@ def test_a_ladder_and_a_pooled_pair_chain_through_the_states_the_final_one_went_
     assert chained([]) is None
     assert disjoint(Estimate(1.68, 1.12, 2.52, 3), Estimate(1.02, 0.9, 1.1, 4))
     assert not disjoint(Estimate(1.68, 1.12, 2.52, 3), Estimate(1.02, 0.9, 1.15, 4))
+
+
+def test_a_trials_rate_shown_is_its_median_run_not_its_first_or_latest() -> None:
+    """The rate a trial (and the combined result) shows beside its ratio was one run: the loop showed
+    the trial's first, the notebook its latest; on a noisy machine one run can sit far from the rounds
+    (a batch ×2 trial shown at 4,399 examples/s while its three other runs measured 5,002-6,714). Now
+    both show the median run of the trial's side (the lower middle one of an even count, as the
+    baseline's re-runs): here 12 steps/s of 15, 12, 11 and 13, not the first (15) nor the latest (13)."""
+    rates = {1: 15.0, 2: 12.0, 3: 11.0, 4: 13.0}
+    measure, _ = _steady_reference(rates)
+    r = judge_rounds(measure, first_trial=_banded(15.0), ref_prev=_banded(10.0), max_rounds=4)
+    assert [t.steps_per_s for t in r.trial_runs] == [15.0, 12.0, 11.0, 13.0]
+    assert r.trial is not None and r.trial.steps_per_s == 13.0
+    assert r.trial_median is not None and r.trial_median.steps_per_s == 12.0
+    assert median_run([]) is None and median_run([_banded(3.0)]) == _banded(3.0)
+    odd = [_banded(x) for x in (9.0, 4.0, 7.0)]
+    assert median_run(odd) == _banded(7.0)

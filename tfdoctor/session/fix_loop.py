@@ -309,6 +309,7 @@ class Rounds:
     pairs: list[Pair] = field(default_factory=list)
     ref: Throughput | None = None  # the latest measurement of each side
     trial: Throughput | None = None
+    trial_runs: list[Throughput] = field(default_factory=list)  # every measurement of the trial, first too
     ref_steps: list[list[StepTiming]] = field(default_factory=list)  # each re-run of the reference
     trial_steps: list[list[StepTiming]] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)  # the extra runs, in the order they ran
@@ -329,6 +330,19 @@ class Rounds:
     @property
     def ratios(self) -> list[float]:
         return [round(p.ratio, 4) for p in self.pairs if p.back_to_back]
+
+    @property
+    def trial_median(self) -> Throughput | None:
+        """The trial's median run (:func:`median_run`): the absolute rate shown beside the rounds'
+        ratio, rather than one run of a noisy machine (its first, or its latest)."""
+        return median_run(self.trial_runs)
+
+
+def median_run(runs: list[Throughput]) -> Throughput | None:
+    """The run whose rate (examples/s where known, else steps/s) is the median of ``runs``: the lower of
+    the two middle ones for an even count; None for none."""
+    ordered = sorted(runs, key=lambda t: t.examples_per_s or t.steps_per_s)
+    return ordered[(len(ordered) - 1) // 2] if ordered else None
 
 
 def judge_rounds(
@@ -394,7 +408,7 @@ def _judge_rounds(
     budget. ``max_rounds`` 0: no rounds; the first run is judged against ``ref_prev`` alone.
     ``measure(side, round)`` runs one side. ``pool``: see :func:`judge_rounds`.
     """
-    r = Rounds(ref=ref_prev, trial=first_trial)
+    r = Rounds(ref=ref_prev, trial=first_trial, trial_runs=[first_trial])
     worth = max(WORTH, keep_above)  # "not faster" below it; undecided above it: worth more rounds
 
     def pair(trial: Throughput, ref: Throughput, order: Literal["AB", "BA"], b2b: bool = True) -> Pair:
@@ -418,6 +432,7 @@ def _judge_rounds(
                 r.cold = True
                 return None
             r.trial = tp
+            r.trial_runs.append(tp)
             r.trial_steps.append(m.steps)
         elif tp is None:
             on = (
@@ -964,7 +979,7 @@ class FixLoop:
                     rounds_note = (
                         f"{len(r.pairs)} paired round{'s' if len(r.pairs) != 1 else ''}, side by side"
                     )
-                combined = state.throughput
+                combined = (r.trial_median if r.decision is not None else None) or state.throughput
                 if state.run_id:
                     run_id = state.run_id
             else:
@@ -990,11 +1005,10 @@ class FixLoop:
         if patch:
             files = ", ".join(patch_files(patch))
             patch = patch_header(files, kept, speedup, ci, rounds_note, changes, verdict) + patch
-        reruns = sorted(self.base_reruns, key=lambda t: t.examples_per_s or t.steps_per_s)
         return FixSummary(
             baseline=self.report.throughput,
-            baseline_timed=reruns[(len(reruns) - 1) // 2] if reruns else None,
-            baseline_timed_runs=len(reruns),
+            baseline_timed=median_run(self.base_reruns),
+            baseline_timed_runs=len(self.base_reruns),
             trials=trials,
             combined=combined,
             combined_speedup=speedup,
@@ -1316,6 +1330,7 @@ class FixLoop:
         ref_was_last = self._last == state_key(ref.source, ref_switches, ref.modules)
         run, res, rep = self.measure(label, outcome.code, switches, modules=modules, examples=expected)
         tp = rep.throughput if res.ok else None
+        shown = tp  # after the paired rounds: the trial's median run
         extra: dict[str, object] = {}
         paired_ids: list[str] = []
 
@@ -1329,7 +1344,7 @@ class FixLoop:
                 status=status,
                 reason=reason,
                 error=error,
-                throughput=tp,
+                throughput=shown,
                 patch=self.diff(before.source, before.modules, outcome.code, modules),
                 runtime_switch=dict(outcome.switches),
                 run_id=run.id,
@@ -1448,6 +1463,7 @@ class FixLoop:
         )
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
+        shown = r.trial_median or tp
         ref = replace(
             ref,
             throughput=r.ref or ref.throughput,

@@ -473,6 +473,7 @@ def kernel_fix_loop(
         ref.loss_runs += r.ref_steps
         info["paired_run_ids"] = r.run_ids
         info["paired_ratios"] = r.ratios
+        info["throughput"] = r.trial_median or m.throughput  # the trial's median run, as the script loop's
         if r.failed:
             return FixTrial(**info, status="failed", reason=r.failed[0], error=r.failed[1]), None
         assert r.decision is not None
@@ -576,7 +577,7 @@ def kernel_fix_loop(
             speedup, ci, verdict = est.ratio, [round(est.low, 4), round(est.high, 4)], r.decision.verdict
             note = r.decision.reason
             chain, reproduced = reproduction(trials, est)
-        combined, run_id = r.trial or state.throughput, state.run_id
+        combined, run_id = r.trial_median or state.throughput, state.run_id
     if subprocess_only:
         notes.append(
             "measured only in a subprocess (they change the script or how the model is built): "
