@@ -188,11 +188,6 @@ def _names_through(e: cst.CSTNode, local: dict[str, list[cst.BaseExpression]], d
     return found
 
 
-def _called_function(node: cst.BaseExpression) -> str | None:
-    """``lr_schedule`` for ``lr_schedule(0)``: the name of a plain function called, or None."""
-    return node.func.value if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) else None
-
-
 def _function_params(tree: cst.Module) -> dict[str, list[cst.Param]]:
     """Parameters with defaults of every function, by name (``def __init__(self, lr=1e-3)``)."""
     out: dict[str, list[cst.Param]] = {}
@@ -520,7 +515,11 @@ class BatchScaleCodemod(FixCodemod):
                     f"schedule per example), its rate ×{scale:.4g} ({rule} scaling for {name})"
                 )
                 continue
-            if target is None and (fn := _called_function(lr_arg.value)) in self.schedule_fns:
+            if (
+                target is None
+                and isinstance(called := lr_arg.value, cst.Call)
+                and (fn := call_name(called)) in self.schedule_fns
+            ):
                 text = cst.Module([]).code_for_node(lr_arg.value)  # Adam(learning_rate=lr_schedule(0))
                 done.append(f"{where}: learning_rate={text}, from {fn}() scaled ({rule} scaling for {name})")
                 continue

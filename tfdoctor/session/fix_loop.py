@@ -979,7 +979,7 @@ class FixLoop:
                     rounds_note = (
                         f"{len(r.pairs)} paired round{'s' if len(r.pairs) != 1 else ''}, side by side"
                     )
-                combined = (r.trial_median if r.decision is not None else None) or state.throughput
+                combined = r.trial_median or state.throughput
                 if state.run_id:
                     run_id = state.run_id
             else:
