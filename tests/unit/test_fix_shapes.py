@@ -1127,6 +1127,42 @@ def test_batch_scale_follows_a_schedule_that_multiplies_a_rate_of_its_own() -> N
         assert "    lr = 1e-3\n" in out.code  # nothing scaled halfway
 
 
+def test_batch_scale_follows_a_schedule_proportional_to_a_number_of_its_own() -> None:
+    """machinelearningmastery's drop-based decay (step_decay.py): ``lrate = initial_lrate * math.pow(drop,
+    math.floor((1 + epoch) / epochs_drop))`` with ``initial_lrate = 0.1``: the rate of every epoch is
+    proportional to that number, so it is the one scaled (``drop`` and ``epochs_drop`` are not), and the
+    optimizer's ``learning_rate=0.0``, which the scheduler replaces every epoch, is left and said so. A
+    number written in the product (``return 0.1 * drop ** ...``) is scaled in place; a rate that is not a
+    product of a number (``0.1 - 0.001 * epoch``), or a number used elsewhere too, still says NOT SCALED
+    with nothing scaled halfway."""
+    src = shape("step_decay.py").read_text()
+    out = run("batch-scale", src, params={"factor": "2"})
+    assert out.status == "changed" and "NOT SCALED" not in out.reason, out.reason
+    changed = [(a, b) for a, b in zip(src.splitlines(), out.code.splitlines(), strict=True) if a != b]
+    assert changed == [
+        ("    initial_lrate = 0.1", "    initial_lrate = 0.2"),
+        (
+            "model.fit(X, Y, validation_split=0.33, epochs=50, batch_size=28, callbacks=callbacks_list, verbose=2)",
+            "model.fit(X, Y, validation_split=0.33, epochs=50, batch_size=56, callbacks=callbacks_list, verbose=2)",
+        ),
+    ]
+    rate = "    lrate = initial_lrate * math.pow(drop, math.floor((1 + epoch) / epochs_drop))\n    return lrate\n"
+    assert rate in src
+    inline = src.replace(rate, "    return 0.1 * drop ** math.floor((1 + epoch) / epochs_drop)\n")
+    out = run("batch-scale", inline, params={"factor": "4"})
+    assert "    return 0.4 * drop ** math.floor" in out.code and "drop = 0.5" in out.code, out.code
+    assert "step_decay() returns 0.1 × … → 0.4 × …" in out.reason, out.reason
+    for other in (
+        "    lrate = initial_lrate - 0.001 * epoch\n    return lrate\n",  # not proportional to a number
+        rate + "    print(initial_lrate)\n",  # unreachable, but the number is used elsewhere
+        "    lrate = initial_lrate * math.pow(drop, epoch)\n    lrate += 1e-4\n    return lrate\n",
+    ):
+        out = run("batch-scale", src.replace(rate, other), params={"factor": "2"})
+        assert "LEARNING RATE NOT SCALED" in out.reason, (other, out.reason)
+        assert "step_decay() returns a rate not computed from the one it is given" in " ".join(out.warnings)
+        assert "    initial_lrate = 0.1\n" in out.code  # nothing scaled halfway
+
+
 def test_batch_scale_keeps_a_step_counted_schedule_per_example() -> None:
     """ExponentialDecay(decay_steps=10000) counts optimizer steps: with the batch ×2 an epoch has half
     the steps, so decay_steps is halved with the initial rate scaled (the same schedule per example)."""
@@ -2108,7 +2144,7 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "mixed-precision": "kept float32: Dense at line 24 (model)",
             "batch-scale": "decay_steps=total_steps - warmup_steps follows the batch size through total_steps, "
             "warmup_steps=warmup_steps follows the batch size through warmup_steps: the same schedule per "
-            "example) 0 → 0, warmup_target 0.001 → 0.001414 (square-root scaling for AdamW)",
+            "example) 0, warmup_target 0.001 → 0.001414 (square-root scaling for AdamW)",
         },
     ),
     # CIFAR ResNet scripts: PiecewiseConstantDecay with boundaries in steps of the batch, SGD momentum
@@ -2554,6 +2590,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "xla-jit": "model.compile() (line 59)",
             "mixed-precision": "Dense at line 52 (make_model())",
             "batch-scale": "Adam at line 60: 0.0003 → 0.0004243",
+        },
+    ),
+    # machinelearningmastery's drop-based decay: SGD(learning_rate=0.0) set by a LearningRateScheduler whose
+    # step_decay() returns initial_lrate * math.pow(drop, ...); batch-scale said "0 → 0" and NOT SCALED
+    "step_decay.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 34)",
+            "xla-jit": "jit_compile=True on model.compile() (line 34)",
+            "mixed-precision": "kept float32: Dense at line 31 (model)",
+            "batch-scale": "batch size ×2 (28 → 56, line 39); learning rate SGD at line 33: 0 left (zero scales "
+            "to zero) (linear scaling for SGD); LearningRateScheduler at line 36: step_decay() returns lrate = initial_lrate × … "
+            "(initial_lrate 0.1 → 0.2)",
         },
     ),
 }

@@ -188,6 +188,41 @@ def _names_through(e: cst.CSTNode, local: dict[str, list[cst.BaseExpression]], d
     return found
 
 
+def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What ``expr`` is proportional to: the operands of its top-level products, a quotient's numerator
+    (``a * b / c`` → ``a``, ``b``), parentheses looked through."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return _factors(expr.left) + _factors(expr.right)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        return _factors(expr.left)
+    return [expr]
+
+
+def _rate_factor(
+    fn: cst.FunctionDef, expr: cst.BaseExpression
+) -> tuple[cst.BaseExpression, str, float] | None:
+    """A schedule's rate computed as a number times a decay, as machinelearningmastery's ``step_decay``
+    writes it (``initial_lrate = 0.1`` … ``lrate = initial_lrate * math.pow(drop, math.floor((1 + epoch) /
+    epochs_drop))``): the number the rate is proportional to, so scaling it scales every epoch's rate.
+    (The node to scale, ``"initial_lrate"`` or ``""`` for a number written in the product, its value);
+    None when no factor is a number or a local name given one number and used nowhere else in ``fn``."""
+    for f in _factors(expr):
+        if (v := _number(f)) is not None:
+            return f, "", v
+        if not isinstance(f, cst.Name):
+            continue
+        sets = [
+            a.value
+            for a in walk(fn.body)
+            if isinstance(a, cst.Assign)
+            and any(isinstance(t.target, cst.Name) and t.target.value == f.value for t in a.targets)
+        ]
+        uses = sum(isinstance(n, cst.Name) and n.value == f.value for n in walk(fn.body))
+        if len(sets) == 1 and (v := _number(sets[0])) is not None and uses == 2:  # its assignment, this use
+            return sets[0], f.value, v
+    return None
+
+
 def _function_params(tree: cst.Module) -> dict[str, list[cst.Param]]:
     """Parameters with defaults of every function, by name (``def __init__(self, lr=1e-3)``)."""
     out: dict[str, list[cst.Param]] = {}
@@ -538,8 +573,10 @@ class BatchScaleCodemod(FixCodemod):
             others, miss = self._schedule_rates(self.schedule_of.get(id(node)), scale, consts)
             if miss:
                 missed.append(f"{where}: {miss}")
+            # SGD(learning_rate=0.0), a LearningRateScheduler setting it every epoch: nothing to scale
+            change = f"{v:g} → {v * scale:.4g}" if v else "0" if others else "0 left (zero scales to zero)"
             done.append(
-                f"{where}: {label + ' ' if label else ''}{v:g} → {v * scale:.4g}{others} ({rule} scaling for {name})"
+                f"{where}: {label + ' ' if label else ''}{change}{others} ({rule} scaling for {name})"
             )
         if not opts and argparse_lr:  # the optimizer is not visible, but the script takes --lr
             name, c = next(iter(argparse_lr.items()))
@@ -618,7 +655,17 @@ class BatchScaleCodemod(FixCodemod):
                     local = self._local_rate(fn, r.value.value, params, scale)
                     opaque = opaque or local is None
                     scaled += [f"{r.value.value} = {t}" for t in local or []]
-                elif not any(isinstance(n, cst.Name) and n.value in params for n in walk(r.value)):
+                elif any(isinstance(n, cst.Name) and n.value in params for n in walk(r.value)):
+                    pass
+                elif (factor := _rate_factor(fn, r.value)) is not None:
+                    node, label, v = factor  # return 0.1 * 0.5 ** (epoch // 10)
+                    self.edits[id(node)] = _fmt(v * scale, node)
+                    scaled.append(
+                        f"{label} × … ({label} {v:g} → {v * scale:.4g})"
+                        if label
+                        else f"{v:g} × … → {v * scale:.4g} × …"
+                    )
+                else:
                     opaque = True
             if opaque:
                 missed.append(
@@ -648,7 +695,17 @@ class BatchScaleCodemod(FixCodemod):
                 if v is not None:
                     edits[id(n.value)] = _fmt(v * scale, n.value)
                     scaled.append(f"{v:g} → {v * scale:.4g}")
-                elif not any(isinstance(m, cst.Name) and m.value in params | {name} for m in walk(n.value)):
+                elif any(isinstance(m, cst.Name) and m.value in params | {name} for m in walk(n.value)):
+                    continue
+                elif (factor := _rate_factor(fn, n.value)) is not None:
+                    node, label, v = factor  # lrate = initial_lrate * math.pow(drop, ...)
+                    edits[id(node)] = _fmt(v * scale, node)
+                    scaled.append(
+                        f"{label} × … ({label} {v:g} → {v * scale:.4g})"
+                        if label
+                        else f"{v:g} × … → {v * scale:.4g} × …"
+                    )
+                else:
                     return None
         self.edits.update(edits)
         return scaled or None
