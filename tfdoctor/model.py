@@ -341,7 +341,11 @@ class FixTrial(_Frozen):
     # it (batch ×2 then ×4): the final state holds the bigger one, whose ratio is over this one's
     status: Literal["kept", "superseded", "rejected", "failed", "skipped"]
     reason: str  # why kept / superseded / rejected / failed / skipped, with figures
+    # the trial's median run (the first run and those of its paired rounds), and the median run of the
+    # state it was tried on in those rounds (its reference): the two rates that read as ``speedup`` does.
+    # reference None: judged without paired runs (or a report written before it was recorded)
     throughput: Throughput | None = None
+    reference: Throughput | None = None
     # the trial's OWN ratio over the state it was tried on (the baseline plus the fixes kept before it),
     # examples/s where known else steps/s; ``speedup_ci`` its confidence interval [low, high] from the
     # judge (tfdoctor.fixes.judge); None: not measured
@@ -384,7 +388,8 @@ class FixSummary(_Frozen):
     baseline_timed: Throughput | None = None
     baseline_timed_runs: int = 0
     trials: list[FixTrial] = Field(default_factory=list)
-    combined: Throughput | None = None
+    combined: Throughput | None = None  # the final state's median run in the combined check
+    combined_reference: Throughput | None = None  # the baseline's median run in that check
     combined_speedup: float | None = None
     patch: str = ""  # the combined unified diff (also runs/<id>/fix.patch)
     kept: list[str] = Field(default_factory=list)

@@ -1615,3 +1615,60 @@ def test_a_trials_rate_shown_is_its_median_run_not_its_first_or_latest() -> None
     assert median_run([]) is None and median_run([_banded(3.0)]) == _banded(3.0)
     odd = [_banded(x) for x in (9.0, 4.0, 7.0)]
     assert median_run(odd) == _banded(7.0)
+
+
+def test_each_row_shows_the_median_run_of_the_state_it_was_paired_with(tmp_path: Path) -> None:
+    """A row showed the trial's rate beside its ratio, but not the rate of what the ratio is over: the
+    state it was tried on, as re-measured in its own rounds (not the profiled baseline, not an earlier
+    trial's figure). "combined 3,701 examples/s, 1.39x" read as slower than a baseline shown at 3,925.
+    Now each row carries the median run of its reference beside its own (``reference``, and the
+    combined result's ``combined_reference``), and the terminal, the HTML page (the web UI's and the
+    notebook's) show it: "against 320 examples/s" under a trial at 352 that measured 1.1x."""
+    rates = {
+        "tf-function": 11.0,
+        "tf-function: reference, paired round 1": 9.0,
+        "tf-function: reference, paired round 2": 10.0,
+        "tf-function: paired round 2": 11.0,
+        "tf-function: paired round 3": 11.0,
+        "tf-function: reference, paired round 3": 10.0,
+        "tf-function: reference, paired round 4": 12.0,
+        "tf-function: paired round 4": 11.0,
+        "tf-function: paired round 5": 11.0,
+        "tf-function: reference, paired round 5": 10.0,
+        "tf-function: reference, paired round 6": 10.0,
+        "tf-function: paired round 6": 11.0,
+        "combined": 11.0,
+        "combined vs the baseline": 8.0,
+        **{f"combined vs the baseline: trial, paired round {i}": 11.0 for i in range(2, 8)},
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function"])
+    summary = loop.run()
+    (trial,) = summary.trials
+    assert trial.status == "kept", trial.reason
+    refs = sorted(
+        rates[m.partition(" (")[0]] for m in loop.measured if m.startswith("tf-function: reference")
+    )
+    assert len(refs) >= 2 and trial.reference is not None
+    assert trial.reference.steps_per_s == pytest.approx(refs[(len(refs) - 1) // 2])  # the lower middle
+    assert trial.throughput is not None and trial.throughput.steps_per_s == pytest.approx(11.0)
+    assert summary.combined_reference is not None and summary.combined_reference.steps_per_s == pytest.approx(
+        8.0
+    )
+    report = loop.baseline.report()
+    console = Console(record=True, width=240)
+    console.print(fix_table(report))
+    text = console.export_text()
+    ref_rate = f"against {refs[(len(refs) - 1) // 2] * 32:,.0f} examples/s"
+    assert ref_rate in text and "against 256 examples/s" in text, text
+    page = run_page(report)
+    (row,) = page.fix_rows
+    assert row.reference == ref_rate and row.throughput.startswith("352")
+    after = next(m for m in page.metrics if m.label == "After fixes")
+    assert "against 256 examples/s" in after.sub, after.sub
+    # a report written before the field existed (or a trial judged without paired runs): nothing shown
+    old = report.model_copy(
+        update={"fix": summary.model_copy(update={"trials": [trial.model_copy(update={"reference": None})]})}
+    )
+    console = Console(record=True, width=240)
+    console.print(fix_table(old))
+    assert ref_rate not in console.export_text() and run_page(old).fix_rows[0].reference == ""

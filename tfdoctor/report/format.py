@@ -77,6 +77,12 @@ def rate(value: float | None, unit: str) -> str:
     return f"{value:,.1f} {unit}" if unit.startswith("ex") else f"{value:,.2f} {unit}"
 
 
+def against(reference: Throughput) -> str:
+    """``against 3,479 examples/s``: beside a trial's rate, the median run of the state it was paired
+    with, so that the two rates read as the trial's ratio does."""
+    return f"against {headline_rate(reference)}"
+
+
 def headline_rate(t: Throughput | None, *, short: bool = False) -> str:
     """The run's rate: examples/s where known, else steps/s (``ex/s`` with ``short``)."""
     if t is None:

@@ -109,6 +109,7 @@ class FixRow:
     speedup: str
     error: str | None
     run_id: str | None
+    reference: str = ""  # "against 3,479 examples/s": the median run of the state it was paired with
 
 
 @dataclass(frozen=True)
@@ -401,6 +402,7 @@ def _fix_row(t: FixTrial) -> FixRow:
         speedup=fmt.ratio_ci(t.speedup, t.speedup_ci) if t.speedup is not None else "–",
         error=_clip(t.error),
         run_id=t.run_id,
+        reference=fmt.against(t.reference) if t.throughput and t.reference else "",
     )
 
 
@@ -484,6 +486,11 @@ def run_page(
                 "After fixes",
                 main,
                 (f"{fmt.ratio_ci(sp, report.fix.combined_ci)} side by side · " if sp else "")
+                + (
+                    f"{fmt.against(report.fix.combined_reference)} · "
+                    if sp and report.fix.combined_reference
+                    else ""
+                )
                 + fmt.training(report.fix.training_changes, report.fix.combined_verdict),
                 tone="good" if sp and sp > 1 else ("bad" if sp and sp < 1 else ""),
             )

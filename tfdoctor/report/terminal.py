@@ -192,7 +192,7 @@ def fix_table(report: Report) -> Table | None:
         result = trial_result(t)
         table.add_row(
             t.name,
-            fmt_throughput(t.throughput) if t.throughput else "",
+            _rate_cell(t.throughput, t.reference),
             speedup,
             Text(result, style=_STATUS_STYLE.get(t.status, "")),
             why,
@@ -200,13 +200,22 @@ def fix_table(report: Report) -> Table | None:
     if fx.combined is not None:
         table.add_row(
             "combined",
-            fmt_throughput(fx.combined),
+            _rate_cell(fx.combined, fx.combined_reference),
             fmt.ratio_ci(fx.combined_speedup, fx.combined_ci) if fx.combined_speedup else "",
             Text("final", style="bold green"),
             f"{', '.join(fx.kept)}: {fmt.training(fx.training_changes, fx.combined_verdict)}",
             style="bold",
         )
     return table
+
+
+def _rate_cell(rate: Throughput | None, reference: Throughput | None) -> Text:
+    """A trial's (or the combined result's) median run, and under it, dim, the median run of the state
+    it was measured against in its paired rounds: the two rates its ratio compares."""
+    cell = Text(fmt_throughput(rate) if rate else "")
+    if rate and reference:
+        cell.append(f"\n{fmt.against(reference)}", style="dim")
+    return cell
 
 
 def trial_result(t: FixTrial) -> str:
@@ -262,7 +271,8 @@ def fix_blocks(report: Report) -> list[RenderableType]:
         if t.speedup:
             head.append("  " + fmt.ratio_ci(t.speedup, t.speedup_ci))
         out.append(head)
-        body = Text(fmt_throughput(t.throughput) + "\n") if t.throughput else Text()
+        body = _rate_cell(t.throughput, t.reference)
+        body.append("\n" if t.throughput else "")
         if t.paired_ratios:
             body.append("paired " + ", ".join(fmt.ratio(r) for r in t.paired_ratios) + "\n", style="dim")
         body.append_text(_why(t))
@@ -274,7 +284,8 @@ def fix_blocks(report: Report) -> list[RenderableType]:
         if fx.combined_speedup:
             head.append("  " + fmt.ratio_ci(fx.combined_speedup, fx.combined_ci))
         out.append(head)
-        body = Text(fmt_throughput(fx.combined) + "\n")
+        body = _rate_cell(fx.combined, fx.combined_reference)
+        body.append("\n")
         body.append(f"{', '.join(fx.kept)}: {fmt.training(fx.training_changes, fx.combined_verdict)}")
         out.append(Padding(body, (0, 0, 0, 4), expand=False))
     return out

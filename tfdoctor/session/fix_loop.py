@@ -310,6 +310,9 @@ class Rounds:
     ref: Throughput | None = None  # the latest measurement of each side
     trial: Throughput | None = None
     trial_runs: list[Throughput] = field(default_factory=list)  # every measurement of the trial, first too
+    # the reference's runs the trial was paired with (its earlier measurement too, where round 1 or a
+    # single-run judgement paired with it)
+    ref_runs: list[Throughput] = field(default_factory=list)
     ref_steps: list[list[StepTiming]] = field(default_factory=list)  # each re-run of the reference
     trial_steps: list[list[StepTiming]] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)  # the extra runs, in the order they ran
@@ -336,6 +339,12 @@ class Rounds:
         """The trial's median run (:func:`median_run`): the absolute rate shown beside the rounds'
         ratio, rather than one run of a noisy machine (its first, or its latest)."""
         return median_run(self.trial_runs)
+
+    @property
+    def ref_median(self) -> Throughput | None:
+        """The median run of the reference it was paired with: shown beside the trial's, so that a row's
+        two rates read as its ratio does."""
+        return median_run(self.ref_runs)
 
 
 def median_run(runs: list[Throughput]) -> Throughput | None:
@@ -413,6 +422,7 @@ def _judge_rounds(
 
     def pair(trial: Throughput, ref: Throughput, order: Literal["AB", "BA"], b2b: bool = True) -> Pair:
         t, a, _ = comparable(trial, ref, scale)
+        r.ref_runs.append(ref)
         return Pair(ref=a, trial=t, order=order, back_to_back=b2b)
 
     def run(side: Side, i: int) -> Throughput | None:
@@ -909,6 +919,7 @@ class FixLoop:
         note = ""
         run_id: str | None = None
         combined: Throughput | None = None
+        combined_ref: Throughput | None = None  # the baseline's median run in the combined check
         if kept:
             label = "combined: " + ", ".join(kept)
             self.event("final", f"final state with {', '.join(kept)}")
@@ -979,7 +990,7 @@ class FixLoop:
                     rounds_note = (
                         f"{len(r.pairs)} paired round{'s' if len(r.pairs) != 1 else ''}, side by side"
                     )
-                combined = r.trial_median or state.throughput
+                combined, combined_ref = r.trial_median or state.throughput, r.ref_median
                 if state.run_id:
                     run_id = state.run_id
             else:
@@ -1011,6 +1022,7 @@ class FixLoop:
             baseline_timed_runs=len(self.base_reruns),
             trials=trials,
             combined=combined,
+            combined_reference=combined_ref,
             combined_speedup=speedup,
             combined_ci=ci,
             combined_verdict=verdict,
@@ -1331,6 +1343,7 @@ class FixLoop:
         run, res, rep = self.measure(label, outcome.code, switches, modules=modules, examples=expected)
         tp = rep.throughput if res.ok else None
         shown = tp  # after the paired rounds: the trial's median run
+        shown_ref: Throughput | None = None  # and the median run of the state it was paired with
         extra: dict[str, object] = {}
         paired_ids: list[str] = []
 
@@ -1345,6 +1358,7 @@ class FixLoop:
                 reason=reason,
                 error=error,
                 throughput=shown,
+                reference=shown_ref,
                 patch=self.diff(before.source, before.modules, outcome.code, modules),
                 runtime_switch=dict(outcome.switches),
                 run_id=run.id,
@@ -1463,7 +1477,7 @@ class FixLoop:
         )
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
-        shown = r.trial_median or tp
+        shown, shown_ref = r.trial_median or tp, r.ref_median
         ref = replace(
             ref,
             throughput=r.ref or ref.throughput,

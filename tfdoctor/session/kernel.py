@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfdoctor.capture.inproc import namespace_objects
 from tfdoctor.fixes.steps_per_execution import DEFAULT_N as SPE_DEFAULT_N
-from tfdoctor.model import TENSOR_CORE_CC
+from tfdoctor.model import TENSOR_CORE_CC, Throughput
 
 if TYPE_CHECKING:
     from tfdoctor.session.fix_loop import Measured
@@ -474,6 +474,7 @@ def kernel_fix_loop(
         info["paired_run_ids"] = r.run_ids
         info["paired_ratios"] = r.ratios
         info["throughput"] = r.trial_median or m.throughput  # the trial's median run, as the script loop's
+        info["reference"] = r.ref_median
         if r.failed:
             return FixTrial(**info, status="failed", reason=r.failed[0], error=r.failed[1]), None
         assert r.decision is not None
@@ -554,6 +555,7 @@ def kernel_fix_loop(
     chain: list[float] | None = None
     reproduced: bool | None = None
     run_id = None
+    combined_ref: Throughput | None = None
     note = ""
     if state.fixes:
 
@@ -578,6 +580,7 @@ def kernel_fix_loop(
             note = r.decision.reason
             chain, reproduced = reproduction(trials, est)
         combined, run_id = r.trial_median or state.throughput, state.run_id
+        combined_ref = r.ref_median
     if subprocess_only:
         notes.append(
             "measured only in a subprocess (they change the script or how the model is built): "
@@ -594,6 +597,7 @@ def kernel_fix_loop(
         baseline=base.throughput,
         trials=trials,
         combined=combined,
+        combined_reference=combined_ref,
         combined_speedup=speedup,
         combined_ci=ci,
         combined_verdict=verdict,
