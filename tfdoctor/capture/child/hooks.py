@@ -299,6 +299,29 @@ class PostImportHooks(importlib.abc.MetaPathFinder):
         return spec
 
 
+def suspended_user_generator() -> str | None:
+    """``file:line`` of a suspended generator object of a user file, found with ``gc.get_objects()``: only
+    safe while this thread is the only one running Python (see :func:`user_generator`)."""
+    import gc
+
+    found = None
+    objs = gc.get_objects()
+    try:
+        for obj in objs:
+            if (
+                type(obj) is types.GeneratorType
+                and obj.gi_frame is not None
+                and not obj.gi_running
+                and obj.gi_frame.f_lasti >= 0
+                and is_user_file(obj.gi_code.co_filename)
+            ):
+                found = f"{obj.gi_code.co_filename}:{obj.gi_code.co_firstlineno}"
+                break
+    finally:
+        del objs  # drop the references before anything else runs
+    return found
+
+
 def user_generator() -> str | None:
     """``file:line`` of a Python generator of the script that feeds the loop, or None.
 
@@ -312,29 +335,13 @@ def user_generator() -> str | None:
     no object scan): a generator frame of a user file, else any frame of a user file in another thread
     (a thread running the script's code beside the training loop is taken as its producer).
     """
-    import gc
 
     me = threading.get_ident()
     quiet = {t.ident for t in threading.enumerate() if t.name == WATCHDOG_THREAD}  # blocked in a read
     frames = sys._current_frames()
     others = [f for tid, f in frames.items() if tid != me and tid not in quiet]
     if not others:
-        found = None
-        objs = gc.get_objects()
-        try:
-            for obj in objs:
-                if (
-                    type(obj) is types.GeneratorType
-                    and obj.gi_frame is not None
-                    and not obj.gi_running
-                    and obj.gi_frame.f_lasti >= 0
-                    and is_user_file(obj.gi_code.co_filename)
-                ):
-                    found = f"{obj.gi_code.co_filename}:{obj.gi_code.co_firstlineno}"
-                    break
-        finally:
-            del objs  # drop the references before anything else runs
-        return found
+        return suspended_user_generator()
     user_frame_at = None
     for top in others:
         f: types.FrameType | None = top
