@@ -1163,6 +1163,55 @@ def test_batch_scale_follows_a_schedule_proportional_to_a_number_of_its_own() ->
         assert "    initial_lrate = 0.1\n" in out.code  # nothing scaled halfway
 
 
+@pytest.mark.parametrize(
+    ("schedule", "edited", "said"),
+    [
+        (  # the Coursera / TF time-series learning-rate sweep
+            "lr_schedule = tf.keras.callbacks.LearningRateScheduler(lambda epoch: 1e-8 * 10**(epoch / 20))",
+            "LearningRateScheduler(lambda epoch: 2e-08 * 10**(epoch / 20))",
+            "its lambda returns 1e-08 → 2e-08",
+        ),
+        (  # the LearningRateScheduler docs' example: computed from the rate it is given
+            "lr_schedule = tf.keras.callbacks.LearningRateScheduler("
+            "lambda epoch, lr: lr if epoch < 10 else lr * tf.math.exp(-0.1))",
+            "lambda epoch, lr: lr if epoch < 10 else lr * tf.math.exp(-0.1))",
+            "its lambda returns the rate it is given, which follows",
+        ),
+        (
+            "lr_schedule = tf.keras.callbacks.LearningRateScheduler(lambda epoch: 1e-3 if epoch < 10 else 1e-4)",
+            "lambda epoch: 0.002 if epoch < 10 else 0.0002)",
+            "its lambda returns 0.001 → 0.002, 0.0001 → 0.0002",
+        ),
+        (  # a lambda bound to a name first
+            "sched = lambda epoch: 1e-3 * 0.95 ** epoch\n"
+            "lr_schedule = tf.keras.callbacks.LearningRateScheduler(sched)",
+            "sched = lambda epoch: 0.002 * 0.95 ** epoch",
+            "its lambda returns 0.001 → 0.002",
+        ),
+    ],
+)
+def test_batch_scale_follows_a_lambda_schedule(schedule: str, edited: str, said: str) -> None:
+    """``LearningRateScheduler(lambda epoch: ...)``, as TensorFlow's time-series course and the callback's
+    own docs write it, was "its schedule is not a function of the script": LEARNING RATE NOT SCALED. A
+    lambda's numbers (alone, in a product, in each branch of an ``if`` expression) are scaled now, and
+    one computed from the rate it is given follows it; a rate that is neither still says so, unedited."""
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+        model.compile(loss="mse", optimizer=tf.keras.optimizers.SGD(learning_rate=1e-3, momentum=0.9))
+        {schedule}
+        model.fit(train_set, epochs=100, callbacks=[lr_schedule], batch_size=32)
+        """
+    )
+    out = run("batch-scale", src.format(schedule=schedule), params={"factor": "2"})
+    assert "NOT SCALED" not in out.reason and said in out.reason, out.reason
+    assert edited in out.code and "batch_size=64" in out.code, out.code
+    opaque = "lr_schedule = tf.keras.callbacks.LearningRateScheduler(lambda epoch: BASE - 1e-5 * epoch)"
+    out = run("batch-scale", src.format(schedule=opaque), params={"factor": "2"})
+    assert "LEARNING RATE NOT SCALED" in out.reason and "BASE - 1e-5 * epoch" in out.code
+    assert "its lambda returns a rate not computed from the one it is given" in " ".join(out.warnings)
+
+
 def test_batch_scale_keeps_a_step_counted_schedule_per_example() -> None:
     """ExponentialDecay(decay_steps=10000) counts optimizer steps: with the batch ×2 an epoch has half
     the steps, so decay_steps is halved with the initial rate scaled (the same schedule per example)."""

@@ -199,17 +199,18 @@ def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _rate_factor(
-    fn: cst.FunctionDef, expr: cst.BaseExpression
+    fn: cst.FunctionDef | None, expr: cst.BaseExpression
 ) -> tuple[cst.BaseExpression, str, float] | None:
     """A schedule's rate computed as a number times a decay, as machinelearningmastery's ``step_decay``
     writes it (``initial_lrate = 0.1`` … ``lrate = initial_lrate * math.pow(drop, math.floor((1 + epoch) /
     epochs_drop))``): the number the rate is proportional to, so scaling it scales every epoch's rate.
     (The node to scale, ``"initial_lrate"`` or ``""`` for a number written in the product, its value);
-    None when no factor is a number or a local name given one number and used nowhere else in ``fn``."""
+    None when no factor is a number or a local name given one number and used nowhere else in ``fn``
+    (``fn`` None, a lambda's body: a number written in it only)."""
     for f in _factors(expr):
         if (v := _number(f)) is not None:
             return f, "", v
-        if not isinstance(f, cst.Name):
+        if fn is None or not isinstance(f, cst.Name):
             continue
         sets = [
             a.value
@@ -220,6 +221,25 @@ def _rate_factor(
         uses = sum(isinstance(n, cst.Name) and n.value == f.value for n in walk(fn.body))
         if len(sets) == 1 and (v := _number(sets[0])) is not None and uses == 2:  # its assignment, this use
             return sets[0], f.value, v
+    return None
+
+
+def _lambda_rates(
+    expr: cst.BaseExpression, params: set[str]
+) -> list[tuple[cst.BaseExpression, float] | None] | None:
+    """What a lambda schedule's body returns, branch by branch (``1e-3 if epoch < 10 else 1e-4``): per
+    branch the number to scale (a number, or one written in a product: ``1e-8 * 10 ** (epoch / 20)``),
+    or None where it follows the rate it is given (``lr * tf.math.exp(-0.1)``); None when a branch is
+    neither (the rate cannot be told to follow)."""
+    if isinstance(expr, cst.IfExp):
+        body, orelse = _lambda_rates(expr.body, params), _lambda_rates(expr.orelse, params)
+        return None if body is None or orelse is None else body + orelse
+    if (v := _number(expr)) is not None:
+        return [(expr, v)]
+    if any(isinstance(n, cst.Name) and n.value in params for n in walk(expr)):
+        return [None]
+    if (factor := _rate_factor(None, expr)) is not None:
+        return [(factor[0], factor[2])]
     return None
 
 
@@ -636,6 +656,27 @@ class BatchScaleCodemod(FixCodemod):
             arg = kwarg(c, "schedule") or (c.args[0] if c.args and c.args[0].keyword is None else None)
             where = f"LearningRateScheduler at line {self.line(c)}"
             fn = defs.get(arg.value.value) if arg is not None and isinstance(arg.value, cst.Name) else None
+            lam = arg.value if arg is not None and isinstance(arg.value, cst.Lambda) else None
+            if fn is None and arg is not None and isinstance(arg.value, cst.Name):
+                bound = [
+                    v for v in assigned_values(tree).get(arg.value.value, []) if isinstance(v, cst.Lambda)
+                ]
+                lam = bound[0] if len(bound) == 1 else None  # scheduler = lambda epoch: ...
+            if lam is not None:  # LearningRateScheduler(lambda epoch: 1e-8 * 10 ** (epoch / 20))
+                rates = _lambda_rates(lam.body, {p.name.value for p in lam.params.params[1:2]})
+                if rates is None:
+                    missed.append(f"{where}: its lambda returns a rate not computed from the one it is given")
+                    continue
+                texts = []
+                for got in rates:
+                    if got is None:
+                        texts.append("the rate it is given, which follows")
+                        continue
+                    node, number = got
+                    self.edits[id(node)] = _fmt(number * scale, node)
+                    texts.append(f"{number:g} → {number * scale:.4g}")
+                done.append(f"{where}: its lambda returns {', '.join(dict.fromkeys(texts))}")
+                continue
             if fn is None:
                 missed.append(
                     f"{where}: its schedule is not a function of the script, and it sets the rate every epoch"
