@@ -426,6 +426,37 @@ def test_fit_facts_read_the_learning_rate_under_a_mirrored_strategy(tfd_home, tm
     assert res.facts.learning_rate == pytest.approx(0.003)
 
 
+SCHEDULED_FIT = """
+import math
+import numpy as np
+from tensorflow import keras
+
+
+def step_decay(epoch):
+    initial_lrate = 0.1
+    return initial_lrate * math.pow(0.5, math.floor((1 + epoch) / 10.0))
+
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.0, momentum=0.9), loss="mse")
+model.fit(np.ones((1024, 8), np.float32), np.ones((1024, 1), np.float32), batch_size=16, epochs=2, verbose=0,
+          callbacks=[keras.callbacks.LearningRateScheduler(step_decay)])
+"""
+
+
+def test_fit_facts_read_the_rate_a_learning_rate_scheduler_sets(tfd_home, tmp_path):
+    """machinelearningmastery's drop-based decay: ``SGD(learning_rate=0.0)`` and a LearningRateScheduler
+    that sets 0.1 at each epoch's begin. The facts read 0.0 at fit's call, so a batch-scale trial that
+    scaled the schedule (0.1 → 0.8) showed only "changed batch size 28 → 224"; the rate is read again at
+    the first training batch, after the scheduler set it. Without a scheduler the rate read at fit's
+    call stands (the mirrored test above, and a warm-up callback's own per-batch rates are not taken)."""
+    script = tmp_path / "scheduled.py"
+    script.write_text(SCHEDULED_FIT)
+    res, _ = capture(tfd_home, script, profile=False, steps=10)
+    assert res.ok, res.error
+    assert res.facts.optimizer == "SGD" and res.facts.learning_rate == pytest.approx(0.1)
+
+
 FIT_LOGS = """
 import numpy as np
 from tensorflow import keras

@@ -373,6 +373,9 @@ class Tracker:
         self.primary_optimizer: int | None = None
         self.schedules_read: set[int] = set()  # ids of the optimizers whose schedule was looked for
         self.lr_later: Any = None  # an optimizer whose learning rate could not be read yet (in a trace)
+        self.lr_noted_from: int | None = None  # id() of the optimizer whose rate the facts hold
+        # a fit with a LearningRateScheduler: its rate is read again at the first training batch
+        self.lr_at_first_batch = False
         # id(the model's compiled optimizer) at fit's start; whether an apply inside fit was seen yet
         self.fit_optimizer: int | None = None
         self.fit_applied = False
@@ -728,10 +731,22 @@ class Tracker:
             if sched is not None:
                 self.facts["learning_rate_schedule"] = sched
         if "learning_rate" not in self.facts:
+            self.lr_noted_from = id(opt)
             try:
                 self.facts["learning_rate"] = learning_rate(opt)
             except Exception:  # read while a tf.function traces (train_on_batch): read it at the end
                 self.lr_later = opt
+
+    def note_scheduled_rate(self, model: Any) -> None:
+        """At the first training batch of a ``fit`` with a ``LearningRateScheduler``: the rate its
+        ``on_epoch_begin`` set, in place of the one read at ``fit``'s call (machinelearningmastery's
+        ``SGD(learning_rate=0.0)`` with a ``step_decay`` schedule read 0.0, and a batch-scale trial's
+        0.1 → 0.8 did not show). Only for the optimizer the facts' rate came from."""
+        self.lr_at_first_batch = False
+        opt = getattr(model, "optimizer", None)
+        opt = getattr(opt, "inner_optimizer", None) or opt
+        if opt is not None and id(opt) == self.lr_noted_from and self.lr_later is None:
+            self.facts["learning_rate"] = learning_rate(opt)
 
     def _note_fit_apply(self, opt: Any) -> None:
         """The first optimizer applied inside ``fit`` (while its step traces): where it is not the model's
@@ -1687,6 +1702,8 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             self.begin = batch
+            if tracker.lr_at_first_batch:
+                tracker._guard("fit scheduled rate", lambda: tracker.note_scheduled_rate(self.model))
             tracker._guard("fit batch begin", tracker.fit_batch_begin)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
@@ -1713,7 +1730,16 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                     kwargs["callbacks"] = _with_callback(kwargs.get("callbacks"), cb)
                 x = args_l[0] if args_l else kwargs.get("x")
                 bs = args_l[2] if len(args_l) > 2 else kwargs.get("batch_size")
+                noted = "learning_rate" in tracker.facts
                 tracker._guard("fit begin", lambda: tracker.fit_begin(self, x, bs))
+                given = args_l[5] if len(args_l) > 5 else kwargs.get("callbacks")
+                given = getattr(given, "callbacks", given)  # a CallbackList's own list
+                # the rate this fit's optimizer noted is set by a LearningRateScheduler at each epoch's
+                # begin: read it again at the first batch (the scheduler's callbacks run before ours)
+                tracker.lr_at_first_batch = not noted and any(
+                    type(c).__name__ == "LearningRateScheduler"
+                    for c in (given if isinstance(given, (list, tuple)) else [])
+                )
                 tracker.in_fit = max(tracker.in_fit, 1)
                 try:
                     return orig(self, *args_l, **kwargs)
