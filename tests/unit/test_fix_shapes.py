@@ -1212,6 +1212,29 @@ def test_batch_scale_follows_a_lambda_schedule(schedule: str, edited: str, said:
     assert "its lambda returns a rate not computed from the one it is given" in " ".join(out.warnings)
 
 
+def test_batch_scale_scales_no_return_of_a_schedule_when_another_cannot_follow() -> None:
+    """A schedule function with one number returned and another return it cannot follow (``return
+    BASE_LR``, a rate from elsewhere): the number was scaled while the summary said NOT SCALED, a patch
+    with half a schedule. Now nothing of it is edited, and the summary says why."""
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+        BASE_LR = 3e-4
+        def schedule(epoch):
+            if epoch < 10:
+                return 1e-3
+            return BASE_LR
+        model.compile(loss="mse", optimizer=tf.keras.optimizers.SGD(learning_rate=1e-3))
+        model.fit(x, y, batch_size=32, callbacks=[tf.keras.callbacks.LearningRateScheduler(schedule)])
+        """
+    )
+    out = run("batch-scale", src, params={"factor": "2"})
+    assert "LEARNING RATE NOT SCALED" in out.reason, out.reason
+    assert "schedule() returns a rate not computed from the one it is given" in " ".join(out.warnings)
+    assert "        return 1e-3\n" in out.code and "schedule() returns 0.001" not in out.reason
+    assert "batch_size=64" in out.code and "learning_rate=0.002" in out.code  # the rest is scaled
+
+
 def test_batch_scale_keeps_a_step_counted_schedule_per_example() -> None:
     """ExponentialDecay(decay_steps=10000) counts optimizer steps: with the batch ×2 an epoch has half
     the steps, so decay_steps is halved with the initial rate scaled (the same schedule per example)."""

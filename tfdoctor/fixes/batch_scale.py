@@ -685,6 +685,7 @@ class BatchScaleCodemod(FixCodemod):
             params = {p.name.value for p in fn.params.params[1:2]}  # (epoch, lr): the current rate
             scaled: list[str] = []
             opaque = False
+            before = set(self.edits)  # an opaque return undoes the others' edits: nothing scaled halfway
             for r in walk(fn.body):
                 if not isinstance(r, cst.Return) or r.value is None:
                     continue
@@ -709,6 +710,9 @@ class BatchScaleCodemod(FixCodemod):
                 else:
                     opaque = True
             if opaque:
+                for k in set(self.edits) - before:
+                    del self.edits[k]
+                scaled = []
                 missed.append(
                     f"{where}: {fn.name.value}() returns a rate not computed from the one it is given"
                 )
