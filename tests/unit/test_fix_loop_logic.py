@@ -157,6 +157,23 @@ class ScriptedLoop(FixLoop):
         return run, res, Report(run_id=run.id, script="s", created="c", status="complete", throughput=tp)
 
 
+#: a tf-function trial at 11 steps/s over rounds whose reference re-runs read 9-12 (1.1x, kept)
+TF_FUNCTION_AT_1_1X = {
+    "tf-function": 11.0,
+    "tf-function: reference, paired round 1": 9.0,
+    "tf-function: reference, paired round 2": 10.0,
+    "tf-function: paired round 2": 11.0,
+    "tf-function: paired round 3": 11.0,
+    "tf-function: reference, paired round 3": 10.0,
+    "tf-function: reference, paired round 4": 12.0,
+    "tf-function: paired round 4": 11.0,
+    "tf-function: paired round 5": 11.0,
+    "tf-function: reference, paired round 5": 10.0,
+    "tf-function: reference, paired round 6": 10.0,
+    "tf-function: paired round 6": 11.0,
+}
+
+
 def _scripted(
     tmp_path: Path, rates: dict[str, float], only: list[str], rounds: int = 4, **kw
 ) -> ScriptedLoop:
@@ -238,18 +255,7 @@ def test_the_baseline_as_the_trials_measure_it_is_kept_and_shown_where_the_profi
     unchanged script are the baseline the trials' rates compare with: their median is kept, the chart's
     baseline bar is it, and the terminal and HTML say both figures."""
     rates = {
-        "tf-function": 11.0,
-        "tf-function: reference, paired round 1": 9.0,
-        "tf-function: reference, paired round 2": 10.0,
-        "tf-function: paired round 2": 11.0,
-        "tf-function: paired round 3": 11.0,
-        "tf-function: reference, paired round 3": 10.0,
-        "tf-function: reference, paired round 4": 12.0,
-        "tf-function: paired round 4": 11.0,
-        "tf-function: paired round 5": 11.0,
-        "tf-function: reference, paired round 5": 10.0,
-        "tf-function: reference, paired round 6": 10.0,
-        "tf-function: paired round 6": 11.0,
+        **TF_FUNCTION_AT_1_1X,
         # kept at 1.1x (the profiled 20 no longer counted as a repeat of the reference): the headline
         "combined": 11.0,
         "combined vs the baseline": 10.0,
@@ -1625,18 +1631,7 @@ def test_each_row_shows_the_median_run_of_the_state_it_was_paired_with(tmp_path:
     combined result's ``combined_reference``), and the terminal, the HTML page (the web UI's and the
     notebook's) show it: "against 320 examples/s" under a trial at 352 that measured 1.1x."""
     rates = {
-        "tf-function": 11.0,
-        "tf-function: reference, paired round 1": 9.0,
-        "tf-function: reference, paired round 2": 10.0,
-        "tf-function: paired round 2": 11.0,
-        "tf-function: paired round 3": 11.0,
-        "tf-function: reference, paired round 3": 10.0,
-        "tf-function: reference, paired round 4": 12.0,
-        "tf-function: paired round 4": 11.0,
-        "tf-function: paired round 5": 11.0,
-        "tf-function: reference, paired round 5": 10.0,
-        "tf-function: reference, paired round 6": 10.0,
-        "tf-function: paired round 6": 11.0,
+        **TF_FUNCTION_AT_1_1X,
         "combined": 11.0,
         "combined vs the baseline": 8.0,
         **{f"combined vs the baseline: trial, paired round {i}": 11.0 for i in range(2, 8)},

@@ -224,6 +224,12 @@ def _rate_factor(
     return None
 
 
+def _factor_text(label: str, v: float, scale: float) -> str:
+    """How a :func:`_rate_factor` was scaled: ``initial_lrate × … (initial_lrate 0.1 → 0.2)``, or
+    ``0.1 × … → 0.2 × …`` for a number written in the product."""
+    return f"{label} × … ({label} {v:g} → {v * scale:.4g})" if label else f"{v:g} × … → {v * scale:.4g} × …"
+
+
 def _lambda_rates(
     expr: cst.BaseExpression, params: set[str]
 ) -> list[tuple[cst.BaseExpression, float] | None] | None:
@@ -702,11 +708,7 @@ class BatchScaleCodemod(FixCodemod):
                 elif (factor := _rate_factor(fn, r.value)) is not None:
                     node, label, v = factor  # return 0.1 * 0.5 ** (epoch // 10)
                     self.edits[id(node)] = _fmt(v * scale, node)
-                    scaled.append(
-                        f"{label} × … ({label} {v:g} → {v * scale:.4g})"
-                        if label
-                        else f"{v:g} × … → {v * scale:.4g} × …"
-                    )
+                    scaled.append(_factor_text(label, v, scale))
                 else:
                     opaque = True
             if opaque:
@@ -745,11 +747,7 @@ class BatchScaleCodemod(FixCodemod):
                 elif (factor := _rate_factor(fn, n.value)) is not None:
                     node, label, v = factor  # lrate = initial_lrate * math.pow(drop, ...)
                     edits[id(node)] = _fmt(v * scale, node)
-                    scaled.append(
-                        f"{label} × … ({label} {v:g} → {v * scale:.4g})"
-                        if label
-                        else f"{v:g} × … → {v * scale:.4g} × …"
-                    )
+                    scaled.append(_factor_text(label, v, scale))
                 else:
                     return None
         self.edits.update(edits)
