@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from tfdoctor.analysis import intervals as iv
-from tfdoctor.analysis.breakdown import input_wait_set
+from tfdoctor.analysis.breakdown import _calls_around, input_wait_set
 from tfdoctor.capture.child.clock import StepClock, Windows
 from tfdoctor.model import StepTiming
+from tfdoctor.trace.model import Line, Plane
 
 
 def _steps(clock_path) -> list[StepTiming]:
@@ -88,3 +89,37 @@ def test_a_full_batch_loop_that_fetches_nothing_is_not_read_as_input_bound() -> 
     assert share["host_compute"] + share["dispatch"] > 0.7, share
     assert any("host work between steps" in n for n in report.breakdown.notes), report.breakdown.notes
     assert "TFD101" not in {f.rule_id for f in report.findings}
+
+
+def test_the_next_call_around_an_eager_getnext_is_input_wait_gil_reacquired_included() -> None:
+    """A ``from_generator`` source on a loaded machine (seen in a real trace): the eager GetNext returns
+    the prefetched batch in 5 us, then ``TFE_Py_FastPathExecute_C`` returns 4 ms later, once the main
+    thread holds the GIL again (the generator's PyFunc thread had it). The whole call is getting the
+    batch; a function call on the same line that holds no GetNext is not."""
+    names = [
+        "TFE_Py_FastPathExecute_C",
+        "EagerLocalExecute: IteratorGetNext",
+        "IteratorGetNextOp::DoCompute",
+        "TFE_Py_ExecuteCancelable",
+        "EagerLocalExecute: __inference_step_9",
+    ]
+    events = [  # (start, end, name index): next() at 0-4000, the step at 5000-6000
+        (0, 4000, 0),
+        (10, 20, 1),
+        (12, 18, 2),
+        (5000, 6000, 3),
+        (5010, 5990, 4),
+    ]
+    line = Line(
+        id=1,
+        name="python",
+        display_name="",
+        start_ps=np.array([s for s, _, _ in events], dtype=np.int64),
+        dur_ps=np.array([e - s for s, e, _ in events], dtype=np.int64),
+        name_idx=np.array([k for _, _, k in events], dtype=np.int32),
+    )
+    plane = Plane(id=1, name="/host:CPU", lines=[line], event_names=names)
+    cache: dict = {}
+    getnext = _calls_around(plane, line, _set((10, 20)), cache)
+    assert [(int(a), int(b)) for a, b in zip(*getnext, strict=True)] == [(0, 4000)]
+    assert _calls_around(plane, line, iv.EMPTY, cache) == iv.EMPTY

@@ -38,6 +38,15 @@ INPUT_NAMES = {
     "EagerLocalExecute: IteratorGetNextAsOptional",
     "MultiDeviceIteratorGetNextFromShard",
 }
+#: the eager GetNext op itself: the Python C-API call that runs it (``TFE_Py_FastPathExecute_C``) is the loop's
+#: ``next()`` on a tf.data iterator
+EAGER_GETNEXT_NAMES = frozenset(
+    {
+        "EagerLocalExecute: IteratorGetNext",
+        "EagerLocalExecute: IteratorGetNextSync",
+        "EagerLocalExecute: IteratorGetNextAsOptional",
+    }
+)
 DISPATCH_NAMES = {
     "EagerExecute",
     "EagerKernelExecute",
@@ -132,6 +141,31 @@ def _set(plane: Plane, line: Line, pred, cache: dict) -> iv.IntervalSet:
     return iv.union(line.start_ps[sel], line.end_ps[sel])
 
 
+def _calls_around(plane: Plane, line: Line, inner: iv.IntervalSet, cache: dict) -> iv.IntervalSet:
+    """The Python C-API calls (``TFE_Py_*``) of ``line`` that hold one of ``inner``'s intervals: the whole call,
+    from Python's entering it to its return. A call returns only once its thread holds the GIL again: after an
+    eager GetNext, a ``from_generator`` source (a ``PyFunc`` on a tf.data thread) can hold it for
+    milliseconds (on a loaded machine ~all of the loop's wait is there, after the op ended)."""
+    starts = inner[0]
+    if not starts.size:
+        return iv.EMPTY
+    calls = _set(plane, line, _is_py_call, cache)
+    cs, ce = calls
+    if not cs.size:
+        return iv.EMPTY
+    j = np.searchsorted(starts, cs, side="left")
+    holds = (j < starts.size) & (starts[np.clip(j, 0, starts.size - 1)] < ce)
+    return cs[holds], ce[holds]
+
+
+def _is_eager_getnext(name: str) -> bool:
+    return name in EAGER_GETNEXT_NAMES
+
+
+def _is_py_call(name: str) -> bool:
+    return name.startswith("TFE_Py_")
+
+
 def input_wait_set(
     getnext: iv.IntervalSet, markers: iv.IntervalSet, eager: iv.IntervalSet = iv.EMPTY
 ) -> tuple[iv.IntervalSet, iv.IntervalSet]:
@@ -182,6 +216,8 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
     for plane in trace.host_planes():
         for ln in plane.lines:
             inp.append(_set(plane, ln, lambda n: n in INPUT_NAMES and n != INPUT_MARKER, cache))
+            if ln is main:  # the loop's next() on a tf.data iterator, GIL reacquired included
+                inp.append(_calls_around(plane, ln, _set(plane, ln, _is_eager_getnext, cache), cache))
             marker.append(_set(plane, ln, lambda n: n == INPUT_MARKER, cache))
             coll.append(_set(plane, ln, is_collective, cache))
             if ln is main:
