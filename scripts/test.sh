@@ -24,9 +24,8 @@ run_pytest() {
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then exit "$rc"; fi
 }
 
-# TEST_WORKERS=2 runs the main pass in two pytest-xdist workers, a test file each at a time (--dist
-# loadfile: a file's module fixtures are built once): 33 min against 54 in one process on a 2-core host
-# (2026-11-29). Not the default yet: in one of three such runs test_breakdown_vs_clock's input-wait
-# comparison failed (trace 0.33 ms vs hook 6.6 ms) while the other worker loaded the machine.
-run_pytest -m "not notebook" -p no:cacheprovider -q -ra --durations=60 -n "${TEST_WORKERS:-0}" --dist loadfile tests
+# The main pass runs in two pytest-xdist workers, a test file each at a time (--dist loadfile: a file's
+# module fixtures are built once): 33 min against 54 in one process on a 2-core host (2026-11-29).
+# TEST_WORKERS=0 runs it in one process (TEST_WORKERS=N in N workers).
+run_pytest -m "not notebook" -p no:cacheprovider -q -ra --durations=60 -n "${TEST_WORKERS:-2}" --dist loadfile tests
 run_pytest -m notebook -p no:cacheprovider -q -ra tests
