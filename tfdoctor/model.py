@@ -209,12 +209,21 @@ class Throughput(_Frozen):
     windows: list[float] = Field(default_factory=list)  # steps/s of each sub-window
     spread: float = 0.0  # (max - min) / median of the sub-windows: the noise band
     n_steps: int = 0
+    # batches one measured step holds: Keras compile(steps_per_execution=N) runs N batches a call, and a
+    # step here is one call (steps/s and ms/step are per call); None: one batch a step
+    batches_per_step: int | None = None
 
     @classmethod
     def from_steps(
-        cls, steps: list[StepTiming], batch_size: int | None, n_windows: int = 5
+        cls,
+        steps: list[StepTiming],
+        batch_size: int | None,
+        n_windows: int = 5,
+        *,
+        steps_per_execution: int | None = None,
     ) -> Throughput | None:
-        """Median throughput of ``steps`` (the timing window) split into ``n_windows`` parts."""
+        """Median throughput of ``steps`` (the timing window) split into ``n_windows`` parts; each step
+        holds ``steps_per_execution`` batches (Keras's, the run's facts) where that is more than one."""
         steps = sorted(steps, key=lambda s: s.index)
         if not steps:
             return None
@@ -241,6 +250,7 @@ class Throughput(_Frozen):
             windows=rates,
             spread=spread,
             n_steps=len(steps),
+            batches_per_step=steps_per_execution if steps_per_execution and steps_per_execution > 1 else None,
         )
 
 

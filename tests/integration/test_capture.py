@@ -139,6 +139,11 @@ def test_fit_on_a_generator_with_steps_per_execution(tfd_home):
     assert (f.loop_kind, f.input_kind, f.steps_per_execution) == ("keras_fit", "python_generator", 2)
     assert f.batch_size == 16  # the batch: a counted step is one execution of 2 batches of 16
     assert {s.examples for s in res.steps} == {32}
+    # the report's rate says its steps are calls of 2 batches (steps/s and ms/step are per call)
+    from tfdoctor.session.build import timing_throughput
+
+    tp = timing_throughput(res.steps, f.batch_size, f.steps_per_execution)
+    assert tp is not None and tp.batches_per_step == 2
 
 
 SHORT_EPOCHS_SPE = """

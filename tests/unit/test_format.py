@@ -81,3 +81,16 @@ def test_the_fix_headline_says_when_other_processes_loaded_the_machine() -> None
     )
     quiet = busy.model_copy(update={"outside_load": 0.03, "busy_runs": 0})
     assert "Other processes" not in fmt.fix_headline(quiet)
+
+
+def test_a_rate_of_calls_of_several_batches_says_so() -> None:
+    """Beside a baseline of 56 steps/s, a steps-per-execution trial's 7.7 steps/s read as a slowdown; each
+    of its steps is 8 batches (its examples/s, the figure compared, is the higher)."""
+    from tfdoctor.report.html import fmt_rate
+    from tfdoctor.report.terminal import fmt_throughput
+
+    t = Throughput(examples_per_s=618.0, steps_per_s=7.73, step_ms_median=130.9, batches_per_step=8)
+    assert fmt_throughput(t) == "618 examples/s · 7.73 steps/s · 130.9 ms/step of 8 batches"
+    assert fmt_rate(t) == ("618 ex/s", "130.9 ms/step of 8 batches")
+    plain = t.model_copy(update={"batches_per_step": None})
+    assert fmt_throughput(plain) == "618 examples/s · 7.73 steps/s · 130.9 ms/step"

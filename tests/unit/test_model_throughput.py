@@ -30,3 +30,12 @@ def test_no_batch_size_means_steps_only():
     tp = Throughput.from_steps(_steps([10] * 6), batch_size=None)
     assert tp.examples_per_s is None and tp.steps_per_s == pytest.approx(100)
     assert Throughput.from_steps([], batch_size=8) is None
+
+
+def test_a_step_of_several_batches_says_how_many():
+    """Keras compile(steps_per_execution=8): one measured step is one call of 8 batches."""
+    tp = Throughput.from_steps(_steps([80] * 6, examples=[80] * 6), batch_size=10, steps_per_execution=8)
+    assert tp.batches_per_step == 8 and tp.steps_per_s == pytest.approx(12.5)
+    assert tp.examples_per_s == pytest.approx(1000)
+    one = Throughput.from_steps(_steps([10] * 6), batch_size=10, steps_per_execution=1)
+    assert one.batches_per_step is None

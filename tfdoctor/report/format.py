@@ -104,6 +104,13 @@ def noise(t: Throughput | None) -> str:
     return f"±{noise_fraction(t) * 100:.0f} %"
 
 
+def per_step(t: Throughput) -> str:
+    """`` of 8 batches`` after "steps/s" or "ms/step" where one measured step holds several batches
+    (``steps_per_execution``); else empty."""
+    k = t.batches_per_step
+    return f" of {k} batches" if k and k > 1 else ""
+
+
 def percent(x: float | None, *, decimals: int = 0) -> str:
     """``42 %`` of a fraction (0.42)."""
     if x is None:

@@ -218,7 +218,7 @@ def fmt_rate(t: Throughput | None) -> tuple[str, str]:
     if t is None:
         return "n/a", ""
     main = fmt.headline_rate(t, short=True)
-    sub = f"{fmt.ms(t.step_ms_median)}/step"
+    sub = f"{fmt.ms(t.step_ms_median)}/step{fmt.per_step(t)}"
     if t.windows:
         sub += f" · {fmt.noise(t)}"
     return main, sub

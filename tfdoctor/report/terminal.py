@@ -38,7 +38,7 @@ def fmt_throughput(t: Throughput | None) -> str:
     if t.examples_per_s is not None:
         parts.append(fmt.rate(t.examples_per_s, "examples/s"))
     parts.append(fmt.rate(t.steps_per_s, "steps/s"))
-    parts.append(f"{fmt.ms(t.step_ms_median)}/step")
+    parts.append(f"{fmt.ms(t.step_ms_median)}/step{fmt.per_step(t)}")
     if t.windows:
         parts.append(f"{fmt.noise(t)} over {len(t.windows)} windows")
     return " · ".join(parts)

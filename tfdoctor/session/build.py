@@ -22,10 +22,12 @@ if TYPE_CHECKING:  # the capture stack is not imported by `analyze` (a type only
     from tfdoctor.capture.runner import CaptureResult
 
 
-def timing_throughput(steps: list[StepTiming], batch_size: int | None) -> Throughput | None:
+def timing_throughput(
+    steps: list[StepTiming], batch_size: int | None, steps_per_execution: int | None = None
+) -> Throughput | None:
     """Throughput over the unprofiled timing window (falls back to all post-warm-up steps)."""
     timing = [s for s in steps if s.window == "timing"] or [s for s in steps if s.window != "warmup"]
-    return Throughput.from_steps(timing, batch_size)
+    return Throughput.from_steps(timing, batch_size, steps_per_execution=steps_per_execution)
 
 
 def _evaluate(analysis: Analysis | None, facts: Facts):
@@ -89,7 +91,7 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
         status=meta.get("finishing") or meta.get("status", "complete"),
         error=meta.get("error"),
         facts=facts,
-        throughput=timing_throughput(steps, facts.batch_size),
+        throughput=timing_throughput(steps, facts.batch_size, facts.steps_per_execution),
         steps=steps,
         breakdown=breakdown,
         findings=findings,
