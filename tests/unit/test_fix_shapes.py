@@ -2677,7 +2677,34 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "(initial_lrate 0.1 → 0.2)",
         },
     ),
+    # university course templates: Trainer.train() a generator running the @tf.function step method over
+    # self.ds_train and yielding the validation accuracy; generator-cache read it as a batch generator
+    # ("Trainer.train_step() is decorated"), tfdata-prefetch also prefetched the per-element stage both
+    # the training and the validation pipeline are built from
+    "trainer_yields.py": (
+        _FN,
+        {
+            "tfdata-parallel-map": "on 1 map/interleave (line 29)",
+            "tfdata-prefetch": "at the end of the pipeline (line 30, 31)",
+            "tfdata-cache": "cache() after map() of ds (line 29)",
+            "xla-jit": "@tf.function on train_step() (line 68)",
+            "mixed-precision": "kept float32: Dense at line 42 (vgg_like())",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 64, line 16); learning rate Adam at line 50: default 0.001 "
+            "made explicit",
+        },
+    ),
 }
+
+
+def test_a_generator_that_runs_the_training_step_is_not_a_source_of_batches() -> None:
+    """``for _ in trainer.train(): continue`` drains a generator that trains and yields metrics: the
+    functions it calls are the step, not per-example work to cache."""
+    out = run("generator-cache", shape("trainer_yields.py").read_text())
+    assert out.status == "skipped"
+    assert out.reason == (
+        "no Python generator of batches in the script: Trainer.train() runs the training step itself (a "
+        "training loop that yields, not a source of batches)"
+    )
 
 
 @pytest.mark.parametrize("script", sorted(SHAPE_CASES))

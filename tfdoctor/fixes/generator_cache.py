@@ -22,9 +22,10 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
-from tfdoctor.fixes._cst import insert_after_imports, names_in, unique_name, walk
+from tfdoctor.fixes._cst import attr_name, call_name, insert_after_imports, names_in, unique_name, walk
 from tfdoctor.fixes._purity import ClassInfo, Module, Plan, _bound_in, class_info, prefix_plan
-from tfdoctor.fixes.generator_prefetch import _generator_methods, _is_generator
+from tfdoctor.fixes.generator_prefetch import _generator_methods, _is_generator, _step_names
+from tfdoctor.fixes.tf_function import _is_step_body
 
 #: the cache stops growing at this many bytes of results (it still serves what it holds)
 MAX_BYTES = 1 << 30
@@ -217,6 +218,9 @@ class _Replace(cst.CSTTransformer):
 class GeneratorCacheCodemod(FixCodemod):
     DESCRIPTION = "cache the deterministic per-example preprocessing in memory"
     METADATA_DEPENDENCIES = (PositionProvider,)
+    #: the names of generators that run the training step themselves (not sources of batches)
+    training_generators: list[str]
+    _steps: set[str] | None = None  # the script's training-step functions (generator_prefetch._step_names)
 
     def end_line(self, node: cst.CSTNode) -> int:
         try:
@@ -227,7 +231,29 @@ class GeneratorCacheCodemod(FixCodemod):
     # -- what the generators call -----------------------------------------------------------------
     def _callers(self, tree: cst.Module, mod: Module) -> list[_Target]:
         """The generators (module-level, methods of module-level classes, nested in module-level
-        functions) and the ``__getitem__`` methods."""
+        functions) and the ``__getitem__`` methods; not a generator that trains (:meth:`_trains`), whose
+        label goes to ``self.training_generators``."""
+        return [t for t in self._all_callers(tree, mod) if not self._trains(t, tree)]
+
+    def _trains(self, t: _Target, tree: cst.Module) -> bool:
+        """A generator that runs the training step itself and yields metrics (a university course's
+        ``Trainer.train()``: ``for images, labels in self.ds_train: self.train_step(...)``, a
+        ``yield`` of the test accuracy every ``log_interval`` steps): the training loop, not a source of
+        batches; what it calls is the step, not per-example work."""
+        fn = t.fn
+        if not _is_generator(fn):
+            return False
+        if self._steps is None:
+            self._steps = _step_names(tree)
+        trains = _is_step_body(fn.body) or any(
+            isinstance(c, cst.Call) and (attr_name(c) in self._steps or call_name(c) in self._steps)
+            for c in walk(fn.body)
+        )
+        if trains:
+            self.training_generators.append(t.label)
+        return trains
+
+    def _all_callers(self, tree: cst.Module, mod: Module) -> list[_Target]:
         out: list[_Target] = []
         for stmt in tree.body:
             if isinstance(stmt, cst.FunctionDef) and not stmt.name.value.startswith("tfdoctor_"):
@@ -307,9 +333,18 @@ class GeneratorCacheCodemod(FixCodemod):
         ):
             raise SkipFile("the script already uses tfdoctor's cache (tfdoctor_memoize)")
         mod = Module(tree)
+        self.training_generators = []
+        self._steps = None
         callers = self._callers(tree, mod)
         if not callers:
-            methods = [f"{n}()" for n in _generator_methods(tree)]
+            trained = {n.split(".")[-1] for n in self.training_generators}
+            methods = [f"{n}()" for n in _generator_methods(tree) if n not in trained]
+            if self.training_generators and not methods:
+                raise SkipFile(
+                    "no Python generator of batches in the script: "
+                    + ", ".join(f"{n}()" for n in self.training_generators)
+                    + " runs the training step itself (a training loop that yields, not a source of batches)"
+                )
             if methods:
                 raise SkipFile(
                     f"the batch generator is a method of a class defined inside a function ({', '.join(methods)}): "

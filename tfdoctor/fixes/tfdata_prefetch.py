@@ -62,6 +62,20 @@ def _prefetching_inputs(pipes: Pipelines, assigns: list[cst.Assign]) -> list[str
     return inputs if inputs and all(prefetches) else []
 
 
+def _ends(pipes: Pipelines) -> set[str]:
+    """Where nothing visibly trains on a pipeline (a class's loop over ``self.ds_train``), the pipelines no
+    other one is built from: ``ds = from_tensor_slices(...).map(f)`` read by ``ds_train = ds.take(n)...``
+    and ``ds_val = ds.skip(n)...`` is a stage of those two, not an end (every pipeline when each is a stage
+    of another)."""
+    stages = set()
+    for name in pipes.names:
+        for a in pipes.assigns.get(name, []):
+            root = method_chain(a.value)[0]
+            if isinstance(root, cst.Name) and root.value != name and root.value in pipes.names:
+                stages.add(root.value)
+    return set(pipes.names) - stages or set(pipes.names)
+
+
 class PrefetchCodemod(FixCodemod):
     DESCRIPTION = ".prefetch(tf.data.AUTOTUNE) at the end of the training pipeline"
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -72,7 +86,7 @@ class PrefetchCodemod(FixCodemod):
             raise SkipFile("no tf.data pipeline assigned to a name in the script")
         al = aliases(tree)
         self.autotune = al.autotune()  # tf.data.AUTOTUNE, or tf_data.AUTOTUNE as keras-io writes it
-        feeding = consumers(tree, pipes) or set(pipes.names)
+        feeding = consumers(tree, pipes) or _ends(pipes)
         self.targets: set[int] = set()  # id() of the Assign (or Return) whose value gets the prefetch
         # return dataset.cache().shuffle(2048).prefetch(16): a function's returned chain is where the
         # pipeline it builds ends (keras-io's make_dataset())
