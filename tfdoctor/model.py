@@ -146,6 +146,9 @@ class Facts(_Frozen):
     tfdata_cache_fill: CacheFill | None = None  # None unless the run had the switch on
     dataset: list[DatasetStage] = Field(default_factory=list)
     source: dict[str, str] = Field(default_factory=dict)  # role -> "file.py:LINE" (e.g. "step_fn")
+    # the lines of the script's own ``.fit(`` calls, read from its source (a Keras fit run): where it has
+    # several, the report names the one whose steps were timed (source "fit_phase_N")
+    script_fit_lines: list[int] = Field(default_factory=list)
     # a remote capture (`tfdoctor capture grpc://...`): from where, which hosts gave a trace, which did not
     # and which of those no longer accepted connections afterwards (their process probably died)
     captured_from: str | None = None

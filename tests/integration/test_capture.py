@@ -952,6 +952,19 @@ def test_fit_steps_carry_their_fit_call_and_the_facts_say_what_keeps_xla_off(tfd
     assert res.ok, res.error
     steps = sorted(res.steps, key=lambda s: s.index)
     assert [s.phase for s in steps] == [1] * 16 + [2] * 16 + [3] * 6
+    # each phase's fit() call, and the report's line on which of the script's fits were timed
+    from tfdoctor.model import Report
+    from tfdoctor.report.format import timed_fit
+    from tfdoctor.session.build import fit_lines
+
+    lines = fit_lines(str(script))
+    assert len(lines) == 3
+    assert [res.facts.source[f"fit_phase_{p}"].rpartition(":")[2] for p in (1, 2, 3)] == [
+        str(n) for n in lines
+    ]
+    facts = res.facts.model_copy(update={"script_fit_lines": lines})
+    report = Report(run_id="r", script=str(script), created="", status="complete", facts=facts, steps=steps)
+    assert timed_fit(report) == f"timed: fit() at line {lines[0]}, {lines[1]} and {lines[2]}"
     # the validation at each epoch's end (its first traces the test function) is no step's time: the
     # step after it begins with the next epoch, as Keras's own ms/step counts
     validations = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]

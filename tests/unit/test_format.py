@@ -94,3 +94,28 @@ def test_a_rate_of_calls_of_several_batches_says_so() -> None:
     assert fmt_rate(t) == ("618 ex/s", "130.9 ms/step of 8 batches")
     plain = t.model_copy(update={"batches_per_step": None})
     assert fmt_throughput(plain) == "618 examples/s · 7.73 steps/s · 130.9 ms/step"
+
+
+def test_the_report_names_the_fit_it_timed_where_the_script_has_several() -> None:
+    """keras-io's SimCLR fits a baseline, pre-trains, then fine-tunes: the run times the first fit() it
+    reaches, and says which one (a single fit() says nothing)."""
+    from tfdoctor.model import Facts, Report, StepTiming
+
+    def report(phases: list[int], script_lines: list[int], sites: dict[int, int]) -> Report:
+        steps = [
+            StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, phase=p)
+            for i, p in enumerate(phases)
+        ]
+        source = {f"fit_phase_{p}": f"/w/train.py:{n}" for p, n in sites.items()}
+        facts = Facts(loop_kind="keras_fit", source=source, script_fit_lines=script_lines)
+        return Report(run_id="r", script="train.py", created="", status="complete", facts=facts, steps=steps)
+
+    assert fmt.timed_fit(report([1, 1], [160, 279, 301], {1: 160})) == (
+        "timed: fit() at line 160, the 1st of 3 in the script"
+    )
+    assert fmt.timed_fit(report([2], [160, 279, 301], {1: 160, 2: 279})) == (
+        "timed: fit() at line 279, the 2nd of 3 in the script"
+    )
+    assert fmt.timed_fit(report([1, 2], [40, 52], {1: 40, 2: 52})) == "timed: fit() at line 40 and 52"
+    assert fmt.timed_fit(report([1], [160], {1: 160})) is None  # one fit()
+    assert fmt.timed_fit(report([1], [160, 279], {})) is None  # not known which

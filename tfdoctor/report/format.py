@@ -20,7 +20,7 @@ import re
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from tfdoctor.model import FixSummary, Throughput
+    from tfdoctor.model import FixSummary, Report, Throughput
 
 
 class _Interval(Protocol):
@@ -109,6 +109,38 @@ def per_step(t: Throughput) -> str:
     (``steps_per_execution``); else empty."""
     k = t.batches_per_step
     return f" of {k} batches" if k and k > 1 else ""
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def timed_fit(report: Report) -> str | None:
+    """Which ``fit()`` the throughput is of, where the script has several (keras-io's SimCLR fits a
+    baseline, then pre-trains, then fine-tunes; the run times the first it reaches): ``timed: fit() at
+    line 160, the 1st of 3 in the script``; None for one fit() or where it is not known."""
+    f = report.facts
+    if f.loop_kind != "keras_fit":
+        return None
+    phases = sorted({s.phase for s in report.steps if s.window == "timing" and s.phase is not None})
+    sites = [f.source.get(f"fit_phase_{p}") for p in phases]
+    if not phases or None in sites:
+        return None
+    lines = []
+    for site in sites:
+        _, _, line = (site or "").rpartition(":")
+        if not line.isdigit():
+            return None
+        lines.append(int(line))
+    if len(f.script_fit_lines) < 2 and len(lines) < 2:
+        return None
+    where = "line " + (
+        str(lines[0]) if len(lines) == 1 else f"{', '.join(map(str, lines[:-1]))} and {lines[-1]}"
+    )
+    of = ""
+    if len(lines) == 1 and lines[0] in f.script_fit_lines and len(f.script_fit_lines) > 1:
+        of = f", the {_ordinal(f.script_fit_lines.index(lines[0]) + 1)} of {len(f.script_fit_lines)} in the script"
+    return f"timed: fit() at {where}{of}"
 
 
 def percent(x: float | None, *, decimals: int = 0) -> str:

@@ -249,7 +249,9 @@ def derived_verdict(report: Report) -> str:
     return s + "."
 
 
-def facts_rows(f: Facts) -> list[tuple[str, str]]:
+def facts_rows(f: Facts, timed: str | None = None) -> list[tuple[str, str]]:
+    """The facts table; ``timed``: which fit() the throughput is of (:func:`fmt.timed_fit`)."""
+
     def yn(v: bool | None) -> str | None:
         return None if v is None else ("on" if v else "off")
 
@@ -265,6 +267,7 @@ def facts_rows(f: Facts) -> list[tuple[str, str]]:
         ("Host", f.hostname),
         ("Devices", devs or None),
         ("Training loop", None if f.loop_kind == "unknown" else f.loop_kind),
+        ("Timed", (timed or "").removeprefix("timed: ") or None),
         ("Step", None if f.step_kind == "unknown" else f.step_kind),
         ("Steps counted by", f.step_counter),
         ("Input", None if f.input_kind == "unknown" else f.input_kind),
@@ -573,7 +576,7 @@ def run_page(
         kept=list(report.fix.kept) if report.fix else [],
         patch_html=patch_html,
         patch_stats=patch_stats,
-        facts=facts_rows(report.facts),
+        facts=facts_rows(report.facts, fmt.timed_fit(report)),
         notes=notes,
         run_path=str(run_path) if run_path is not None else None,
         tensorboard_cmd=tb,

@@ -341,6 +341,7 @@ def render(report: Report, console: Console | None = None, *, run_dir: str | Non
             ", ".join(sorted({d.model or d.kind for d in f.devices})) if f.devices else None,
             f"batch {f.batch_size}" if f.batch_size else None,
             f"{f.loop_kind} loop" if f.loop_kind != "unknown" else None,
+            fmt.timed_fit(report),
             f"{f.step_kind} step" if f.step_kind != "unknown" else None,
             f"input: {f.input_kind}" if f.input_kind != "unknown" else None,
             f"policy {f.dtype_policy}" if f.dtype_policy else None,

@@ -81,6 +81,8 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
         breakdown = Breakdown(source="none", notes=notes)
     findings, verdict = _evaluate(analysis, facts)
     facts = with_measured_precision(facts, breakdown)
+    if facts.loop_kind == "keras_fit" and not facts.script_fit_lines:
+        facts = facts.model_copy(update={"script_fit_lines": fit_lines(meta.get("script", ""))})
     return Report(
         distributed=_distributed(analysis, facts, run),
         run_id=run.id,
@@ -98,6 +100,21 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
         verdict=verdict,
         trace_files=[str(p.relative_to(run.path)) for p in run.trace_files()],
         logdir=LOGDIR if run.logdir.exists() else None,
+    )
+
+
+def fit_lines(script: str) -> list[int]:
+    """The lines of ``script``'s ``<anything>.fit(...)`` calls, in order; [] when it cannot be read."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(script).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return sorted(
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
     )
 
 

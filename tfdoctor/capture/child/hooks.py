@@ -514,6 +514,9 @@ class Tracker:
         site = where(user_frame(3)) or ""
         if self.in_fit == 1:
             self._note_phase(model, site)
+            # the fit() call each phase of training began with: the report names the one the timing
+            # window ran in (a script fitting several models: keras-io's SimCLR fits three)
+            self.source.setdefault(f"fit_phase_{self.clock.phase}", site)
         self.facts["loop_kind"] = "keras_fit"
         self.source.setdefault("fit", site)
         try:
