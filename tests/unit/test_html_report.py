@@ -264,3 +264,17 @@ def test_facts_show_the_warm_up_and_the_memo_cache():
     assert rows["Warm-up"] == "131 steps (memo cache warm after 131 steps)"
     assert rows["Memo cache (generator-cache)"] == "4,096 hits, 0 misses at the end of the warm-up, warm"
     assert "Warm-up" not in dict(facts_rows(Facts()))
+
+
+def test_the_run_page_names_the_fit_whose_steps_were_timed():
+    """A script fitting several models (keras-io's SimCLR): the facts table says which fit() was timed."""
+    from tfdoctor.model import Facts, Report, StepTiming
+    from tfdoctor.report.html import render_run, run_page
+
+    facts = Facts(
+        loop_kind="keras_fit", source={"fit_phase_1": "/w/train.py:160"}, script_fit_lines=[160, 279, 301]
+    )
+    steps = [StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, phase=1) for i in range(4)]
+    report = Report(run_id="r", script="train.py", created="", status="complete", facts=facts, steps=steps)
+    page = render_run(run_page(report), standalone=True)
+    assert "Timed" in page and "fit() at line 160, the 1st of 3 in the script" in page
