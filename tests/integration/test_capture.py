@@ -158,6 +158,28 @@ model.fit(x, y, batch_size=30, epochs=6, verbose=0)
 """
 
 
+SPLIT_PARTIAL_BATCH = """
+import numpy as np
+import keras
+
+x = np.random.default_rng(0).random((300, 4)).astype("float32")
+y = x.sum(axis=1)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+model.fit(x, y, batch_size=32, epochs=8, validation_split=0.2, verbose=0)
+"""
+
+
+def test_an_epochs_last_batch_on_arrays_counts_the_examples_it_holds(tfd_home, tmp_path):
+    """fit on 300 arrays with validation_split=0.2 trains on 240 an epoch: 7 batches of 32, then 16
+    (keras-io's anomaly detection: 26 of 128, then 42). The last was counted as 32."""
+    script = tmp_path / "split_partial.py"
+    script.write_text(SPLIT_PARTIAL_BATCH)
+    res, _ = capture(tfd_home, script, profile=False, steps=20, warmup=3)
+    assert res.ok, res.error
+    assert [s.examples for s in sorted(res.steps, key=lambda s: s.index)] == ([32] * 7 + [16]) * 2 + [32] * 4
+
+
 def test_an_epochs_last_execution_counts_the_batches_it_ran(tfd_home, tmp_path):
     """10 batches an epoch at 4 a step: Keras runs 4, 4, then the 2 left (its loop ends with the
     iterator). The third step of each epoch counted 4 batches, a short epoch's rate 20 % too high."""
