@@ -119,3 +119,6 @@ def test_the_report_names_the_fit_it_timed_where_the_script_has_several() -> Non
     assert fmt.timed_fit(report([1, 2], [40, 52], {1: 40, 2: 52})) == "timed: fit() at line 40 and 52"
     assert fmt.timed_fit(report([1], [160], {1: 160})) is None  # one fit()
     assert fmt.timed_fit(report([1], [160, 279], {})) is None  # not known which
+    elsewhere = report([1], [160, 279], {1: 160})
+    elsewhere.facts.source["fit_phase_1"] = "/w/trainer.py:160"  # a fit() in a module beside the script
+    assert fmt.timed_fit(elsewhere) is None

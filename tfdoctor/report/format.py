@@ -127,10 +127,13 @@ def timed_fit(report: Report) -> str | None:
     if not phases or None in sites:
         return None
     lines = []
+    script = report.script.replace("\\", "/").rpartition("/")[2]
     for site in sites:
-        _, _, line = (site or "").rpartition(":")
+        path, _, line = (site or "").rpartition(":")
         if not line.isdigit():
             return None
+        if path.replace("\\", "/").rpartition("/")[2] != script:
+            return None  # a fit() in a module beside the script: its lines are not the script's
         lines.append(int(line))
     if len(f.script_fit_lines) < 2 and len(lines) < 2:
         return None
