@@ -139,10 +139,10 @@ class InProcessCapture:
         models = self.models
         fit_begin = tracker.fit_begin
 
-        def note_fit(model: Any, x: Any, batch_size: Any) -> None:
+        def note_fit(model: Any, x: Any, batch_size: Any, validation_split: Any = 0.0) -> None:
             if all(m is not model for m in models):
                 models.append(model)
-            fit_begin(model, x, batch_size)
+            fit_begin(model, x, batch_size, validation_split)
 
         tracker.fit_begin = note_fit  # type: ignore[method-assign]
         self._t0 = time.monotonic()

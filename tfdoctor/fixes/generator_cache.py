@@ -22,10 +22,9 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
-from tfdoctor.fixes._cst import attr_name, call_name, insert_after_imports, names_in, unique_name, walk
+from tfdoctor.fixes._cst import insert_after_imports, names_in, unique_name, walk
 from tfdoctor.fixes._purity import ClassInfo, Module, Plan, _bound_in, class_info, prefix_plan
-from tfdoctor.fixes.generator_prefetch import _generator_methods, _is_generator, _step_names
-from tfdoctor.fixes.tf_function import _is_step_body
+from tfdoctor.fixes.generator_prefetch import _generator_methods, _is_generator, _step_names, runs_step
 
 #: the cache stops growing at this many bytes of results (it still serves what it holds)
 MAX_BYTES = 1 << 30
@@ -220,7 +219,6 @@ class GeneratorCacheCodemod(FixCodemod):
     METADATA_DEPENDENCIES = (PositionProvider,)
     #: the names of generators that run the training step themselves (not sources of batches)
     training_generators: list[str]
-    _steps: set[str] | None = None  # the script's training-step functions (generator_prefetch._step_names)
 
     def end_line(self, node: cst.CSTNode) -> int:
         try:
@@ -233,22 +231,15 @@ class GeneratorCacheCodemod(FixCodemod):
         """The generators (module-level, methods of module-level classes, nested in module-level
         functions) and the ``__getitem__`` methods; not a generator that trains (:meth:`_trains`), whose
         label goes to ``self.training_generators``."""
-        return [t for t in self._all_callers(tree, mod) if not self._trains(t, tree)]
+        steps = _step_names(tree)
+        return [t for t in self._all_callers(tree, mod) if not self._trains(t, steps)]
 
-    def _trains(self, t: _Target, tree: cst.Module) -> bool:
+    def _trains(self, t: _Target, steps: set[str]) -> bool:
         """A generator that runs the training step itself and yields metrics (a university course's
         ``Trainer.train()``: ``for images, labels in self.ds_train: self.train_step(...)``, a
         ``yield`` of the test accuracy every ``log_interval`` steps): the training loop, not a source of
         batches; what it calls is the step, not per-example work."""
-        fn = t.fn
-        if not _is_generator(fn):
-            return False
-        if self._steps is None:
-            self._steps = _step_names(tree)
-        trains = _is_step_body(fn.body) or any(
-            isinstance(c, cst.Call) and (attr_name(c) in self._steps or call_name(c) in self._steps)
-            for c in walk(fn.body)
-        )
+        trains = _is_generator(t.fn) and runs_step(t.fn.body, steps)
         if trains:
             self.training_generators.append(t.label)
         return trains
@@ -334,7 +325,6 @@ class GeneratorCacheCodemod(FixCodemod):
             raise SkipFile("the script already uses tfdoctor's cache (tfdoctor_memoize)")
         mod = Module(tree)
         self.training_generators = []
-        self._steps = None
         callers = self._callers(tree, mod)
         if not callers:
             trained = {n.split(".")[-1] for n in self.training_generators}

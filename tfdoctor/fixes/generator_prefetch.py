@@ -131,6 +131,12 @@ def _step_names(tree: cst.Module) -> set[str]:
     return names
 
 
+def runs_step(body: cst.CSTNode, steps: set[str]) -> bool:
+    """Does ``body`` (a loop's, or a generator's) run a training step: a step written in it, or a call of
+    one of ``steps`` (:func:`_step_names`)?"""
+    return _is_step_body(body) or any(isinstance(c, cst.Call) and attr_name(c) in steps for c in walk(body))
+
+
 class GeneratorPrefetchCodemod(FixCodemod):
     DESCRIPTION = "run the batch generator in a background thread"
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -192,10 +198,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
                     used.append(f"{name}() at line {self.line(call)}{via}")
 
         for loop in (n for n in walk(tree) if isinstance(n, (cst.For, cst.While))):
-            if not (
-                _is_step_body(loop.body)
-                or any(isinstance(c, cst.Call) and attr_name(c) in steps for c in walk(loop.body))
-            ):
+            if not runs_step(loop.body, steps):
                 continue
             if isinstance(loop, cst.For):
                 target(loop.iter)

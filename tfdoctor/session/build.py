@@ -7,6 +7,7 @@ imports TensorFlow.
 
 from __future__ import annotations
 
+import ast
 import errno
 import sqlite3
 from pathlib import Path
@@ -105,8 +106,6 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
 
 def fit_lines(script: str) -> list[int]:
     """The lines of ``script``'s ``<anything>.fit(...)`` calls, in order; [] when it cannot be read."""
-    import ast
-
     try:
         tree = ast.parse(Path(script).read_bytes())
     except (OSError, SyntaxError, ValueError):

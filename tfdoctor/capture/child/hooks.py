@@ -525,9 +525,12 @@ class Tracker:
             self.clock.note_trace()
 
     # -- Keras fit -----------------------------------------------------------------------------
-    def fit_begin(self, model: Any, x: Any, batch_size: Any) -> None:
+    def fit_begin(self, model: Any, x: Any, batch_size: Any, validation_split: Any = 0.0) -> None:
+        """A ``fit()`` of the script began (not one inside it); ``validation_split`` the share of arrays
+        ``x`` it keeps aside (0 where ``validation_data`` is given)."""
         self.counts["fit"] += 1
         self.in_fit += 1
+        self.fit_samples = None
         site = where(user_frame(3)) or ""
         if self.in_fit == 1:
             self._note_phase(model, site)
@@ -571,6 +574,8 @@ class Tracker:
         else:
             self.input_kind = "numpy" if x is not None else None
             bs = batch_size if isinstance(batch_size, int) else 32
+            if x is not None:
+                self.fit_samples = _train_samples(x, validation_split)
         self.facts["fit_batch_size"] = bs
 
     def _note_phase(self, model: Any, site: str) -> None:
@@ -1764,14 +1769,10 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                 x = args_l[0] if args_l else kwargs.get("x")
                 bs = args_l[2] if len(args_l) > 2 else kwargs.get("batch_size")
                 split = args_l[6] if len(args_l) > 6 else kwargs.get("validation_split", 0.0)
-                val = args_l[7] if len(args_l) > 7 else kwargs.get("validation_data")
+                if (args_l[7] if len(args_l) > 7 else kwargs.get("validation_data")) is not None:
+                    split = 0.0  # Keras splits the arrays only without validation_data
                 noted = "learning_rate" in tracker.facts
-                tracker._guard("fit begin", lambda: tracker.fit_begin(self, x, bs))
-                tracker.fit_samples = (
-                    None
-                    if tracker.input_kind != "numpy"
-                    else _train_samples(x, split if val is None else 0.0)
-                )
+                tracker._guard("fit begin", lambda: tracker.fit_begin(self, x, bs, split))
                 given = args_l[5] if len(args_l) > 5 else kwargs.get("callbacks")
                 given = getattr(given, "callbacks", given)  # a CallbackList's own list
                 # the rate this fit's optimizer noted is set by a LearningRateScheduler at each epoch's
