@@ -94,12 +94,26 @@ def _without_tracer_cost(
 #: a profiled step this many times the window's upper-quartile step is an outlier: left out of the breakdown
 OUTLIER_STEP = 4.0
 
+#: what the longest event of an outlier step means, where it is TensorFlow's and not the script's
+EXPLAINED = {
+    # seen with gdb in keras-io's anomaly detection (fit on arrays, 27 batches an epoch), plain and under
+    # tfdoctor alike: the main thread in ~IteratorResource -> ~RootDataset::Iterator, waiting for the
+    # iterator's tf.data autotuning thread (Model::OptimizeLoop), which sleeps out its optimization period
+    # before it sees the cancellation: 0.5-1.2 s at one epoch start in two, with the CPU idle
+    "TFE_DeleteTensorHandle": (
+        ": a tensor freed, typically a tf.data iterator's (the previous epoch's, as the next begins), whose"
+        " delete waits for the iterator's autotuning thread to wake; TensorFlow's own pause, which the"
+        " script has without tfdoctor too"
+    ),
+}
+
 
 def _outliers(steps: Steps) -> tuple[Steps, str | None]:
     """The profiled steps without the few far longer than the others, and a note saying which and what
     the longest thing in each was. The breakdown describes the typical step, as the throughput's median
     does: keras-io's segmentation example had one step in eight held 4 s by ``TFE_DeleteTensorHandle``
-    (the epoch's old tf.data iterator freed as the next began; standalone too, one epoch start in three),
+    (the epoch's old tf.data iterator freed as the next began; standalone too, one epoch start in three:
+    :data:`EXPLAINED`),
     and its breakdown read "Dispatch-bound: 51 %" for steps that compute 97 % of their 0.4 s. Only with 5
     profiled steps or more; a step counts when it is 4 times the upper quartile of the steps or longer."""
     n = len(steps)
@@ -127,6 +141,7 @@ def _outliers(steps: Steps) -> tuple[Steps, str | None]:
                 if keep.any():
                     j = int(np.argmax(np.where(keep, ln.dur_ps[inside], -1)))
                     what = f", {ln.dur_ps[inside[j]] / 1e12:.2f} s of it in {names[j]}"
+                    what += EXPLAINED.get(str(names[j]), "")
         said.append(
             f"step {int(steps.numbers[i])} took {d[i] / 1e12:.2f} s ({d[i] / med:.0f}x the median{what})"
         )
