@@ -8,7 +8,7 @@ whole fix loop costs, next to the number of runs it made (baseline + one per fix
 combined run), so the cost per run is visible too.
 
     python benchmarks/fix_cost.py                    # naive_loop.py and keras_fit.py, updates the docs
-    python benchmarks/fix_cost.py --quick            # a small workload, 12 steps, --only xla-jit
+    python benchmarks/fix_cost.py --quick            # a small workload, 12 steps, --only xla-jit, --fix-rounds 1
 """
 
 from __future__ import annotations
@@ -124,7 +124,9 @@ def main() -> None:
     )
     ap.add_argument("--scripts", nargs="*", default=["naive_loop.py", "keras_fit.py"])
     ap.add_argument(
-        "--quick", action="store_true", help="one small script, 12 steps, one fix; docs untouched"
+        "--quick",
+        action="store_true",
+        help="one small script, 12 steps, one fix, one paired round; docs untouched",
     )
     ap.add_argument(
         "--section", default="fix_cost", help="docs/benchmarks.md section to write (gpu.py: gpu_*)"
@@ -132,7 +134,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         workload = Path(__file__).resolve().parent / "workloads" / "selftimed.py"
-        rows = [measure(str(workload), 12, 1, ["--only", "xla-jit"])]
+        rows = [measure(str(workload), 12, 1, ["--only", "xla-jit", "--fix-rounds", "1"])]
     else:
         rows = [measure(name, args.steps, args.rounds, []) for name in args.scripts]
     for r in rows:
