@@ -133,6 +133,7 @@ class CaptureRecord(BaseModel):
     profiler_options: dict[str, Any] = Field(default_factory=dict)
     timeout_s: float | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    fit: int | None = None  # --fit N: the phase of fit() training timed (None: the first)
 
 
 def is_run_dir(path: Path) -> bool:

@@ -996,6 +996,36 @@ def test_fit_steps_carry_their_fit_call_and_the_facts_say_what_keeps_xla_off(tfd
     assert res.facts.xla_unsupported == ["RandomRotation"] and res.facts.jit_compile is False
 
 
+def test_fit_n_times_that_phase_of_the_scripts_fit_training_and_says_so(tfd_home, tmp_path):
+    """``--fit 2``: keras-io's SimCLR fits a baseline, then pre-trains (its heavy part), then fine-tunes;
+    the run times the phase asked for, the earlier fit() running as the script wrote it; a phase the
+    script never reaches is said in one line."""
+    from tfdoctor.model import Report
+    from tfdoctor.report.format import timed_fit
+    from tfdoctor.session.build import fit_lines
+
+    script = tmp_path / "two_fits.py"
+    script.write_text(TWO_FITS_ONE_WITHOUT_XLA)
+    env = {**QUIET, "VALIDATION_LOG": str(tmp_path / "validation.txt")}
+    res, _ = capture(tfd_home, script, profile=False, steps=12, warmup=3, env=env, fit=2)
+    assert res.ok, res.error
+    steps = sorted(res.steps, key=lambda s: s.index)
+    assert len(steps) == 12 and {s.phase for s in steps} == {2}
+    lines = fit_lines(str(script))
+    assert res.facts.source["fit_phase_2"].rpartition(":")[2] == str(lines[1])
+    assert "fit_phase_1" not in res.facts.source  # the first fit ran uncounted
+    assert res.facts.jit_compile is False  # the facts are the timed fit's: compiled again without XLA
+    facts = res.facts.model_copy(update={"script_fit_lines": lines})
+    report = Report(run_id="r", script=str(script), created="", status="complete", facts=facts, steps=steps)
+    assert timed_fit(report) == f"timed: fit() at line {lines[1]}, the 2nd of 3 in the script"
+
+    res, _ = capture(tfd_home, script, profile=False, steps=12, warmup=3, env=env, fit=4)
+    assert not res.ok and not res.steps
+    assert "--fit 4 asks for phase 4 of the script's fit() training, and its fit() calls made 3" in (
+        res.error or ""
+    ), res.error
+
+
 EPOCH_IN_PROFILE = """
 import time
 

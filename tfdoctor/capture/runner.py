@@ -74,6 +74,9 @@ class CaptureConfig:
     # the timing window goes on past its planned steps until it has lasted this long (at most 20 times
     # its steps: capture/child/clock.py, StepClock); 0: exactly the planned steps
     min_timing_s: float = 0.0
+    # ``--fit N``: time phase N of the script's fit() training (a fit() of another model, of a model
+    # compiled again, or from another line begins one); the earlier phases run as they are, uncounted
+    fit: int | None = None
 
     def windows(self) -> Windows:
         """The planned windows (an adaptive warm-up may grow past ``warmup``)."""
@@ -480,6 +483,7 @@ def run_capture(
         "env": dict(cfg.env),
         "guard": dict(cfg.guard) if cfg.guard else None,
         "min_timing_s": cfg.min_timing_s,
+        "fit": cfg.fit,
     }
     atomic_write_json(run.file(CAPTURE), capture)
     tail = StepTail(run)

@@ -111,6 +111,16 @@ class ProfileCommand:
             "--profile-steps", type=int, default=d(None), help="steps in the profile window (default ≤ 10)"
         )
         parser.add_argument(
+            "--fit",
+            type=int,
+            default=d(None),
+            metavar="N",
+            help="time phase N of the script's fit() training (default 1, the first): a fit() of another "
+            "model, of a model compiled again, or from another line begins a new phase (a fit() per epoch "
+            "from one line does not); the earlier phases run as the script wrote them, uncounted. For a "
+            "script that fits several models (a baseline, then pre-training, then fine-tuning)",
+        )
+        parser.add_argument(
             "--timeout",
             type=float,
             default=d(600.0),
@@ -188,7 +198,10 @@ class ProfileCommand:
             profile_steps=args.profile_steps,
             timeout_s=args.timeout,
             cwd=args.cwd,
+            fit=args.fit,
         )
+        if args.fit is not None and args.fit < 1:
+            raise UsageError(f"--fit {args.fit}: phases of fit() training count from 1")
         cfg.windows()  # impossible step counts fail here, before a run directory exists
         check_tensorflow()
         return cfg

@@ -122,6 +122,7 @@ class LoopConfig:
     allow_unchecked: bool = False
     # each timing-only run's timing window lasts at least this long (0: exactly its planned steps)
     min_timing_s: float = MIN_TIMING_S
+    fit: int | None = None  # --fit N: every run times phase N of the script's fit() training
 
 
 @dataclass
@@ -1279,6 +1280,7 @@ class FixLoop:
                 guard={"root": str(work), "since_ns": str(self.since_ns)},
                 # the profiled run's timing window stays as planned: its profile window follows it
                 min_timing_s=0.0 if profile else self.cfg.min_timing_s,
+                fit=self.cfg.fit,
             )
             res = run_capture(ccfg, run, progress=self.on_capture)
             if res.outside_load is not None:

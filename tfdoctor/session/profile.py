@@ -82,6 +82,7 @@ class FixOptions:
         steps: int,
         warmup: int | None,
         env: Mapping[str, str],
+        fit: int | None = None,
     ) -> LoopConfig:
         """The loop's configuration for this script run (its arguments, folder, steps) with these options."""
         return LoopConfig(
@@ -96,12 +97,13 @@ class FixOptions:
             only=self.only or None,
             skip=list(self.skip),
             env=dict(env),
+            fit=fit,
         )
 
 
 def fix_config(cfg: CaptureConfig, opts: FixOptions) -> LoopConfig:
     """The loop on the run ``cfg`` just captured (``profile --fix``, ``%tfdoctor profile --fix``)."""
-    return opts.loop(Path(cfg.script), cfg.args, cfg.cwd, cfg.steps, cfg.warmup, cfg.env)
+    return opts.loop(Path(cfg.script), cfg.args, cfg.cwd, cfg.steps, cfg.warmup, cfg.env, cfg.fit)
 
 
 def fix_config_for_run(run: RunDir, opts: FixOptions) -> LoopConfig:
@@ -122,7 +124,7 @@ def fix_config_for_run(run: RunDir, opts: FixOptions) -> LoopConfig:
     steps = int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10))
     # the baseline's warm-up: adaptive again unless the user fixed it with --warmup N
     warmup = int(w["warmup"]) if "warmup" in w and not cap.warmup_adaptive else None
-    return opts.loop(script, cap.args, cap.cwd, steps, warmup, cap.env)
+    return opts.loop(script, cap.args, cap.cwd, steps, warmup, cap.env, cap.fit)
 
 
 def apply_fixes(script: Path, original: Source, final_source: str) -> Path:

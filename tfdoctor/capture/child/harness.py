@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         warmup=warmup,
         min_timing_ns=int(float(cfg.get("min_timing_s") or 0.0) * 1e9),
     )
-    tracker = Tracker(clock, cfg.get("switches") or {})
+    tracker = Tracker(clock, cfg.get("switches") or {}, fit_phase=cfg.get("fit"))
     hooks = PostImportHooks()
     install(tracker, hooks)
     if cfg.get("guard"):  # a fix trial in a copy of the script's folder: the user's files stay as they are

@@ -375,9 +375,15 @@ def user_generator() -> str | None:
 class Tracker:
     """Receives the patched calls, decides who counts steps, feeds the :class:`StepClock`."""
 
-    def __init__(self, clock: StepClock, switches: dict[str, str] | None = None):
+    def __init__(
+        self, clock: StepClock, switches: dict[str, str] | None = None, fit_phase: int | None = None
+    ):
         self.clock = clock
         self.switches = dict(switches or {})
+        #: ``--fit N``: the phase of fit() training to time (tfdoctor.capture.runner.CaptureConfig.fit);
+        #: the script runs its earlier phases as they are, and nothing is counted before the Nth begins
+        self.fit_phase = fit_phase if fit_phase and fit_phase > 1 else None
+        self.skipping_fit = False  # the outermost fit() running is of an earlier phase than fit_phase
         self.main_ident = threading.get_ident()
         self.pid = os.getpid()
         self.mode: str | None = None  # keras_callback | apply_gradients | tf.function | gradient_tape
@@ -460,7 +466,11 @@ class Tracker:
         return threading.get_ident() == self.main_ident and os.getpid() == self.pid
 
     def _active(self) -> bool:
-        return not self.in_fit and not self.clock.stopped and self.on_main()
+        return not self.in_fit and not self.clock.stopped and self.on_main() and not self.waiting_for_phase()
+
+    def waiting_for_phase(self) -> bool:
+        """``--fit N`` and the script's fit() training has not reached its Nth phase yet."""
+        return self.fit_phase is not None and (self.clock.phase or 0) < self.fit_phase
 
     def _guard(self, what: str, fn: Callable[[], None]) -> None:
         """Run our bookkeeping; our own bug must never break the user's training (StopCapture passes)."""
@@ -534,6 +544,9 @@ class Tracker:
         site = where(user_frame(3)) or ""
         if self.in_fit == 1:
             self._note_phase(model, site)
+            self.skipping_fit = self.waiting_for_phase()
+            if self.skipping_fit:  # an earlier phase than --fit asks for: runs as it is, nothing noted
+                return
             # the fit() call each phase of training began with: the report names the one the timing
             # window ran in (a script fitting several models: keras-io's SimCLR fits three)
             self.source.setdefault(f"fit_phase_{self.clock.phase}", site)
@@ -614,6 +627,8 @@ class Tracker:
 
     def fit_end(self, model: Any = None) -> None:
         self.in_fit = max(0, self.in_fit - 1)
+        if not self.in_fit:
+            self.skipping_fit = False
         if not self.in_fit:
             self.tracked_model = None  # not kept alive past its fit()
         if model is not None:
@@ -819,9 +834,9 @@ class Tracker:
 
     def apply_exit(self, opt: Any, t_enter: int) -> None:
         self.apply_depth -= 1
-        if self.in_fit and not self.fit_applied:
+        if self.in_fit and not self.fit_applied and not self.skipping_fit:
             self._note_fit_apply(opt)
-        if self.in_fit or self.clock.stopped:
+        if self.in_fit or self.clock.stopped or self.waiting_for_phase():
             return
         self.counts["apply_gradients"] += 1
         self._note_optimizer(opt)
@@ -863,7 +878,7 @@ class Tracker:
         return next((loss for scaled, loss in self.scaled_losses if scaled is target), target)
 
     def tape_gradient(self, target: Any) -> None:
-        if self.in_fit or self.clock.stopped:
+        if self.in_fit or self.clock.stopped or self.waiting_for_phase():
             return
         self.counts["tape_gradient"] += 1
         if self.scaled_losses:
@@ -898,7 +913,7 @@ class Tracker:
     # -- tf.function ---------------------------------------------------------------------------
     def function_enter(self, fn: Any, args: tuple[Any, ...]) -> bool:
         """Push a call on the main thread; returns True when pushed (the wrapper pops it)."""
-        if self.in_fit or self.clock.stopped or not self.on_main():
+        if self.in_fit or self.clock.stopped or not self.on_main() or self.waiting_for_phase():
             return False
         self.fn_stack.append(fn)
         if len(self.fn_stack) == 1:
@@ -1137,6 +1152,8 @@ class Tracker:
         """The switch is on and no step ran yet, on the main thread, eagerly (not while tracing)."""
         if not self.fill_switch or self.filling or self.clock.index > 0 or self.clock.stopped:
             return False
+        if self.waiting_for_phase():  # --fit N: the pipelines of the phase timed are filled, not before
+            return False
         if not self.on_main():  # Model.fit makes its iterator inside fit: in_fit is no obstacle
             return False
         tf = self.modules.get("tf")
@@ -1194,6 +1211,13 @@ class Tracker:
         if "tf" not in self.modules:
             return "TensorFlow was never imported"
         c = self.counts
+        if self.waiting_for_phase():
+            reached = self.clock.phase or 0
+            return (
+                f"--fit {self.fit_phase} asks for phase {self.fit_phase} of the script's fit() training, and its"
+                f" fit() calls made {reached} (a new phase: a fit() of another model, of a model compiled"
+                " again, or from another line)"
+            )
         if c["fit"]:
             return "Model.fit was called but ran no training batch"
         seen = [f"{n} {k}" for k, n in c.items() if n]
@@ -1760,6 +1784,7 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
             def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
                 if tracker.in_fit or tracker.clock.stopped:
                     return orig(self, *args, **kwargs)
+                own_kwargs = dict(kwargs)
                 cb = TfdoctorCallback()
                 args_l = list(args)
                 if len(args_l) > 5:
@@ -1773,6 +1798,12 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                     split = 0.0  # Keras splits the arrays only without validation_data
                 noted = "learning_rate" in tracker.facts
                 tracker._guard("fit begin", lambda: tracker.fit_begin(self, x, bs, split))
+                if tracker.skipping_fit:  # --fit N: an earlier phase, run as the script wrote it
+                    tracker.in_fit = max(tracker.in_fit, 1)
+                    try:
+                        return orig(self, *args, **own_kwargs)
+                    finally:
+                        tracker.fit_end()
                 given = args_l[5] if len(args_l) > 5 else kwargs.get("callbacks")
                 given = getattr(given, "callbacks", given)  # a CallbackList's own list
                 # the rate this fit's optimizer noted is set by a LearningRateScheduler at each epoch's
