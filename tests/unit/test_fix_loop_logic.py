@@ -31,6 +31,7 @@ from tfdoctor.session.fix_loop import (
     LoopConfig,
     Measured,
     _batch_in_effect,
+    batch_tolerance,
     chain_trials,
     examples_per_step,
     judge_rounds,
@@ -833,6 +834,18 @@ def test_a_batch_scaled_in_the_facts_is_in_effect_when_a_step_is_a_whole_epoch()
     assert not _batch_in_effect(["batch-scale"], before, Facts(batch_size=32), 2.0)  # not in effect
     assert not _batch_in_effect(["batch-scale"], before, Facts(), 2.0)  # not known: examples decide
     assert not _batch_in_effect(["steps-per-execution"], before, after, 2.0)
+
+
+def test_a_batch_the_script_derives_from_the_scaled_constant_may_be_off_its_exact_multiple() -> None:
+    """keras-io's SimCLR: ``unlabeled_dataset_size // (dataset_size // batch_size)``, batch_size 100 → 200
+    gave 80 → 166 images a step (not 160), and batch ×2 was rejected as "examples per step changed (80 →
+    166, expected 160)". A grown batch-scale batch may be 10 % off its multiple; any other fix, or a batch
+    that did not grow, is still held to 1 %."""
+    assert batch_tolerance(["batch-scale"], 80, 166) == 0.10
+    assert abs(166 - 160) <= batch_tolerance(["batch-scale"], 80, 166) * 160
+    assert abs(80 - 160) > batch_tolerance(["batch-scale"], 80, 80) * 160  # not in effect: rejected
+    assert batch_tolerance(["steps-per-execution"], 80, 166) == 0.01
+    assert batch_tolerance(["batch-scale"], 80, None) == 0.01
 
 
 def test_examples_per_step_is_the_step_size_carrying_the_most_examples() -> None:

@@ -11,6 +11,7 @@ import pytest
 from tfdoctor.fixes.sanity import (
     CHANGES_TRAINING,
     aligned_losses,
+    batch_dependent,
     batch_summed,
     is_progress,
     loss_check,
@@ -302,6 +303,47 @@ def test_a_loss_summed_over_the_batch_is_compared_per_example_for_a_bigger_batch
     scattered = [run(16, [1200, *OCR_REFS[0][1:]]), *refs[1:]]
     assert batch_summed(scattered, trial) is None
     assert batch_summed(refs[:1], trial) is None  # one reference run: its start's spread unknown
+
+
+#: keras-io's SimCLR pre-training (NT-Xent over the batch's pairs plus a linear probe's loss), as measured
+#: at --fit 2: the first four losses of four reference runs at 80 images a step, and of the batch ×2 trial
+#: (166 a step: the batch is derived from the scaled constant)
+# fmt: off
+SIMCLR_REFS = [[6.921, 6.909, 6.983, 6.909], [6.958, 6.925, 7.019, 6.911], [6.907, 6.949, 6.907, 6.989],
+               [6.927, 6.921, 6.905, 6.939]]
+SIMCLR_BATCH_X2 = [7.659, 7.626, 7.647, 7.618]
+# fmt: on
+
+
+def test_a_loss_whose_value_depends_on_the_batch_is_not_compared_across_batch_sizes() -> None:
+    """keras-io's SimCLR: batch ×2 (1.12x [1.05, 1.18]) was rejected as "loss above the reference's: median
+    7.794 vs 7.003", its contrastive loss growing with the log of the pairs in a batch. The first step's
+    loss, before any update, is 7.66 against 6.91-6.96: no loss to compare, so the bigger batch is not
+    kept without --allow-unchecked (said as such). A mean loss starting where the reference's did, a loss
+    gone to NaN, or fewer than three reference runs, are compared as before."""
+
+    def run(per_step: int, values: list[float]) -> list[StepTiming]:
+        return [
+            StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, loss=float(v), examples=per_step)
+            for i, v in enumerate(values)
+        ]
+
+    refs = [run(80, r) for r in SIMCLR_REFS]
+    trial = run(166, SIMCLR_BATCH_X2)
+    why = batch_dependent(refs, trial)
+    assert why == (
+        "the loss depends on the batch size (its first step, before any update: 7.659 at 166 examples a step "
+        "against 6.907-6.958 in the reference's 4 runs at 80, as a contrastive loss over the batch's pairs "
+        "does): no loss to compare at two batch sizes"
+    )
+    check = loss_check(refs, trial, per_update=True)
+    assert check.status == "unreadable" and check.text == why
+    assert batch_dependent(refs, run(166, [6.94, 6.90, 6.85, 6.80])) is None  # starts where they did
+    assert batch_dependent(refs[:2], trial) is None  # two runs may agree by chance
+    gone = run(166, [7.659, float("nan"), 7.6, 7.6])
+    assert (
+        batch_dependent(refs, gone) is None and loss_check(refs, gone, per_update=True).status == "not finite"
+    )
 
 
 def test_losses_must_be_finite_and_not_above_the_reference_beyond_its_noise() -> None:

@@ -395,6 +395,8 @@ def loss_check(
                 f"the loss is a sum over the batch (the first step's {ratio:.2f}× the reference's, at "
                 f"{factor:g}× the examples a step): the trial's divided by {factor:g}"
             )
+        elif (apart := batch_dependent(refs, new)) is not None:
+            return LossCheck("unreadable", apart)
     said = f"{note}; " if note else ""
     first = _loss_check(refs, new, "examples")
     if not per_update or first.status != "higher":
@@ -440,6 +442,39 @@ def batch_summed(
     if near < math.log(1.25) and near < abs(math.log(ratio)):
         return factor, ratio
     return None
+
+
+#: reference runs whose first losses :func:`batch_dependent` needs: an unseeded start moves the first
+#: loss run to run (a regression's MSE), and two runs can agree by chance
+BATCH_DEPENDENT_RUNS = 3
+
+
+def batch_dependent(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming]) -> str | None:
+    """Why the losses of a bigger batch cannot be compared with the reference's, or None: the loss of the
+    model as it starts (the first step, before any update) is off every reference run's by more than
+    three times their spread and 5 %, so its value depends on the batch (keras-io's SimCLR: a contrastive
+    loss over the batch's pairs grows with the log of the batch; 6.88-7.06 in 13 reference runs at 80
+    images a step, 7.64-7.75 at 166, and batch ×2 was rejected as "loss above the reference's"). A mean
+    loss starts where the reference's did whatever the batch; a sum is :func:`batch_summed`'s."""
+    starts = [v for r in refs if (v := losses(r).get(0)) is not None and math.isfinite(v)]
+    trial = next((s for s in new if s.index == 0), None)
+    if len(starts) < BATCH_DEPENDENT_RUNS or trial is None or trial.loss is None:
+        return None
+    if not all(math.isfinite(v) for v in losses(new).values()):
+        return None  # a loss gone to inf or NaN is said as such
+    lo, hi = min(starts), max(starts)
+    mid = statistics.median(starts)
+    off = abs(trial.loss - mid)
+    if lo <= trial.loss <= hi or off <= max(3 * (hi - lo), 0.05 * abs(mid)):
+        return None
+    sizes = [s.examples for r in refs for s in r if s.index == 0 and s.examples]
+    at = f" at {trial.examples} examples a step" if trial.examples else ""
+    ref_at = f" at {statistics.median(sizes):g}" if sizes else ""
+    return (
+        f"the loss depends on the batch size (its first step, before any update: {trial.loss:.4g}{at} against "
+        f"{lo:.4g}-{hi:.4g} in the reference's {len(starts)} runs{ref_at}, as a contrastive loss over the "
+        "batch's pairs does): no loss to compare at two batch sizes"
+    )
 
 
 def _loss_check(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming], by: str) -> LossCheck:
