@@ -337,7 +337,7 @@ def test_a_loss_whose_value_depends_on_the_batch_is_not_compared_across_batch_si
         "does): no loss to compare at two batch sizes"
     )
     check = loss_check(refs, trial, per_update=True)
-    assert check.status == "unreadable" and check.text == why
+    assert check.status == "unreadable" and check.text == why and check.batch_dependent
     assert batch_dependent(refs, run(166, [6.94, 6.90, 6.85, 6.80])) is None  # starts where they did
     assert batch_dependent(refs[:2], trial) is None  # two runs may agree by chance
     gone = run(166, [7.659, float("nan"), 7.6, 7.6])

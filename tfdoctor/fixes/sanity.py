@@ -229,6 +229,8 @@ class LossCheck:
     text: str
     # how the losses were compared when not as read (a loss summed over the batch: the trial's divided)
     note: str = ""
+    # unreadable because the loss's value depends on the batch size (:func:`batch_dependent`)
+    batch_dependent: bool = False
 
     @property
     def bad(self) -> bool:
@@ -396,7 +398,7 @@ def loss_check(
                 f"{factor:g}× the examples a step): the trial's divided by {factor:g}"
             )
         elif (apart := batch_dependent(refs, new)) is not None:
-            return LossCheck("unreadable", apart)
+            return LossCheck("unreadable", apart, batch_dependent=True)
     said = f"{note}; " if note else ""
     first = _loss_check(refs, new, "examples")
     if not per_update or first.status != "higher":

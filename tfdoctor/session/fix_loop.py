@@ -1528,7 +1528,7 @@ class FixLoop:
             return decided("rejected", f"{loss.text}; measured {estimate_text(d.estimate)}"), ref
         if not d.keep:
             return decided("rejected", d.reason + note), ref
-        if loss.status == "unreadable" and unchecked is None:  # told only by the reference's runs since
+        if loss.batch_dependent and unchecked is None:  # told by the reference's runs since the first check
             unchecked = extra["unchecked"] = loss.text
             blocked = next(
                 (b for fid in ids if (b := unchecked_block(fid, unchecked, self.cfg.allow_unchecked))), None
