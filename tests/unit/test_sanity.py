@@ -158,9 +158,9 @@ def test_periodic_lines_are_expected_in_proportion_to_the_runs_length() -> None:
 
 
 # -- loss ------------------------------------------------------------------------------------------------
-def _steps(losses: list[float], start: int = 0) -> list[StepTiming]:
+def _steps(losses: list[float], start: int = 0, examples: int = 32) -> list[StepTiming]:
     return [
-        StepTiming(index=start + i, window="timing", start_ns=i, end_ns=i + 1, loss=v, examples=32)
+        StepTiming(index=start + i, window="timing", start_ns=i, end_ns=i + 1, loss=v, examples=examples)
         for i, v in enumerate(losses)
     ]
 
@@ -235,11 +235,8 @@ def test_a_bigger_batch_passes_at_the_same_examples_or_after_as_many_updates() -
     """batch-scale: a bigger batch learns less per example early on (fewer updates) and more per update;
     its loss passes when it is not above the reference's by either measure. A diverging run fails both."""
 
-    def run(per_step: int, losses: list[float]) -> list[StepTiming]:
-        return [
-            StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, loss=v, examples=per_step)
-            for i, v in enumerate(losses)
-        ]
+    def run(per_step: int, values: list[float]) -> list[StepTiming]:
+        return _steps(values, examples=per_step)
 
     ref = run(64, [2.0 - 0.02 * i for i in range(40)])  # per update: -0.02
     bigger = run(128, [2.0 - 0.025 * i for i in range(40)])  # per update a bit better, per example worse
@@ -274,10 +271,7 @@ def test_a_loss_summed_over_the_batch_is_compared_per_example_for_a_bigger_batch
     disagree, or a trial that is not a bigger batch, is compared as it is."""
 
     def run(per_step: int, values: list[float]) -> list[StepTiming]:
-        return [
-            StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, loss=float(v), examples=per_step)
-            for i, v in enumerate(values)
-        ]
+        return _steps(values, examples=per_step)
 
     refs = [run(16, r) for r in OCR_REFS]
     trial = run(32, OCR_BATCH_X2)
@@ -323,10 +317,7 @@ def test_a_loss_whose_value_depends_on_the_batch_is_not_compared_across_batch_si
     gone to NaN, or fewer than three reference runs, are compared as before."""
 
     def run(per_step: int, values: list[float]) -> list[StepTiming]:
-        return [
-            StepTiming(index=i, window="timing", start_ns=i, end_ns=i + 1, loss=float(v), examples=per_step)
-            for i, v in enumerate(values)
-        ]
+        return _steps(values, examples=per_step)
 
     refs = [run(80, r) for r in SIMCLR_REFS]
     trial = run(166, SIMCLR_BATCH_X2)
