@@ -629,7 +629,6 @@ class Tracker:
         self.in_fit = max(0, self.in_fit - 1)
         if not self.in_fit:
             self.skipping_fit = False
-        if not self.in_fit:
             self.tracked_model = None  # not kept alive past its fit()
         if model is not None:
             self._guard("fit retraces", lambda: self._note_fit_retraces(model))
