@@ -226,15 +226,24 @@ class Throughput(_Frozen):
         steps_per_execution: int | None = None,
     ) -> Throughput | None:
         """Median throughput of ``steps`` (the timing window) split into ``n_windows`` parts; each step
-        holds ``steps_per_execution`` batches (Keras's, the run's facts) where that is more than one."""
+        holds ``steps_per_execution`` batches (Keras's, the run's facts) where that is more than one.
+
+        The median leaves out a sub-window that one long step held (an epoch's start, whose old tf.data
+        iterator's delete can wait a second for its autotuning thread), so the rate is the steady one. A
+        window too short for that (under two steps a sub-window) leaves out such a step itself
+        (:func:`lone_stalls`): otherwise a trial of a few long steps (``steps_per_execution``, a bigger
+        batch) whose window crossed an epoch start would be measured with the stall its reference's
+        median dropped. keras-io's multi-input functional-API example (40 batches an epoch): a 3-step
+        steps-per-execution window held the 1.1 s start of epoch 2 (0.26 s steps) and read 0.44x."""
         steps = sorted(steps, key=lambda s: s.index)
         if not steps:
             return None
-        n_windows = max(1, min(n_windows, len(steps) // 2 or 1))
-        size = len(steps) // n_windows
+        timed = lone_stalls(steps) if len(steps) < 2 * n_windows else steps
+        n_windows = max(1, min(n_windows, len(timed) // 2 or 1))
+        size = len(timed) // n_windows
         rates = []
         for w in range(n_windows):
-            part = steps[w * size : (w + 1) * size if w < n_windows - 1 else len(steps)]
+            part = timed[w * size : (w + 1) * size if w < n_windows - 1 else len(timed)]
             span = sum(s.duration_ns for s in part)
             rates.append(len(part) / (span / 1e9) if span > 0 else 0.0)
         med = statistics.median(rates)
@@ -242,8 +251,8 @@ class Throughput(_Frozen):
         durs = [s.duration_ns / 1e6 for s in steps]
         ex = None
         # examples per step as the harness counted them (batches may vary), else the batch size fact
-        counted = [s.examples for s in steps if s.examples]
-        per_step = statistics.fmean(counted) if len(counted) == len(steps) else batch_size
+        counted = [s.examples for s in timed if s.examples]
+        per_step = statistics.fmean(counted) if len(counted) == len(timed) else batch_size
         if per_step:
             ex = med * per_step
         return cls(
@@ -255,6 +264,25 @@ class Throughput(_Frozen):
             n_steps=len(steps),
             batches_per_step=steps_per_execution if steps_per_execution and steps_per_execution > 1 else None,
         )
+
+
+#: a timed step this many times the median of its window's steps is a stall (the breakdown's outlier rule,
+#: tfdoctor.analysis.OUTLIER_STEP, uses the same factor)
+STALL_STEP = 4.0
+
+
+def lone_stalls(steps: list[StepTiming]) -> list[StepTiming]:
+    """``steps`` without those that took :data:`STALL_STEP` times their median or longer, where they are
+    few (at most a quarter of the steps, or one); all of them where fewer than three were timed or such
+    steps recur (more than that: then they are the state's own rhythm). A step that alternates with
+    others at 2-3x (a prefetcher's fill, an epoch's small last step) is not one."""
+    if len(steps) < 3:
+        return steps
+    med = statistics.median(s.duration_ns for s in steps)
+    stalls = {s.index for s in steps if med > 0 and s.duration_ns >= STALL_STEP * med}
+    if not stalls or len(stalls) > max(1, len(steps) // 4):
+        return steps
+    return [s for s in steps if s.index not in stalls]
 
 
 class StepBreakdown(_Frozen):

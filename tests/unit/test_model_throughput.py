@@ -39,3 +39,28 @@ def test_a_step_of_several_batches_says_how_many():
     assert tp.examples_per_s == pytest.approx(1000)
     one = Throughput.from_steps(_steps([10] * 6), batch_size=10, steps_per_execution=1)
     assert one.batches_per_step is None
+
+
+def test_a_short_window_leaves_out_a_lone_stall_as_a_long_ones_median_does():
+    """keras-io's multi-input functional-API example, steps-per-execution 8 (40 batches an epoch): the
+    trial's 3 timed steps held the start of epoch 2, whose old iterator's delete waited 1.1 s; the
+    baseline's 34 one-batch steps never crossed an epoch. Measured steps (ms) of both."""
+    trial = Throughput.from_steps(_steps([281.3, 288.0, 1427.0], examples=[256] * 3), batch_size=32)
+    assert trial.n_steps == 3
+    assert trial.examples_per_s == pytest.approx(512 / 0.5693, rel=1e-3)
+    # the same stall inside a long window: the median of its sub-windows drops it already
+    base = [36.0] * 33 + [1140.0]
+    long = Throughput.from_steps(_steps(base, examples=[32] * 34), batch_size=32)
+    assert long.examples_per_s == pytest.approx(32 / 0.036, rel=1e-3)
+
+
+def test_steps_that_recur_or_alternate_are_the_states_own_time():
+    # every other step 3x longer (a fill, a small last step): not a stall; sub-windows [10, 30], [10, 30, 10]
+    alt = Throughput.from_steps(_steps([10, 30, 10, 30, 10]), batch_size=1)
+    assert alt.steps_per_s == pytest.approx(55) and alt.n_steps == 5
+    # two 5x steps in six recur (more than one in four): kept; sub-windows [10, 10], [50, 10], [10, 50]
+    rec = Throughput.from_steps(_steps([10, 10, 50, 10, 10, 50]), batch_size=1)
+    assert rec.steps_per_s == pytest.approx(100 / 3)
+    # two steps only: nothing to compare a long one with
+    two = Throughput.from_steps(_steps([10, 100]), batch_size=1)
+    assert two.steps_per_s == pytest.approx(2 / 0.11)
