@@ -2438,6 +2438,17 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2 (64 → 128, line 121); learning rate Adam at line 115: 0.001 → 0.001414",
         },
     ),
+    # keras.io's functional API guide: three named inputs, two named outputs (a dict of losses and loss
+    # weights), fit on a dict of arrays; both outputs stay float32
+    "multi_io.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 40)",
+            "xla-jit": "jit_compile=True on model.compile() (line 40)",
+            "mixed-precision": "kept float32: Dense at line 30 (model), Dense at line 32 (model)",
+            "batch-scale": "batch size ×2 (32 → 64, line 58); learning rate RMSprop at line 41: 0.001 → 0.001414",
+        },
+    ),
     # keras-io WGAN-GP: compile(d_optimizer, g_optimizer, d_loss_fn, g_loss_fn) over super().compile(),
     # the models handed to WGAN(discriminator=d_model, ...): "which model computes the loss is not visible"
     "wgan_gp.py": (
