@@ -125,6 +125,22 @@ _FAMILY_CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: the step-time categories each verdict label names as the step's bound: the breakdown's largest category
+#: is cited beside a label that names another one, whatever the finding's family covers (a 5xx small-ops
+#: finding covers device compute, yet "Dispatch-bound" beside a step that computes 78 % of the time needs
+#: that share beside it: keras.io's multi-input LSTM model, TFD501 at 10 %)
+_LABEL_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "Input-bound": ("input_wait",),
+    "Launch-bound": ("dispatch", "device_idle"),
+    "Dispatch-bound": ("dispatch", "host_compute"),  # on a CPU: Python dispatching ops one by one
+    "Host-bound": ("host_compute", "device_idle"),
+    "Compute-bound": ("device_compute",),
+    "Copy-bound": ("h2d", "d2h"),
+    "Communication-bound": ("collective",),
+    "Scaling-bound": ("device_compute", "collective"),
+}
+
+
 #: the verdict's label for a finding of each rule family; a rule's HEADLINE wins
 _FAMILY_HEADLINE: dict[str, str] = {
     "input": "Input-bound",
@@ -211,7 +227,9 @@ def verdict(ctx: Context, findings: list[Finding]) -> str:
         # the findings explain little of a step that is mostly something else: the step's bound is that
         # (a 1 % precision finding does not make an H100 step that computes 5 % of the time compute-bound)
         return f"{label}: {largest}; top finding: {cited}."
-    sentence = f"{_headline(top, ctx)}: {cited}"
+    head = _headline(top, ctx)
+    elsewhere = elsewhere or cat not in _LABEL_CATEGORIES.get(head, (cat,))
+    sentence = f"{head}: {cited}"
     if elsewhere and share.get(cat, 0.0) > 0:
         sentence += f"; largest share: {largest}"
     return sentence + "."

@@ -50,8 +50,10 @@ VERDICT_AND_XPROF = """
 
 The one-sentence verdict names what the **highest-saving finding** names, with its figures and its estimated
 saving: `Launch-bound: 66 % of step time is spent launching kernels while the GPU idles 86 %; ... (TFD202,
-est. saving 33 %).` When the breakdown's largest category is another one, it is added (`; largest share: 57 %
-of step time is device compute`), so the headline and the breakdown never contradict each other silently;
+est. saving 33 %).` When the breakdown's largest category is another one than the label names (or than
+the finding's family covers), it is added (`; largest share: 57 % of step time is device compute`), so the
+headline and the breakdown never contradict each other silently (`Dispatch-bound: 1536 op kernels per step
+... XLA is off (TFD501, est. saving 10 %); largest share: 76 % of step time is TF op kernels on the CPU`);
 input wait at 20 % or more is always the largest share named (XProf's *HIGHLY input-bound*). A finding that
 would save under 10 % does not name the bound of a step that is half or more another category: that
 category leads and the finding is cited (`Host-bound: 86 % of step time is Python and host work outside TF

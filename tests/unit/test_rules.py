@@ -15,7 +15,7 @@ import pytest
 from real_traces import missing
 
 from tfdoctor.model import Facts
-from tfdoctor.rules import ADVICE_IDS, FIX_IDS, Context, all_rules, evaluate, get_rule, run_rules
+from tfdoctor.rules import ADVICE_IDS, FIX_IDS, Context, all_rules, evaluate, get_rule, run_rules, verdict
 from tfdoctor.rules._base import Example
 from tfdoctor.rules._examples import example_path, load_example, run_example
 
@@ -186,6 +186,31 @@ def test_eager_and_retracing_verdicts_name_the_cause() -> None:
     assert "dispatched one by one" in v
     _, v = _eval("sample_traces/rules-retracing")
     assert "tf.function traces" in v
+
+
+def test_a_label_naming_another_category_than_the_largest_cites_the_largest() -> None:
+    """keras.io's multi-input LSTM model on this CPU: TFD501 (1536 op kernels a step, 21 % of the step in
+    small ones; est. saving 10 %) headed the verdict as "Dispatch-bound" beside a step 78 % in op kernels,
+    with nothing said of them: the small-ops family covers device compute, the label does not. The
+    largest share is now cited beside it; an eager loop's "Dispatch-bound" beside a Python-heavy step is
+    not (its claim names Python already)."""
+    a, f = load_example(Example("sample_traces/cpu-keras_fit", True))
+    ctx = Context(analysis=a, facts=f)
+    findings, _ = evaluate(a, f)
+    top = next(x for x in findings if x.decided and x.est_saving > 0)
+    small_ops = top.model_copy(
+        update={
+            "rule_id": "TFD501",
+            "family": "compilation",
+            "claim": "1536 op kernels per step, 85 % under 20 µs, covering 21 % of step time; XLA is off",
+            "est_saving": 0.10,
+        }
+    )
+    v = verdict(ctx, [small_ops])
+    assert v.startswith("Dispatch-bound: 1536 op kernels per step")
+    assert "(TFD501, est. saving 10 %); largest share: 79 % of step time is TF op kernels on the CPU" in v
+    _, eager = _eval("sample_traces/rules-eager-loop")
+    assert eager.startswith("Dispatch-bound:") and "largest share" not in eager
 
 
 def test_no_analysis_is_shown_not_dropped() -> None:
