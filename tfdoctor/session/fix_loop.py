@@ -320,6 +320,9 @@ class Rounds:
     # the reference's rate before the rounds when round 1 re-measured it (the pairs' unit): one more
     # repeat of the reference for the judge's between-run floor
     ref_earlier: list[float] = field(default_factory=list)
+    # the trial's rates measured before these rounds (the combined check: the final state's runs against
+    # the best intermediate state), for the floor likewise
+    trial_earlier: list[float] = field(default_factory=list)
     failed: tuple[str, str | None] | None = None  # a trial run failed: (reason, error)
     cold: bool = False  # a trial run's caches did not warm
     note: str = ""  # why the rounds stopped early
@@ -366,12 +369,17 @@ def judge_rounds(
     pool: list[list[float]] | None = None,
     keep_above: float = KEEP_ABOVE,
     ref_timed: bool = True,
+    trial_earlier: Sequence[Throughput] = (),
+    states: bool = False,
 ) -> Rounds:
     """Paired rounds of a trial against its reference, judged (:func:`_judge_rounds`). ``pool``: the
     round log ratios of the comparisons judged before in the same run, for the judge's paired floor
     (:func:`tfdoctor.fixes.judge.paired_spread`); this comparison's rounds are added to it once judged,
     so a loop that keeps one list per run pools all of its comparisons. ``keep_above``: the bar the
-    interval must clear (:func:`keep_bar`: higher for a fix that changes the training)."""
+    interval must clear (:func:`keep_bar`: higher for a fix that changes the training).
+    ``trial_earlier``: the trial's measurements before ``first_trial`` (the same state), and ``states``:
+    the interval is never narrower than each state's own run-to-run spread
+    (:func:`tfdoctor.fixes.judge.floor`); both for the combined check, whose interval is the headline."""
     r = _judge_rounds(
         measure,
         first_trial=first_trial,
@@ -382,6 +390,8 @@ def judge_rounds(
         pool=pool or (),
         keep_above=keep_above,
         ref_timed=ref_timed,
+        trial_earlier=trial_earlier,
+        states=states,
     )
     if pool is not None:
         pool.append(log_ratios(r.pairs))
@@ -399,6 +409,8 @@ def _judge_rounds(
     pool: Sequence[Sequence[float]],
     keep_above: float = KEEP_ABOVE,
     ref_timed: bool = True,
+    trial_earlier: Sequence[Throughput] = (),
+    states: bool = False,
 ) -> Rounds:
     """Paired rounds of a trial (its first run ``first_trial`` done) against its reference (last measured
     at ``ref_prev``), decided by :func:`tfdoctor.fixes.judge.decide`.
@@ -420,6 +432,11 @@ def _judge_rounds(
     """
     r = Rounds(ref=ref_prev, trial=first_trial, trial_runs=[first_trial])
     worth = max(WORTH, keep_above)  # "not faster" below it; undecided above it: worth more rounds
+    unit = comparable(first_trial, ref_prev, scale)[2]
+    for seen in trial_earlier:  # in the pairs' unit only
+        t, _, u = comparable(seen, ref_prev, scale)
+        if u == unit and t.rate > 0:
+            r.trial_earlier.append(t.rate)
 
     def pair(trial: Throughput, ref: Throughput, order: Literal["AB", "BA"], b2b: bool = True) -> Pair:
         t, a, _ = comparable(trial, ref, scale)
@@ -458,7 +475,9 @@ def _judge_rounds(
         return tp
 
     def judged(**how: Any) -> Decision | None:  # the judge, with this trial's bar
-        return decide(r.pairs, keep_above=keep_above, worth=worth, **how)
+        return decide(
+            r.pairs, keep_above=keep_above, worth=worth, trial_earlier=r.trial_earlier, states=states, **how
+        )
 
     def alone() -> Rounds:  # the first run judged against the reference's earlier measurement
         r.pairs = [pair(first_trial, ref_prev, "AB", b2b=False)]
@@ -954,6 +973,7 @@ class FixLoop:
                         state, throughput=rep.throughput, run_id=run.id, facts=res.facts or state.facts
                     )
             if ok:
+                earlier: list[Throughput] = []  # the final state's runs before its check against the baseline
                 best = self._best_intermediate(base, history[:-1])
                 if best is not None:
                     best_kept, best_state = best
@@ -994,8 +1014,9 @@ class FixLoop:
                         kept = list(best_kept)
                         state = best_state if r.ref is None else replace(best_state, throughput=r.ref)
                     elif r.trial is not None:
+                        earlier = [tp for tp in r.trial_runs if tp is not r.trial]
                         state = replace(state, throughput=r.trial)
-                r = self.compare(state, base, "combined vs the baseline")
+                r = self.compare(state, base, "combined vs the baseline", trial_earlier=earlier, states=True)
                 if r.decision is not None:
                     est = r.decision.estimate
                     speedup, ci, verdict = (
@@ -1167,8 +1188,17 @@ class FixLoop:
                 best = (r, (kept, st))
         return best[1] if best else None
 
-    def compare(self, trial: _State, ref: _State, label: str) -> Rounds:
-        """Paired rounds of two measured states (the trial's latest measurement is its first run)."""
+    def compare(
+        self,
+        trial: _State,
+        ref: _State,
+        label: str,
+        *,
+        trial_earlier: Sequence[Throughput] = (),
+        states: bool = False,
+    ) -> Rounds:
+        """Paired rounds of two measured states (the trial's latest measurement is its first run;
+        ``trial_earlier`` and ``states``: see :func:`judge_rounds`)."""
         index, total = self._at
         # the trial's measurement conditions hold for the reference's runs too (see trial())
         ref_switches = reference_switches(ref.switches, trial.switches)
@@ -1197,6 +1227,8 @@ class FixLoop:
             max_rounds=self.rounds,
             pool=self.paired_logs,
             ref_timed=ref.timed,
+            trial_earlier=trial_earlier,
+            states=states,
         )
 
     # -- one run -------------------------------------------------------------------------------------

@@ -573,6 +573,7 @@ def kernel_fix_loop(
             ref_fresh=last[0] == baseline.fixes,
             max_rounds=budget,
             pool=paired_logs,
+            states=True,  # the headline's interval: never below each state's own spread (judge.floor)
         )
         if r.decision is not None:
             est = r.decision.estimate
