@@ -397,7 +397,7 @@ def floor(
     1553 and 1455 examples/s in one --fix run and 1001-1055 in the next; each run's two paired rounds
     against the baseline agreed with each other, and the two headlines, 1.38x [1.17x, 1.62x] and 2.15x
     [1.73x, 2.67x], did not overlap. With the final state's earlier runs (``trial_earlier``) in its
-    spread, the second reads [1.45x, 3.19x]."""
+    spread, the second reads [1.29x, 3.59x]."""
     n = len(pairs)
     s, df = between_runs(pairs, ref_earlier, trial_earlier)
     per_state = floor_quantile(confidence, df) * s * math.sqrt(2 / n) if df else 0.0
