@@ -267,7 +267,7 @@ class Throughput(_Frozen):
 
 
 #: a timed step this many times the median of its window's steps is a stall (the breakdown's outlier rule,
-#: tfdoctor.analysis.OUTLIER_STEP, uses the same factor)
+#: tfdoctor.analysis.OUTLIER_STEP, is this factor)
 STALL_STEP = 4.0
 
 

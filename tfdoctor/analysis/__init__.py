@@ -14,7 +14,7 @@ from tfdoctor.analysis.breakdown import BreakdownResult, compute_breakdown
 from tfdoctor.analysis.details import Details, TfDataStage, compute_details
 from tfdoctor.analysis.steps import Steps, find_steps
 from tfdoctor.analysis.tracer import SIGNIFICANT, corrected_share, event_weights, tracer_cost
-from tfdoctor.model import INPUT_MARKER, STEP_MARKERS, Breakdown, ComputePrecision, StepTiming
+from tfdoctor.model import INPUT_MARKER, STALL_STEP, STEP_MARKERS, Breakdown, ComputePrecision, StepTiming
 from tfdoctor.trace.model import Trace
 
 __all__ = ["Analysis", "Details", "Steps", "TfDataStage", "analyze"]
@@ -92,7 +92,8 @@ def _without_tracer_cost(
 
 
 #: a profiled step this many times the window's upper-quartile step is an outlier: left out of the breakdown
-OUTLIER_STEP = 4.0
+#: (the timing window's rate leaves out a lone step by the same factor: tfdoctor.model.lone_stalls)
+OUTLIER_STEP = STALL_STEP
 
 #: what the longest event of an outlier step means, where it is TensorFlow's and not the script's
 EXPLAINED = {

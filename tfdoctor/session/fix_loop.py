@@ -1014,7 +1014,7 @@ class FixLoop:
                         kept = list(best_kept)
                         state = best_state if r.ref is None else replace(best_state, throughput=r.ref)
                     elif r.trial is not None:
-                        earlier = [tp for tp in r.trial_runs if tp is not r.trial]
+                        earlier = r.trial_runs[:-1]  # its last run is r.trial, the check's first
                         state = replace(state, throughput=r.trial)
                 r = self.compare(state, base, "combined vs the baseline", trial_earlier=earlier, states=True)
                 if r.decision is not None:
