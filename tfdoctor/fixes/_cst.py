@@ -245,8 +245,16 @@ class Pipelines:
                 (pos, param, rets), local = t
                 self.transformers[fname] = (pos, param, rets)
                 self._local.update({id(r): local for r in rets})
+        # tfdoctor's own helpers (generator-prefetch's chunked from_generator) make datasets: a call of
+        # one is a dataset, but what is inside is tfdoctor's, not a pipeline of the script's to change
+        inside: set[int] = set()
+        for fname, fs in defs.items():
+            if fname.startswith("tfdoctor_"):
+                inside.update(id(n) for f in fs for n in walk(f))
+                if fname.startswith("tfdoctor_from_generator"):
+                    self.functions[fname] = []
         changed = True
-        assigns = [n for n in walk(module) if isinstance(n, cst.Assign)]
+        assigns = [n for n in walk(module) if isinstance(n, cst.Assign) and id(n) not in inside]
         for a in assigns:  # (ds_train, ds_test), ds_info = tfds.load(..., with_info=True)
             if len(a.targets) == 1 and isinstance(a.value, cst.Call) and call_name(a.value) in TFDS_LOADS:
                 target: cst.BaseExpression = a.targets[0].target

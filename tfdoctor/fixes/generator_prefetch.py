@@ -61,6 +61,53 @@ def {name}(iterable, depth=4):
         stop.set()
 '''
 
+CHUNK_HELPER = '''
+def {name}(
+    generator, output_signature=None, output_types=None, output_shapes=None, chunk={chunk}
+):
+    """Added by tfdoctor (generator-prefetch): ``tf.data.Dataset.from_generator`` taking the generator's
+    items ``chunk`` at a time (stacked in Python, unbatched again in tf.data): one Python call per chunk
+    instead of one per item; the same elements in the same order."""
+    import numpy as np
+    import tensorflow as tf
+
+    given = dict(output_signature=output_signature, output_types=output_types, output_shapes=output_shapes)
+    dataset = tf.data.Dataset.from_generator(generator, **{{k: v for k, v in given.items() if v is not None}})
+    signature = dataset.element_spec  # made by from_generator itself: the generator has not run
+    specs = tf.nest.flatten(signature)
+    if not all(
+        type(s) is tf.TensorSpec and s.shape.is_fully_defined() and s.dtype != tf.string for s in specs
+    ):  # shapes that vary, strings, ragged or sparse items: as the script wrote it
+        return dataset
+
+    def stacked(items):
+        columns = zip(*(tf.nest.flatten(item) for item in items))
+        return tf.nest.pack_sequence_as(
+            signature,
+            [np.asarray(np.stack(c), dtype=s.dtype.as_numpy_dtype) for c, s in zip(columns, specs)],
+        )
+
+    def chunks():
+        items = []
+        try:
+            for item in generator():
+                items.append(item)
+                if len(items) == chunk:
+                    yield stacked(items)
+                    items = []
+        except Exception:
+            if items:  # the items before an error the generator raised, then the error
+                yield stacked(items)
+            raise
+        if items:
+            yield stacked(items)
+
+    chunked = tf.nest.map_structure(lambda s: tf.TensorSpec((None, *s.shape), s.dtype), signature)
+    return tf.data.Dataset.from_generator(chunks, output_signature=chunked).unbatch()
+'''
+#: items a chunk of ``from_generator`` holds (CHUNK_HELPER)
+CHUNK = 64
+
 #: Keras PyDataset / Sequence base classes (``__getitem__`` makes a batch)
 LOADER_BASES = frozenset({"PyDataset", "Sequence"})
 #: threads Keras runs a PyDataset's ``__getitem__`` in (``workers=``)
@@ -146,11 +193,13 @@ class GeneratorPrefetchCodemod(FixCodemod):
         methods = _generator_methods(tree)
         self.workers: dict[int, str] = {}  # id(super().__init__ call of a PyDataset) -> its class
         self.targets: set[int] = set()
+        self.chunked: set[int] = set()  # id(from_generator call) made chunked
         loaders, notes = self._pydatasets(tree)
+        loaders += self._from_generators(tree, notes)
         notes += self._image_generators(tree)
         if not gens and not methods:
             if loaders:
-                return super().transform_module_impl(tree)
+                return self._with_helpers(super().transform_module_impl(tree))
             if notes:
                 raise SkipFile("; ".join(notes))
             raise SkipFile(
@@ -210,7 +259,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
                 target(c.args[0].value)
         if not self.targets:
             if loaders:
-                return super().transform_module_impl(tree)
+                return self._with_helpers(super().transform_module_impl(tree))
             if notes:
                 raise SkipFile("no Python generator feeds the training loop; " + "; ".join(notes))
             raise SkipFile("no Python generator feeds the training loop")
@@ -224,8 +273,18 @@ class GeneratorPrefetchCodemod(FixCodemod):
         )
         for u in used:
             self.advise(ADVICE.format(fn=u.split("()")[0]))
-        new = super().transform_module_impl(tree)
-        helper = cst.parse_module(HELPER.format(name=self.helper)).body[0]
+        return self._with_helpers(super().transform_module_impl(tree))
+
+    def _with_helpers(self, new: cst.Module) -> cst.Module:
+        """The helpers the changes call, added after the docstring, ``__future__`` and the imports."""
+        helpers = []
+        if self.targets:
+            helpers.append(cst.parse_module(HELPER.format(name=self.helper)).body[0])
+        if self.chunked:
+            code = CHUNK_HELPER.format(name=self.chunk_helper, chunk=CHUNK)
+            helpers.append(cst.parse_module(code).body[0])
+        if not helpers:
+            return new
         body = list(new.body)
         at = 0  # after the docstring, __future__ and the imports
         for i, stmt in enumerate(body):
@@ -247,14 +306,73 @@ class GeneratorPrefetchCodemod(FixCodemod):
                 at = i + 1
             else:
                 break
-        helper = helper.with_changes(leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)])
+        blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
+        helpers = [h.with_changes(leading_lines=blank) for h in helpers]
         rest = body[at:]
         if rest:
-            blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
             rest[0] = rest[0].with_changes(
                 leading_lines=[*blank, *[ln for ln in rest[0].leading_lines if ln.comment]]
             )
-        return new.with_changes(body=[*body[:at], helper, *rest])
+        return new.with_changes(body=[*body[:at], *helpers, *rest])
+
+    def _from_generators(self, tree: cst.Module, notes: list[str]) -> list[str]:
+        """Plan the chunked ``from_generator`` (CHUNK_HELPER) for each ``...from_generator(gen,
+        output_signature=...)`` (or ``output_types=`` with ``output_shapes=``) of the script; ``notes`` gets
+        why one is left alone. Returns what was planned."""
+        calls = [c for c in walk(tree) if isinstance(c, cst.Call) and attr_name(c) == "from_generator"]
+        if not calls:
+            return []
+        self.chunk_helper = unique_name(tree, "tfdoctor_from_generator")
+        if any(
+            isinstance(n, cst.FunctionDef) and n.name.value.startswith("tfdoctor_from_generator")
+            for n in tree.body
+        ):
+            notes.append("the script already uses tfdoctor's chunked from_generator")
+            return []
+        lines: list[str] = []
+        left: list[str] = []
+        for c in calls:
+            keywords = {a.keyword.value for a in c.args if a.keyword is not None}
+            positional = [a for a in c.args if a.keyword is None]
+            if (
+                any(a.star for a in c.args)
+                or len(positional) > 1
+                or not (len(positional) == 1 or "generator" in keywords)
+            ):
+                left.append(
+                    f"from_generator() at line {self.line(c)} passes its types or shapes by position or with "
+                    "*: left as it is"
+                )
+                continue
+            extra = keywords - {"generator", "output_signature", "output_types", "output_shapes"}
+            if extra:
+                left.append(
+                    f"from_generator() at line {self.line(c)} passes {', '.join(sorted(extra))}=: left as it is"
+                )
+                continue
+            if "output_signature" not in keywords and not {"output_types", "output_shapes"} <= keywords:
+                left.append(
+                    f"from_generator() at line {self.line(c)} gives no element shapes (output_signature): "
+                    "left as it is"
+                )
+                continue
+            self.chunked.add(id(c))
+            lines.append(f"line {self.line(c)}")
+        if not lines:
+            notes.extend(left)
+            return []
+        done = (
+            f"from_generator() at {', '.join(lines)} takes the generator's items {CHUNK} at a time "
+            f"({self.chunk_helper}: stacked in Python, unbatched again in tf.data; the same elements in the same "
+            "order): one Python call per chunk instead of one per item"
+        )
+        done = "; ".join([done, *left])
+        self.summary = "; ".join(x for x in (self.summary, done) if x)
+        self.warn(
+            f"the generator now runs up to {CHUNK} items ahead of what the pipeline has taken (a generator that "
+            "reads state the training loop changes sees it later)"
+        )
+        return [done]
 
     def _image_generators(self, tree: cst.Module) -> list[str]:
         """Why a Keras ``ImageDataGenerator`` feeding ``fit`` (``datagen.flow(...)``, or a name
@@ -418,6 +536,8 @@ class GeneratorPrefetchCodemod(FixCodemod):
             return set_kwarg(updated_node, "workers", cst.Integer(str(WORKERS)))
         if id(original_node) in self.targets:
             return cst.Call(func=cst.Name(self.helper), args=[cst.Arg(updated_node)])
+        if id(original_node) in self.chunked:
+            return updated_node.with_changes(func=cst.Name(self.chunk_helper))
         return updated_node
 
 
@@ -446,6 +566,16 @@ class GeneratorPrefetch(Fix):
     processes would start from copies of one state of a random generator the batches share, and repeat
     each other's draws.
 
+    A ``tf.data.Dataset.from_generator(gen, output_signature=...)`` (or ``output_types=`` with
+    ``output_shapes=``) becomes ``tfdoctor_from_generator(gen, ...)``, a helper added to the script that
+    takes the generator's items 64 at a time, stacks them in Python and unbatches them again in tf.data:
+    the same elements in the same order with the same element spec (what comes after, ``.batch()``,
+    ``.shuffle()``, is untouched), one Python call per 64 items instead of one per item (from_generator
+    pays ~0.4 ms of Python per item on this 2-core CPU: 26 ms a batch of 64 CIFAR-sized images, 7 ms in
+    chunks). Items of shapes that vary, strings, ragged or sparse items: the helper builds the pipeline as
+    the script wrote it. Left alone, and said: types or shapes passed by position, ``args=``, no shapes
+    given. The generator runs up to 64 items ahead of what the pipeline has taken.
+
     Advice (not applied): per-example Python work stays under the GIL; the lasting fix is to express it
     as tf.data ops with a parallel ``map`` (see the patch pattern in docs/fixes.md).
 
@@ -453,7 +583,7 @@ class GeneratorPrefetch(Fix):
     """
 
     ID = "generator-prefetch"
-    DESCRIPTION = "Python generator produced in a background thread"
+    DESCRIPTION = "Python generator produced in a background thread, or read in chunks"
     CODEMOD = GeneratorPrefetchCodemod
     AFTER = ("tf-function",)
     PRIORITY = 30
