@@ -33,8 +33,9 @@ class InputStall(Rule):
     Fix:
         ``tfdata-parallel-map`` (``num_parallel_calls=tf.data.AUTOTUNE``), ``tfdata-prefetch``
         (``.prefetch(tf.data.AUTOTUNE)``), ``generator-prefetch`` (run the generator ahead of the step;
-        a ``from_generator``'s generator read 64 items at a time), ``generator-cache`` (compute the deterministic start of the generator's per-example function once
-        per example, from memory afterwards), or cache the deterministic part of a tf.data pipeline (see
+        a ``from_generator``'s generator read 64 items at a time), ``generator-cache`` (compute the
+        deterministic start of the generator's per-example function once per example, from memory
+        afterwards), or cache the deterministic part of a tf.data pipeline (see
         TFD102). Estimated saving: the input-wait share (an upper bound: the wait disappears when input is
         produced ahead of the step).
 

@@ -219,6 +219,10 @@ def target_names(t: cst.BaseExpression) -> list[str] | None:
     return None
 
 
+#: the name generator-prefetch gives its chunked ``from_generator`` helper (a numbered one if taken)
+CHUNKED_FROM_GENERATOR = "tfdoctor_from_generator"
+
+
 class Pipelines:
     """The tf.data pipelines of a module: which names hold datasets (flow-insensitive, by name)."""
 
@@ -251,7 +255,7 @@ class Pipelines:
         for fname, fs in defs.items():
             if fname.startswith("tfdoctor_"):
                 inside.update(id(n) for f in fs for n in walk(f))
-                if fname.startswith("tfdoctor_from_generator"):
+                if fname.startswith(CHUNKED_FROM_GENERATOR):
                     self.functions[fname] = []
         changed = True
         assigns = [n for n in walk(module) if isinstance(n, cst.Assign) and id(n) not in inside]

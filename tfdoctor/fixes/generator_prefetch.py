@@ -11,6 +11,7 @@ from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
 from tfdoctor.fixes._cst import (
+    CHUNKED_FROM_GENERATOR,
     assigned_values,
     attr_name,
     call_name,
@@ -322,9 +323,9 @@ class GeneratorPrefetchCodemod(FixCodemod):
         calls = [c for c in walk(tree) if isinstance(c, cst.Call) and attr_name(c) == "from_generator"]
         if not calls:
             return []
-        self.chunk_helper = unique_name(tree, "tfdoctor_from_generator")
+        self.chunk_helper = unique_name(tree, CHUNKED_FROM_GENERATOR)
         if any(
-            isinstance(n, cst.FunctionDef) and n.name.value.startswith("tfdoctor_from_generator")
+            isinstance(n, cst.FunctionDef) and n.name.value.startswith(CHUNKED_FROM_GENERATOR)
             for n in tree.body
         ):
             notes.append("the script already uses tfdoctor's chunked from_generator")
