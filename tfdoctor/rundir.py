@@ -105,6 +105,8 @@ class HarnessRecord(BaseModel):
     # swallowed, the report says it
     hook_errors: list[str] = Field(default_factory=list)
     profiler_error: str | None = None
+    # the script's own profiler calls, left off under tfdoctor ("start at train.py:24", "stop by keras")
+    own_profiler: list[str] = Field(default_factory=list)
     profile_started_ns: int | None = None
     profile_stopped_ns: int | None = None
     # the harness's live descendants as it left ([pid, start ticks, name]): a child started with

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tfdoctor.capture.runner import CaptureConfig, CaptureResult, run_capture
+from tfdoctor.session.build import build_report
 from tfdoctor.store import RunStore
 from tfdoctor.trace import load
 
@@ -190,11 +191,40 @@ def test_an_epochs_last_execution_counts_the_batches_it_ran(tfd_home, tmp_path):
     assert [s.examples for s in sorted(res.steps, key=lambda s: s.index)] == [120, 120, 60] * 4
 
 
-def test_a_script_with_its_own_profiler_session_runs_on_without_our_trace(tfd_home, tmp_path):
-    res, _ = capture(tfd_home, ROOT / "tests" / "scripts" / "own_profiler.py", str(tmp_path / "theirs"))
-    assert res.status == "complete" and len(res.steps) == res.facts.warmup_steps + 9
-    assert res.trace_files == []
-    assert "Another profiler is running" in (res.message or "")
+@pytest.mark.parametrize(
+    "mode, calls",
+    [
+        ("loop", {"tf.profiler.experimental.start": 'tf.profiler.experimental.start("own_logdir")'}),
+        (
+            "fit",
+            {
+                "Keras's TensorBoard(profile_batch=...)": "keras.callbacks.TensorBoard(",
+                "tf.profiler.experimental.Profile(...)": "tf.profiler.experimental.Profile(",
+            },
+        ),
+    ],
+)
+def test_a_script_that_profiles_itself_leaves_the_profiler_to_tfdoctor(tfd_home, tmp_path, mode, calls):
+    """TensorFlow runs one profiler session at a time: a script's own (the profiler guide's start/stop
+    around the loop, Keras's TensorBoard(profile_batch=...), Profile(logdir)) took it from tfdoctor's
+    window, which then had no trace ("Another profiler is running"). Now the script's calls do nothing
+    under tfdoctor, the report says so, and the trace is tfdoctor's."""
+    script = ROOT / "tests" / "scripts" / "profiles_itself.py"
+    lines = script.read_text().splitlines()
+    res, run = capture(tfd_home, script, mode, cwd=str(tmp_path))
+    assert res.status == "complete", res.error
+    harness = run.harness()
+    assert harness.profiler_error is None
+    assert harness.own_profiler == [
+        f"{who} at profiles_itself.py:{next(i for i, ln in enumerate(lines, 1) if code in ln)}"
+        for who, code in calls.items()
+    ]
+    assert res.trace_files, res.message
+    assert markers(res.trace_files[0])["train"]  # tfdoctor's markers (the script's own too, in the loop)
+    report = build_report(run)
+    assert report.breakdown is not None and report.breakdown.source != "none"
+    assert any(n.startswith("the script runs TensorFlow's profiler itself") for n in report.breakdown.notes)
+    assert not list(tmp_path.glob("own_*/**/*.xplane.pb"))  # the script's own log directories got no trace
 
 
 def test_retraces_of_the_step_function_are_counted(tfd_home):

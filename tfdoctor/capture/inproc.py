@@ -209,6 +209,7 @@ class InProcessCapture:
                 "why_no_steps": why,
                 "hook_errors": tracker.errors,
                 "profiler_error": markers.error if markers is not None else None,
+                "own_profiler": tracker.own_profiler,
                 "profile_started_ns": markers.started_ns if markers is not None else None,
                 "profile_stopped_ns": markers.stopped_ns if markers is not None else None,
             },

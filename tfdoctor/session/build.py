@@ -74,7 +74,7 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
     analysis, notes = (None, [f"no trace recorded ({why})"])
     if run.trace_files():
         analysis, notes = analyze_path(run.logdir, steps)
-    notes = [*notes, *capture_problem_notes(harness.hook_errors)]
+    notes = [*notes, *own_profiler_notes(harness.own_profiler), *capture_problem_notes(harness.hook_errors)]
     breakdown = analysis.breakdown if analysis is not None else None
     if breakdown is not None and notes:
         breakdown = breakdown.model_copy(update={"notes": [*breakdown.notes, *notes]})
@@ -123,6 +123,18 @@ def with_measured_precision(facts: Facts, breakdown: Breakdown | None) -> Facts:
     if breakdown is None or breakdown.precision is None:
         return facts
     return facts.model_copy(update={"extra": {**facts.extra, "compute_precision": breakdown.precision.label}})
+
+
+def own_profiler_notes(calls: list[str]) -> list[str]:
+    """The script profiles itself: its profiler calls did nothing under tfdoctor (one profiler session at
+    a time: tfdoctor's window took it), and its own log directory got no trace from this run."""
+    if not calls:
+        return []
+    return [
+        f"the script runs TensorFlow's profiler itself ({', '.join(calls)}): left off under tfdoctor, "
+        "whose profiler takes its place (one profiler session at a time); its own log directory gets no "
+        "trace from this run"
+    ]
 
 
 def capture_problem_notes(errors: list[str]) -> list[str]:

@@ -39,7 +39,7 @@ from tfdoctor.capture.child.clock import (
     Window,
     Windows,
 )
-from tfdoctor.capture.child.hooks import PostImportHooks, Tracker, install
+from tfdoctor.capture.child.hooks import PostImportHooks, Tracker, install, profiler_original
 from tfdoctor.model import INPUT_MARKER, STEP_MARKER, Device, Facts
 from tfdoctor.rundir import FACTS, HARNESS, STEPS, atomic_write_json
 
@@ -72,7 +72,7 @@ class ProfilerMarkers:
             device_tracer_level=int(self.options.get("device_tracer_level", 1)),
         )
         try:
-            tf.profiler.experimental.start(str(self.logdir), options=opts)
+            profiler_original(tf, "start")(str(self.logdir), options=opts)
         except Exception as e:
             # another session is running (the script's own profiler, a TensorBoard callback) or the
             # build has no profiler: the run goes on without a trace, and harness.json says why
@@ -89,7 +89,7 @@ class ProfilerMarkers:
         # interrupted): keep it alive until the session is stopped, so it is dropped, not recorded.
         unfinished = (self._input, self._step)
         try:
-            self._tf().profiler.experimental.stop()
+            profiler_original(self._tf(), "stop")()
         except Exception as e:
             self.error = f"tf.profiler.experimental.stop failed: {e}"
         self.stopped_ns = time.time_ns()
@@ -372,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         why_no_steps=None if clock.index else tracker.why_no_steps(),
         hook_errors=tracker.errors + ([facts_error] if facts_error else []),
         profiler_error=markers.error if markers is not None else None,
+        own_profiler=tracker.own_profiler,
         profile_started_ns=markers.started_ns if markers is not None else None,
         profile_stopped_ns=markers.stopped_ns if markers is not None else None,
         processes=_live_descendants(),

@@ -459,6 +459,8 @@ class Tracker:
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
         self.filling = False  # our own pass over a cache runs: no hook counts it
         self.cache_fill: CacheFill | None = None
+        #: the script's own profiler calls, left off (``patch_profiler``): "start at train.py:24", ...
+        self.own_profiler: list[str] = []
 
     # -- helpers -------------------------------------------------------------------------------
     def on_main(self) -> bool:
@@ -1591,6 +1593,67 @@ def install(tracker: Tracker, hooks: PostImportHooks) -> None:
     hooks.register("keras", lambda m: tracker._guard("patch keras", lambda: patch_keras(tracker, m)))
 
 
+#: who starts the profiler, by the module calling ``start``: (module prefix, as the report names it)
+OWN_PROFILER_CALLERS = (
+    ("keras", "Keras's TensorBoard(profile_batch=...)"),
+    ("tensorflow.python.ops.summary_ops_v2", "tf.summary.trace_on(profiler=True)"),
+    ("tensorflow.python.profiler.profiler_v2", "tf.profiler.experimental.Profile(...)"),
+)
+
+
+def patch_profiler(tracker: Tracker, tf: Any) -> None:
+    """Leave the script's own profiler off: TensorFlow runs one profiler session at a time, and a script
+    that profiles itself (``tf.profiler.experimental.start``/``stop`` or ``Profile(logdir)``, as
+    TensorFlow's profiler guide shows; ``tf.summary.trace_on(profiler=True)``; Keras's
+    ``TensorBoard(profile_batch=...)``) would take it from tfdoctor's window ("Another profiler is
+    running": no trace) and perturb the steps timed. Its ``start`` and ``stop`` do nothing under
+    tfdoctor and each call is noted (``Tracker.own_profiler``, said in the report); its
+    ``tf.profiler.experimental.Trace`` markers are kept (cheap, and read as step markers). tfdoctor's own
+    session calls the originals (:func:`profiler_original`)."""
+    from tensorflow.python.profiler import profiler_v2
+
+    def make(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> None:
+                if what == "start":  # a stop without effect needs no word of its own
+                    caller = sys._getframe(1)
+                    tracker._guard("profiler call", lambda: note(caller))
+
+            return call
+
+        return wrap
+
+    def note(caller: types.FrameType) -> None:
+        frame: types.FrameType | None = caller
+        while frame is not None and not is_user_file(frame.f_code.co_filename):
+            frame = frame.f_back
+        at = f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else ""
+        module = str(caller.f_globals.get("__name__", ""))
+        who = next(
+            (text for prefix, text in OWN_PROFILER_CALLERS if module.startswith(prefix)),
+            "tf.profiler.experimental.start"
+            if frame is caller
+            else f"{module.split('.')[0]}'s profiler start",
+        )
+        if all(not t.startswith(who) for t in tracker.own_profiler) and len(tracker.own_profiler) < 8:
+            tracker.own_profiler.append(who + at)  # the first call of each: Keras's is at the callback's line
+
+    public = getattr(getattr(tf, "profiler", None), "experimental", None)
+    for owner in (profiler_v2, public):
+        if owner is None:
+            continue
+        _wrap(owner, "start", make("start"))
+        _wrap(owner, "stop", make("stop"))
+
+
+def profiler_original(tf: Any, name: str) -> Callable[..., Any]:
+    """``tf.profiler.experimental.<name>`` as TensorFlow defines it, under :func:`patch_profiler`'s wrapper."""
+    fn = getattr(tf.profiler.experimental, name)
+    while getattr(fn, "__tfdoctor__", False):
+        fn = fn.__wrapped__
+    return fn  # type: ignore[no-any-return]
+
+
 def patch_tf(tracker: Tracker, tf: Any) -> None:
     from tensorflow.python.data.ops import dataset_ops, iterator_ops
     from tensorflow.python.eager import backprop
@@ -1665,6 +1728,7 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
 
     _wrap(backprop.GradientTape, "__enter__", make_enter)
     _wrap(backprop.GradientTape, "gradient", make_gradient)
+    patch_profiler(tracker, tf)
 
     def iter_hook(
         what: str, note: Callable[[Any, Any], None], behind: Callable[[Any], list[Any]]
