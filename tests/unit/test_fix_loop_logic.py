@@ -809,6 +809,36 @@ def test_a_loss_above_one_reference_run_is_rechecked_against_two(tmp_path: Path)
     assert "; the loss too: loss above the reference's" in t.reason
 
 
+def test_a_summed_loss_with_the_learning_rate_scaled_linearly_as_well_is_not_kept(tmp_path: Path) -> None:
+    """The judge tells a loss summed over the batch from the first step (twice the reference's at twice
+    the examples); where the codemod saw no sum in the source and scaled SGD's rate linearly, the step
+    grew twice (×4 for a ×2 batch): not kept, whatever the speed."""
+    big = Facts(step_kind="tf.function", batch_size=64, learning_rate=0.2)
+    rates = {
+        "batch-scale ×2": 30.0,
+        "batch-scale ×2: reference, paired round 1": 10.0,
+        "batch-scale ×2: reference, paired round 2": 10.0,
+        "batch-scale ×2: paired round 2": 30.0,
+    }
+    trial = [s.model_copy(update={"examples": 64}) for s in _steps([4.02, 3.5, 3.1, 2.8, 2.6, 2.5])]
+    loop = _scripted(
+        tmp_path,
+        rates,
+        ["batch-scale"],
+        rounds=2,
+        base_steps=_steps([2.01, 1.9, 1.8, 1.7, 1.6, 1.55]),
+        facts={"batch-scale ×2": big},
+        steps={
+            "batch-scale ×2": trial,
+            "batch-scale ×2: reference, paired round 1": _steps([1.99, 1.9, 1.8, 1.7, 1.6, 1.55]),
+        },
+    )
+    (t,) = loop.run().trials
+    assert t.status == "rejected", t.reason
+    assert t.reason.startswith("the loss is a sum over the batch (the first step's 2.01× the reference's")
+    assert "the learning rate was scaled linearly as well" in t.reason and "; measured " in t.reason
+
+
 def test_a_runs_length_is_the_smaller_of_its_steps_and_examples_ratios_in_both_loops() -> None:
     """run_length is the one measure of a trial's length for the output check, the script loop's and the
     notebook kernel's (which used to count steps only)."""

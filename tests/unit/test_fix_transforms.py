@@ -1056,6 +1056,83 @@ def test_batch_scale_uses_sqrt_scaling_for_adam() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "loss, where",
+    [
+        ('loss_fn = keras.losses.MeanSquaredError(reduction="sum")', 'reduction="sum" at line 2'),
+        (
+            "loss_fn = tf.keras.losses.MeanSquaredError(reduction=tf.keras.losses.Reduction.SUM)",
+            "reduction=tf.keras.losses.Reduction.SUM at line 2",
+        ),
+    ],
+)
+def test_batch_scale_leaves_sgd_alone_on_a_summed_loss(loss: str, where: str) -> None:
+    """With a loss summed over the batch the gradient, so SGD's step, grows with the batch already: the
+    linear rule on top would make a ×2 batch a ×4 step. Adam's step does not depend on the gradient's
+    scale: its square-root rule stands."""
+    source = f"""
+BATCH_SIZE = 32
+{loss}
+opt = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9)
+d_opt = keras.optimizers.Adam(learning_rate=0.001)
+"""
+    status, code, _, reason = apply("batch-scale", source, params={"factor": "2"})
+    assert status == "changed"
+    assert "BATCH_SIZE = 64" in code and "SGD(learning_rate=0.1, momentum=0.9)" in code
+    assert "Adam(learning_rate=0.00141421)" in code
+    assert f"SGD at line 3: left as it is (the loss is a sum over the batch, {where}" in reason
+
+
+@pytest.mark.parametrize(
+    "step, summed",
+    [
+        ("loss = tf.reduce_sum(tf.square(model(x) - y))\n        grads = tape.gradient(loss, w)", True),
+        ("grads = tape.gradient(tf.math.reduce_sum(model(x) - y), w)", True),
+        (
+            "loss = tf.reduce_sum(tf.square(model(x) - y)) / BATCH_SIZE\n        grads = tape.gradient(loss, w)",
+            False,
+        ),
+        ("loss = sum([tf.reduce_mean(model(x) - y), 0.0])\n        grads = tape.gradient(loss, w)", False),
+    ],
+)
+def test_batch_scale_finds_a_loss_summed_in_the_step(step: str, summed: bool) -> None:
+    """The gradient target (through the name it was assigned to) is a reduce_sum: summed; divided by the
+    batch, or Python's sum() of per-batch means: not."""
+    source = f"""
+BATCH_SIZE = 32
+opt = tf.keras.optimizers.SGD(0.05)
+
+
+def step(x, y):
+    with tf.GradientTape() as tape:
+        {step}
+    opt.apply_gradients(zip(grads, w))
+"""
+    status, code, _, reason = apply("batch-scale", source, params={"factor": "2"})
+    assert status == "changed" and "BATCH_SIZE = 64" in code
+    assert ("SGD(0.05)" in code) is summed, reason
+    assert ("left as it is (the loss is a sum over the batch" in reason) is summed
+
+
+def test_batch_scale_a_compute_loss_returning_a_sum_keeps_adams_rule() -> None:
+    source = """
+BATCH_SIZE = 32
+
+
+class MaskedLanguageModel(keras.Model):
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
+        loss = loss_fn(y, y_pred, sample_weight)
+        return keras.ops.sum(loss)
+
+
+model.compile(optimizer=keras.optimizers.SGD(0.01))
+other = keras.optimizers.Adam()
+"""
+    status, code, _, reason = apply("batch-scale", source, params={"factor": "4"})
+    assert status == "changed" and "SGD(0.01)" in code and "Adam(learning_rate=0.002)" in code
+    assert "keras.ops.sum(...) at line 7" in reason
+
+
 def test_batch_scale_scales_a_batch_size_parameter_default_and_the_lr_beside_it() -> None:
     """A plain trainer class taking ``batch_size=64`` and ``lr=1e-3`` as defaults of its __init__."""
     assert_codemod(

@@ -32,6 +32,8 @@ BATCH_CONST = re.compile(r"(^|_)(batch_?size|bs)(_|$)", re.I)
 LR_NAME = re.compile(r"^-*(lr|learning[_-]?rate)$", re.I)
 #: optimizers whose learning rate scales linearly with the batch (Goyal et al. 2017)
 LINEAR = frozenset({"SGD", "Momentum", "MomentumOptimizer", "GradientDescentOptimizer", "LARS"})
+#: what the summary says where a learning rate was scaled by the linear rule
+LINEAR_RULE = ("linear scaling for", "(linear: optimizer not recognised)")
 #: Adam-style (per-parameter adaptive) optimizers: square-root scaling (Hoffer et al. 2017; Malladi et al. 2022)
 SQRT = frozenset(
     {
@@ -521,12 +523,19 @@ class BatchScaleCodemod(FixCodemod):
         # optimizer built from its function, Adam(learning_rate=lr_schedule(0)), follows them)
         sched_done: list[str] = []
         sched_missed: list[str] = []
-        if opts:
+        self.summed = self._summed_loss(tree)
+        if opts and self._scale(opts[0][1]) != 1:
             self._schedulers(tree, self._scale(opts[0][1]), sched_done, sched_missed)
         for call, name, string in opts:
             rule = "linear" if name in LINEAR else "square-root"
             scale = self._scale(name)
             where = f"{name} at line {self.line(call)}"
+            if scale == 1:  # SGD on a summed loss: the gradient already grows with the batch
+                done.append(
+                    f"{where}: left as it is (the loss is a sum over the batch, {self.summed}: its gradient "
+                    f"grows ×{self.factor} with the batch, which is the linear rule's ×{self.factor} already)"
+                )
+                continue
             if string is not None:  # compile(optimizer="adam"): the default made explicit
                 keras = al.keras or "keras"
                 lr = DEFAULT_LR.get(name)
@@ -645,8 +654,51 @@ class BatchScaleCodemod(FixCodemod):
         return text, "; ".join(missed)
 
     def _scale(self, optimizer: str) -> float:
-        """The learning rate's factor for the batch's: linear for SGD-style optimizers, square root else."""
-        return self.factor if optimizer in LINEAR else math.sqrt(self.factor)
+        """The learning rate's factor for the batch's: linear for SGD-style optimizers, square root else;
+        1 for an SGD-style optimizer when the loss is a sum over the batch (:meth:`_summed_loss`): its
+        gradient, so SGD's step, grows with the batch by itself. An Adam-style step does not depend on the
+        gradient's scale: square root, summed or not."""
+        if optimizer in LINEAR:
+            return 1.0 if getattr(self, "summed", None) else float(self.factor)
+        return math.sqrt(self.factor)
+
+    def _summed_loss(self, tree: cst.Module) -> str | None:
+        """Where the training loss is a sum over the batch, not a mean: a Keras loss built with
+        ``reduction="sum"`` (``Reduction.SUM``), or a ``reduce_sum`` / ``ops.sum`` that a ``compute_loss``
+        returns or a ``tape.gradient`` differentiates (followed through a name assigned in the same
+        function; ``reduce_sum(...) / batch`` is a mean). None when no such sum is seen."""
+        for c in walk(tree):
+            if not isinstance(c, cst.Call):
+                continue
+            r = kwarg(c, "reduction")
+            if r is not None and (
+                (isinstance(r.value, cst.SimpleString) and str(r.value.evaluated_value).lower() == "sum")
+                or (isinstance(r.value, cst.Attribute) and r.value.attr.value == "SUM")
+            ):
+                return f"reduction={cst.Module([]).code_for_node(r.value)} at line {self.line(c)}"
+        for fn in walk(tree):
+            if not isinstance(fn, cst.FunctionDef):
+                continue
+            assigned: dict[str, cst.BaseExpression] = {}
+            targets: list[cst.BaseExpression] = []
+            for n in walk(fn.body):
+                if (
+                    isinstance(n, cst.Assign)
+                    and len(n.targets) == 1
+                    and isinstance(n.targets[0].target, cst.Name)
+                ):
+                    assigned[n.targets[0].target.value] = n.value
+                elif isinstance(n, cst.Call) and attr_name(n) == "gradient" and n.args:
+                    targets.append(n.args[0].value)
+                elif isinstance(n, cst.Return) and n.value is not None and fn.name.value == "compute_loss":
+                    targets.append(n.value)
+            for t in targets:
+                if isinstance(t, cst.Name) and t.value in assigned:
+                    t = assigned[t.value]
+                name = call_name(t) if isinstance(t, cst.Call) else None
+                if name and (name.endswith("reduce_sum") or name.endswith(".sum")):  # not Python's sum()
+                    return f"{name}(...) at line {self.line(t)}"
+        return None
 
     def _schedulers(self, tree: cst.Module, scale: float, done: list[str], missed: list[str]) -> None:
         """``keras.callbacks.LearningRateScheduler(decay)``: the rate ``decay(epoch[, lr])`` returns replaces
@@ -1194,7 +1246,9 @@ class BatchScale(Fix):
     (followed through ``config["lr"]`` too, to the one dict of the script with that key when ``config``
     is a parameter given it, and through ``cfg.learning_rate`` to a config class's field or attribute):
     **linear** scaling for SGD/momentum (Goyal et al., 2017), **square-root** scaling for Adam-style
-    optimizers (Adam, AdamW, RMSprop, Adagrad, …). Every optimizer the script builds is scaled (a GAN's
+    optimizers (Adam, AdamW, RMSprop, Adagrad, …); on a loss summed over the batch (``reduction="sum"``, a
+    ``reduce_sum`` the step differentiates or ``compute_loss`` returns) an SGD-style rate is left as it
+    is, its gradient growing with the batch already (the summary says where the sum is). Every optimizer the script builds is scaled (a GAN's
     two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
     ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
     ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, an environment variable's
@@ -1224,7 +1278,8 @@ class BatchScale(Fix):
     How it is measured: in examples/s (a step has more examples on purpose). ×2 first; ×4 only if ×2 was
     kept, and so on. A run that runs out of memory is rolled back with the error.
 
-    Rolled back when: examples/s does not rise beyond the noise band, out of memory, losses not sane.
+    Rolled back when: examples/s does not rise beyond the noise band, out of memory, losses not sane, a
+    loss the judge finds summed over the batch with an SGD rate scaled linearly.
     """
 
     ID = "batch-scale"

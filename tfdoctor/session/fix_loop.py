@@ -40,6 +40,7 @@ from tfdoctor.capture.child.guard import changed_links, link_states
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes, get_fix
+from tfdoctor.fixes.batch_scale import LINEAR_RULE
 from tfdoctor.fixes.judge import (
     KEEP_ABOVE,
     WORTH,
@@ -1560,6 +1561,14 @@ class FixLoop:
             return decided("rejected", f"{loss.text}; measured {estimate_text(d.estimate)}"), ref
         if not d.keep:
             return decided("rejected", d.reason + note), ref
+        if loss.note and "batch-scale" in ids and any(t in outcome.reason for t in LINEAR_RULE):
+            # the codemod saw no sum in the source (keras-io's OCR: add_loss of per-example losses)
+            return decided(
+                "rejected",
+                f"{loss.note}, and the learning rate was scaled linearly as well: with a summed loss SGD's "
+                "step grows with the batch by itself, so it grew twice (the batch's factor squared); scale "
+                f"the batch with the learning rate as it is; measured {estimate_text(d.estimate)}",
+            ), ref
         if loss.batch_dependent and unchecked is None:  # told by the reference's runs since the first check
             unchecked = extra["unchecked"] = loss.text
             blocked = next(
