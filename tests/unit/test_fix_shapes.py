@@ -2480,6 +2480,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "Config.LR (line 39) 0.001 → 0.001414",
         },
     ),
+    # keras-io ViT: KERAS_BACKEND set before import keras, an augmentation Sequential whose Normalization is
+    # adapted on the images, Patches / PatchEncoder layers, logits from the last Dense, AdamW, fit on arrays
+    "vit_classifier.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 237)",
+            "xla-jit": "jit_compile=True on model.compile() (line 237)",
+            "mixed-precision": "kept float32: Dense at line 221 (model) (output layer of the model computing "
+            "the loss: model: compiled with a loss); kept float32: Normalization at line 78",
+            "batch-scale": "batch size ×2 (batch_size = 128, line 55); learning rate AdamW at line 233: "
+            "learning_rate (line 53) 0.001 → 0.001414 (square-root scaling for AdamW)",
+        },
+    ),
     # keras-io WGAN-GP: compile(d_optimizer, g_optimizer, d_loss_fn, g_loss_fn) over super().compile(),
     # the models handed to WGAN(discriminator=d_model, ...): "which model computes the loss is not visible"
     "wgan_gp.py": (
