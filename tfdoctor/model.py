@@ -93,6 +93,33 @@ KERAS_STEP_MARKERS = ("TraceContext", "Profiled batch")
 STEP_MARKERS = (STEP_MARKER, *KERAS_STEP_MARKERS)
 
 
+#: TensorFlow's debugging switches that slow every step while on: (the API the script calls, the one that
+#: turns it off or None, what it costs). A script left with one on after a debugging session trains
+#: several times slower (check_numerics: 4.6x on a small tf.function loop here)
+DEBUG_SWITCHES = (
+    (
+        "tf.debugging.enable_check_numerics",
+        "tf.debugging.disable_check_numerics",
+        "every op's float output is checked for NaN and Inf",
+    ),
+    (
+        "tf.debugging.experimental.enable_dump_debug_info",
+        "tf.debugging.experimental.disable_dump_debug_info",
+        "every op's tensors are summarised and written to disk",
+    ),
+    (
+        "tf.data.experimental.enable_debug_mode",
+        None,
+        "tf.data runs its functions eagerly and in order, with no parallelism",
+    ),
+    (
+        "tf.debugging.set_log_device_placement",
+        None,
+        "every op's placement is logged",
+    ),
+)
+
+
 #: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)
 TENSOR_CORE_CC = 7.0
 
@@ -126,6 +153,9 @@ class Facts(_Frozen):
     xla_unsupported: list[str] | None = None
     # tf.config.run_functions_eagerly(True) was on: every tf.function (the step too) ran op by op
     functions_run_eagerly: bool | None = None
+    # debugging switches the script turned on and left on while it trained, each with where:
+    # "tf.debugging.enable_check_numerics() at train.py:12" (see DEBUG_SWITCHES)
+    debug_switches: list[str] = Field(default_factory=list)
     strategy: str | None = None  # class name of the active tf.distribute strategy
     num_replicas: int = 1
     steps_per_execution: int | None = None

@@ -227,6 +227,24 @@ def test_a_script_that_profiles_itself_leaves_the_profiler_to_tfdoctor(tfd_home,
     assert not list(tmp_path.glob("own_*/**/*.xplane.pb"))  # the script's own log directories got no trace
 
 
+def test_a_debugging_switch_left_on_is_a_fact_with_its_line_and_a_report_note(tfd_home, tmp_path):
+    """check_numerics turned on and left on: in the facts with the script's line (the fix's input) and
+    in a report note; a switch turned off again (the dump) or set to False (placement logging) is not."""
+    script = ROOT / "tests" / "scripts" / "debug_switches.py"
+    line = next(i for i, ln in enumerate(script.read_text().splitlines(), 1) if "enable_check_numerics" in ln)
+    res, run = capture(tfd_home, script, str(tmp_path / "dump"), steps=10)
+    assert res.status == "complete", res.error
+    assert res.facts.debug_switches == [f"tf.debugging.enable_check_numerics() at debug_switches.py:{line}"]
+    report = build_report(run)
+    assert report.breakdown is not None
+    assert any(
+        n.startswith(
+            "a debugging switch was on while the script trained (tf.debugging.enable_check_numerics()"
+        )
+        for n in report.breakdown.notes
+    )
+
+
 def test_retraces_of_the_step_function_are_counted(tfd_home):
     res, _ = capture(tfd_home, TINY, "--loop", "function", "--vary-batch", profile=False, steps=8)
     assert res.ok, res.error

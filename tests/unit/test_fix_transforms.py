@@ -57,7 +57,9 @@ def test_the_registry_has_every_fix_id_the_rules_use() -> None:
 
 @pytest.mark.parametrize("fix_id", sorted(f.ID for f in all_fixes()))
 def test_unparsable_code_is_skipped_with_the_parser_error(fix_id: str) -> None:
-    ctx = FixContext(hardware=Hardware(cpu_bf16=True))
+    # facts that pass every precheck (debug-switches wants a switch seen on)
+    facts = Facts(debug_switches=["tf.debugging.enable_check_numerics() at train.py:1"])
+    ctx = FixContext(hardware=Hardware(cpu_bf16=True), facts=facts)
     out = get_fix(fix_id).apply("def broken(:\n    pass\n", ctx)
     assert out.status == "skipped"
     assert "cannot parse" in out.reason and out.code == "def broken(:\n    pass\n"
@@ -66,7 +68,8 @@ def test_unparsable_code_is_skipped_with_the_parser_error(fix_id: str) -> None:
 @pytest.mark.parametrize("fix_id", sorted(f.ID for f in all_fixes()))
 def test_code_without_any_pattern_is_skipped_with_a_reason(fix_id: str) -> None:
     src = "import numpy as np\n\nprint(np.arange(3).sum())\n"
-    out = get_fix(fix_id).apply(src, FixContext(hardware=Hardware(cpu_bf16=True)))
+    facts = Facts(debug_switches=["tf.debugging.enable_check_numerics() at train.py:1"])
+    out = get_fix(fix_id).apply(src, FixContext(hardware=Hardware(cpu_bf16=True), facts=facts))
     assert out.status == "skipped" and out.code == src
     assert len(out.reason) > 10
 
@@ -1028,6 +1031,53 @@ def test_xla_unchanged_when_the_script_decides_and_a_switch_when_the_step_is_els
         and out.switches == {"jit": "1"}
         and out.code == "import mylib\nmylib.train()\n"
     )
+
+
+# -- debug-switches ------------------------------------------------------------------------------
+def test_debug_switches_takes_out_the_switch_the_run_had_on_and_nothing_else() -> None:
+    source = """import tensorflow as tf
+
+tf.debugging.enable_check_numerics()
+tf.debugging.set_log_device_placement(False)
+if args.debug:
+    tf.data.experimental.enable_debug_mode()
+"""
+    facts = Facts(
+        debug_switches=[
+            "tf.debugging.enable_check_numerics() at train.py:3",
+            "tf.data.experimental.enable_debug_mode() at train.py:6",
+        ]
+    )
+    out = get_fix("debug-switches").apply(source, FixContext(facts=facts))
+    assert out.status == "changed"
+    assert out.reason == (
+        "taken out: tf.debugging.enable_check_numerics() (line 3); tf.data.experimental.enable_debug_mode() (line 6)"
+    )
+    assert out.code == (
+        "import tensorflow as tf\n\n"
+        "# tfdoctor debug-switches: `tf.debugging.enable_check_numerics()` taken out (every op's float output "
+        "is checked for NaN and Inf)\npass\n"
+        "tf.debugging.set_log_device_placement(False)\n"
+        "if args.debug:\n"
+        "    # tfdoctor debug-switches: `tf.data.experimental.enable_debug_mode()` taken out (tf.data runs its "
+        "functions eagerly and in order, with no parallelism)\n    pass\n"
+    )
+    ast.parse(out.code)
+
+
+def test_debug_switches_skips_without_the_fact_and_says_where_it_cannot_reach() -> None:
+    source = "import tensorflow as tf\ntf.debugging.enable_check_numerics()\n"
+    assert "no debugging switch" in get_fix("debug-switches").apply(source, FixContext()).reason
+    facts = Facts(debug_switches=["tf.debugging.enable_check_numerics() at utils.py:4"])
+    out = get_fix("debug-switches").apply("import utils\nutils.setup()\n", FixContext(facts=facts))
+    assert (
+        out.status == "skipped" and "is not turned on by a statement of its own in the script" in out.reason
+    )
+    placement = Facts(debug_switches=["tf.debugging.set_log_device_placement() at train.py:1"])
+    on = get_fix("debug-switches").apply(
+        "tf.debugging.set_log_device_placement(True)\n", FixContext(facts=placement)
+    )
+    assert on.status == "changed" and on.code.endswith("pass\n")
 
 
 # -- batch-scale -----------------------------------------------------------------------------------

@@ -398,6 +398,11 @@ def test_a_change_must_show_in_the_trials_facts() -> None:
     assert "float32 (was float32)" in (not_in_effect("mixed-precision", base, base) or "")
     eager = base.model_copy(update={"step_kind": "eager"})
     assert "still eager" in (not_in_effect("tf-function", eager, eager) or "")
+    checked = base.model_copy(update={"debug_switches": ["tf.debugging.enable_check_numerics() at t.py:3"]})
+    assert not_in_effect("debug-switches", checked, checked) == (
+        "its facts still show tf.debugging.enable_check_numerics() at t.py:3"
+    )
+    assert not_in_effect("debug-switches", checked, base) is None
     assert not_in_effect("tfdata-prefetch", base, base) is None  # no fact of its own to show it by
 
 

@@ -160,6 +160,9 @@ class Fix:
     AFTER: ClassVar[tuple[str, ...]] = ()
     #: order among candidates no finding ranks (lower first)
     PRIORITY: ClassVar[int] = 50
+    #: tried before every other candidate, whatever the findings rank: what it removes slows every step,
+    #: so every other fix measured with it still there would be measured on a distorted state
+    FIRST: ClassVar[bool] = False
     #: the fix changes the examples per step on purpose (batch scaling, steps per execution)
     SCALES_EXAMPLES: ClassVar[bool] = False
 

@@ -655,6 +655,9 @@ def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str
             return "its facts show no tf.data cache filled before the first step"
         why = fill.note or f"{fill.caches} in-memory cache stage(s) found, none filled"
         return f"the tf.data cache was not filled before the timed steps ({why})"
+    if fix_id == "debug-switches":
+        left = [s for s in after.debug_switches if s in b.debug_switches]
+        return f"its facts still show {', '.join(left)}" if left else None
     if fix_id == "batch-scale":
         if after.batch_size is None or b.batch_size is None or after.batch_size > b.batch_size:
             return None

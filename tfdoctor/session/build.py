@@ -74,7 +74,12 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
     analysis, notes = (None, [f"no trace recorded ({why})"])
     if run.trace_files():
         analysis, notes = analyze_path(run.logdir, steps)
-    notes = [*notes, *own_profiler_notes(harness.own_profiler), *capture_problem_notes(harness.hook_errors)]
+    notes = [
+        *notes,
+        *own_profiler_notes(harness.own_profiler),
+        *debug_switch_notes(facts.debug_switches),
+        *capture_problem_notes(harness.hook_errors),
+    ]
     breakdown = analysis.breakdown if analysis is not None else None
     if breakdown is not None and notes:
         breakdown = breakdown.model_copy(update={"notes": [*breakdown.notes, *notes]})
@@ -135,6 +140,21 @@ def own_profiler_notes(calls: list[str]) -> list[str]:
         "whose profiler takes its place (one profiler session at a time); its own log directory gets no "
         "trace from this run"
     ]
+
+
+def debug_switch_notes(switches: list[str]) -> list[str]:
+    """A debugging switch on while the script trained: every step pays for it, the breakdown with it."""
+    from tfdoctor.model import DEBUG_SWITCHES
+
+    out = []
+    for s in switches:
+        cost = next((c for api, _, c in DEBUG_SWITCHES if s.startswith(f"{api}()")), "")
+        out.append(
+            f"a debugging switch was on while the script trained ({s}{': ' + cost if cost else ''}): every "
+            "step pays for it, and the figures here include it; `--fix` measures the script without it "
+            "(debug-switches)"
+        )
+    return out
 
 
 def capture_problem_notes(errors: list[str]) -> list[str]:

@@ -262,14 +262,15 @@ class _State:
 
 # -- ordering --------------------------------------------------------------------------------------
 def order_candidates(fixes: list[Fix], report: Report) -> list[tuple[Fix, float]]:
-    """Fixes by estimated gain (the best finding naming them), then default order; AFTER respected."""
+    """Fixes by estimated gain (the best finding naming them), then default order; AFTER respected; a
+    fix marked FIRST (debug-switches) before all."""
     est: dict[str, float] = {}
     for finding in report.findings:
         if not finding.decided:
             continue
         for fid in finding.fix_ids:
             est[fid] = max(est.get(fid, 0.0), finding.est_saving)
-    ranked = sorted(fixes, key=lambda f: (-est.get(f.ID, 0.0), f.PRIORITY, f.ID))
+    ranked = sorted(fixes, key=lambda f: (not f.FIRST, -est.get(f.ID, 0.0), f.PRIORITY, f.ID))
     ids = [f.ID for f in ranked]
     for _ in range(len(ranked) ** 2):  # move each fix after the fixes it must follow
         moved = False

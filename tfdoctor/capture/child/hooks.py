@@ -461,6 +461,8 @@ class Tracker:
         self.cache_fill: CacheFill | None = None
         #: the script's own profiler calls, left off (``patch_profiler``): "start at train.py:24", ...
         self.own_profiler: list[str] = []
+        #: debugging switches on (``patch_debug_switches``): API -> "API() at train.py:12"
+        self.debug_switches: dict[str, str] = {}
 
     # -- helpers -------------------------------------------------------------------------------
     def on_main(self) -> bool:
@@ -1249,6 +1251,8 @@ class Tracker:
             forced = bool(tf.config.functions_run_eagerly()) if tf is not None else False
         except Exception:
             forced = False
+        if self.debug_switches:
+            out["debug_switches"] = list(self.debug_switches.values())
         if forced:  # tf.config.run_functions_eagerly(True): the step's tf.function ran op by op
             out["functions_run_eagerly"] = True
             if "step_kind" in out:
@@ -1646,6 +1650,52 @@ def patch_profiler(tracker: Tracker, tf: Any) -> None:
         _wrap(owner, "stop", make("stop"))
 
 
+def patch_debug_switches(tracker: Tracker, tf: Any) -> None:
+    """Note where the script turns on one of TensorFlow's debugging switches (:data:`DEBUG_SWITCHES`:
+    ``tf.debugging.enable_check_numerics()``, ...) and forget it where it turns it off again: what is
+    left is ``Facts.debug_switches`` (TFD206, the ``debug-switches`` fix). The calls themselves run as
+    the script wrote them."""
+    from tfdoctor.model import DEBUG_SWITCHES
+
+    def owner_of(path: str) -> tuple[Any, str] | None:
+        obj = tf
+        parts = path.split(".")[1:]
+        for p in parts[:-1]:
+            obj = getattr(obj, p, None)
+            if obj is None:
+                return None
+        return (obj, parts[-1]) if hasattr(obj, parts[-1]) else None
+
+    def make(api: str, on: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                out = orig(*args, **kwargs)
+                turned_on = on and (api != "tf.debugging.set_log_device_placement" or bool(args and args[0]))
+                caller = sys._getframe(1)
+                tracker._guard("debug switch", lambda: note(api, turned_on, caller))
+                return out
+
+            return call
+
+        return wrap
+
+    def note(api: str, turned_on: bool, caller: types.FrameType) -> None:
+        if not turned_on:
+            tracker.debug_switches.pop(api, None)
+            return
+        frame: types.FrameType | None = caller
+        while frame is not None and not is_user_file(frame.f_code.co_filename):
+            frame = frame.f_back
+        at = f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else ""
+        tracker.debug_switches.setdefault(api, f"{api}(){at}")
+
+    for api, off, _ in DEBUG_SWITCHES:
+        for path, on in ((api, True), (off, False)):
+            found = owner_of(path) if path else None
+            if found is not None:
+                _wrap(found[0], found[1], make(api, on))
+
+
 def profiler_original(tf: Any, name: str) -> Callable[..., Any]:
     """``tf.profiler.experimental.<name>`` as TensorFlow defines it, under :func:`patch_profiler`'s wrapper."""
     fn = getattr(tf.profiler.experimental, name)
@@ -1729,6 +1779,7 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     _wrap(backprop.GradientTape, "__enter__", make_enter)
     _wrap(backprop.GradientTape, "gradient", make_gradient)
     patch_profiler(tracker, tf)
+    patch_debug_switches(tracker, tf)
 
     def iter_hook(
         what: str, note: Callable[[Any, Any], None], behind: Callable[[Any], list[Any]]
