@@ -105,7 +105,8 @@ class HarnessRecord(BaseModel):
     # swallowed, the report says it
     hook_errors: list[str] = Field(default_factory=list)
     profiler_error: str | None = None
-    # the script's own profiler calls, left off under tfdoctor ("start at train.py:24", "stop by keras")
+    # the script's own profiler starts, left off under tfdoctor, each caller once
+    # ("tf.profiler.experimental.start at train.py:24", "Keras's TensorBoard(profile_batch=...) at train.py:9")
     own_profiler: list[str] = Field(default_factory=list)
     profile_started_ns: int | None = None
     profile_stopped_ns: int | None = None

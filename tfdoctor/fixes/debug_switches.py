@@ -93,9 +93,10 @@ class DebugSwitches(Fix):
     pipeline's functions eagerly and in order. The training computes the same numbers without it; what is
     lost is the check (a NaN is no longer caught where it appears).
 
-    When it applies (first, before the fixes the findings rank: every other fix measured with the switch on
-    would be measured on a distorted step): the harness saw the switch turned on and not off again (``debug_switches`` in the
+    When it applies: the harness saw the switch turned on and not off again (``debug_switches`` in the
     facts: the switch and the line that set it), and the script turns it on in a statement of its own.
+    It is tried first, before the fixes the findings rank: every other fix measured with the switch on
+    would be measured on a distorted step.
 
     Rolled back when: not faster beyond the noise band, or not sane (same losses).
     """
@@ -109,7 +110,8 @@ class DebugSwitches(Fix):
     def precheck(self, ctx: FixContext) -> str | None:
         if not ctx.facts.debug_switches:
             return (
-                "no debugging switch (check_numerics, dump_debug_info, tf.data debug mode) was on in the run"
+                "no debugging switch (check_numerics, dump_debug_info, tf.data debug mode, op-placement "
+                "logging) was on in the run"
             )
         return None
 

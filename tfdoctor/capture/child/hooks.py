@@ -459,7 +459,8 @@ class Tracker:
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
         self.filling = False  # our own pass over a cache runs: no hook counts it
         self.cache_fill: CacheFill | None = None
-        #: the script's own profiler calls, left off (``patch_profiler``): "start at train.py:24", ...
+        #: the script's own profiler starts, left off (``patch_profiler``), each caller once:
+        #: "tf.profiler.experimental.start at train.py:24", "Keras's TensorBoard(profile_batch=...) at train.py:9"
         self.own_profiler: list[str] = []
         #: debugging switches on (``patch_debug_switches``): API -> "API() at train.py:12"
         self.debug_switches: dict[str, str] = {}
@@ -1653,7 +1654,7 @@ def patch_profiler(tracker: Tracker, tf: Any) -> None:
 def patch_debug_switches(tracker: Tracker, tf: Any) -> None:
     """Note where the script turns on one of TensorFlow's debugging switches (:data:`DEBUG_SWITCHES`:
     ``tf.debugging.enable_check_numerics()``, ...) and forget it where it turns it off again: what is
-    left is ``Facts.debug_switches`` (TFD206, the ``debug-switches`` fix). The calls themselves run as
+    left is ``Facts.debug_switches`` (a report note; the ``debug-switches`` fix). The calls themselves run as
     the script wrote them."""
     from tfdoctor.model import DEBUG_SWITCHES
 
