@@ -7,7 +7,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import call_name
+from tfdoctor.fixes._cst import call_name, walk
 from tfdoctor.model import DEBUG_SWITCHES
 
 
@@ -37,25 +37,24 @@ class DebugSwitchesCodemod(FixCodemod):
             for api, _, _ in DEBUG_SWITCHES
             if any(s.startswith(f"{api}()") for s in self.fix.facts.debug_switches)
         }
-        self.targets: dict[int, str] = {}
-        for stmt in _statements(tree):
+        found: list[tuple[cst.SimpleStatementLine, str]] = []  # in source order
+        for stmt in walk(tree):
+            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+                continue
             small = stmt.body[0]
-            if len(stmt.body) == 1 and isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                 api = _api_of(small.value, on)
                 if api is not None:
-                    self.targets[id(stmt)] = api
-        if not self.targets:
+                    found.append((stmt, api))
+        if not found:
             raise SkipFile(
                 "the switch on in the run ("
                 + ", ".join(self.fix.facts.debug_switches)
                 + ") is not turned on by a statement of its own in the script: turn it off where it is set"
             )
-        lines = [f"{api}() (line {self.line(stmt)})" for stmt, api in self._found(tree)]
-        self.summary = "taken out: " + "; ".join(lines)
+        self.targets = {id(stmt): api for stmt, api in found}
+        self.summary = "taken out: " + "; ".join(f"{api}() (line {self.line(stmt)})" for stmt, api in found)
         return super().transform_module_impl(tree)
-
-    def _found(self, tree: cst.Module) -> list[tuple[cst.SimpleStatementLine, str]]:
-        return [(s, self.targets[id(s)]) for s in _statements(tree) if id(s) in self.targets]
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -68,17 +67,6 @@ class DebugSwitchesCodemod(FixCodemod):
         note = cst.EmptyLine(comment=cst.Comment(f"# tfdoctor debug-switches: `{code}` taken out ({what})"))
         # a statement of its own becomes `pass` under the comment: valid in any block (an `if args.debug:`)
         return updated_node.with_changes(body=[cst.Pass()], leading_lines=[*updated_node.leading_lines, note])
-
-
-def _statements(tree: cst.CSTNode) -> list[cst.SimpleStatementLine]:
-    out: list[cst.SimpleStatementLine] = []
-
-    class Walk(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-            out.append(node)
-
-    tree.visit(Walk())
-    return out
 
 
 class DebugSwitches(Fix):

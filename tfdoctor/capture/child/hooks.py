@@ -99,12 +99,19 @@ def _keras_train_step(model: Any) -> bool:
 
 def user_frame(skip: int = 1) -> types.FrameType | None:
     """The innermost frame of the user's code on the current stack."""
-    f: types.FrameType | None = sys._getframe(skip)
-    while f is not None:
-        if is_user_file(f.f_code.co_filename):
-            return f
-        f = f.f_back
-    return None
+    return first_user_frame(sys._getframe(skip))
+
+
+def first_user_frame(frame: types.FrameType | None) -> types.FrameType | None:
+    """``frame`` or the nearest frame of the user's code it was called from."""
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def short_site(frame: types.FrameType | None) -> str:
+    """ " at train.py:12" for a frame (the report's way of naming a script's line), "" for None."""
+    return f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else ""
 
 
 def where(frame: types.FrameType | None, *, definition: bool = False) -> str | None:
@@ -1629,10 +1636,8 @@ def patch_profiler(tracker: Tracker, tf: Any) -> None:
         return wrap
 
     def note(caller: types.FrameType) -> None:
-        frame: types.FrameType | None = caller
-        while frame is not None and not is_user_file(frame.f_code.co_filename):
-            frame = frame.f_back
-        at = f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else ""
+        frame = first_user_frame(caller)
+        at = short_site(frame)
         module = str(caller.f_globals.get("__name__", ""))
         who = next(
             (text for prefix, text in OWN_PROFILER_CALLERS if module.startswith(prefix)),
@@ -1684,11 +1689,7 @@ def patch_debug_switches(tracker: Tracker, tf: Any) -> None:
         if not turned_on:
             tracker.debug_switches.pop(api, None)
             return
-        frame: types.FrameType | None = caller
-        while frame is not None and not is_user_file(frame.f_code.co_filename):
-            frame = frame.f_back
-        at = f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else ""
-        tracker.debug_switches.setdefault(api, f"{api}(){at}")
+        tracker.debug_switches.setdefault(api, f"{api}(){short_site(first_user_frame(caller))}")
 
     for api, off, _ in DEBUG_SWITCHES:
         for path, on in ((api, True), (off, False)):
