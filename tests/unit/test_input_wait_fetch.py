@@ -35,6 +35,7 @@ def test_clock_counts_the_fetch_not_the_gap(tmp_path) -> None:
     # step 2: no fetch seen (a Python generator): the whole gap stays input wait, as before
     clock.compute_start(290)
     clock.end_step(300)
+    clock.close()
     s = _steps(tmp_path / "steps.jsonl")
     assert (s[1].input_wait_ns, s[1].between_ns) == (5, 65)
     assert (s[2].input_wait_ns, s[2].between_ns) == (40, 0)
@@ -48,6 +49,7 @@ def test_a_fetch_after_the_compute_start_is_not_this_steps_wait(tmp_path) -> Non
     clock.compute_start(120)
     clock.note_fetch(130, 140)  # inside the step's compute (a fetch inside the step function's call)
     clock.end_step(200)
+    clock.close()
     s = _steps(tmp_path / "steps.jsonl")
     assert (s[1].input_wait_ns, s[1].between_ns) == (0, 20)
 

@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from tfdoctor.capture.child.clock import StepClock, StopCapture
+from tfdoctor.capture.child.clock import StepClock, StopCapture, read_loss
 from tfdoctor.capture.child.procs import WATCHDOG_THREAD
 from tfdoctor.model import CACHE_FILL_SWITCH, CacheFill, DatasetStage
 
@@ -151,28 +151,43 @@ def first_dim(value: Any) -> int | None:
     return None
 
 
-def scalar_loss(value: Any) -> float | None:
-    """A step's loss from what the step returned: a scalar, ``{"loss": ...}``, or the first scalar.
+def loss_parts(value: Any) -> tuple[Any, ...] | None:
+    """What a step's loss is read from, unread: from what the step returned, a scalar, ``{"loss": ...}``,
+    or the first scalar; None when there is none.
 
     Logs without a ``loss`` but with named losses (a GAN's ``d_loss`` and ``g_loss``, a VAE's
-    ``reconstruction_loss`` and ``kl_loss``) give the sum of those: one trajectory to check a run by
-    (a NaN or a blow-up in either shows in the sum)."""
+    ``reconstruction_loss`` and ``kl_loss``) give each of those: their sum is one trajectory to check a
+    run by (a NaN or a blow-up in either shows in the sum)."""
     cand = value
     if isinstance(value, dict):
         cand = value.get("loss")
         if cand is None:
-            named = [scalar_loss(v) for k, v in value.items() if str(k).endswith("loss")]
+            named = [loss_parts(v) for k, v in value.items() if str(k).endswith("loss")]
             if not named or any(v is None for v in named):
                 return None
-            return float(sum(v for v in named if v is not None))
+            return tuple(p for parts in named if parts is not None for p in parts)
     elif isinstance(value, (list, tuple)):
         cand = next((v for v in value if getattr(v, "shape", None) is not None and _is_scalar(v)), None)
     if cand is None or not _is_scalar(cand):
         return None
-    try:
-        return float(cand)
-    except (TypeError, ValueError):
-        return None
+    return (cand,)
+
+
+def scalar_loss(value: Any) -> float | None:
+    """A step's loss from what the step returned (:func:`loss_parts`), read now."""
+    parts = loss_parts(value)
+    return None if parts is None else read_loss(parts)
+
+
+def _unchanging(value: Any) -> bool:
+    """A value that reads the same later as now: a number, an eager tensor, a numpy scalar (not a
+    variable, nor a 0-d array, whose value may change before the step clock reads it)."""
+    kind = type(value)
+    return (
+        isinstance(value, (int, float))
+        or kind.__name__ == "EagerTensor"
+        or (kind.__module__ == "numpy" and not hasattr(value, "__setitem__"))
+    )
 
 
 def learning_rate(opt: Any) -> float:
@@ -501,9 +516,10 @@ class Tracker:
         if self.mode != mode:
             return
         self.pending = None
-        value = None
-        if loss is not None:
-            value = scalar_loss(loss)
+        value: float | tuple[Any, ...] | None = None
+        if loss is not None:  # read when the step clock writes its lines, unless it could change by then
+            parts = loss_parts(loss)
+            value = parts if parts is None or all(_unchanging(p) for p in parts) else read_loss(parts)
         examples = self.step_batch
         if examples is not None:
             self.batch_votes[examples] += 1
@@ -970,7 +986,7 @@ class Tracker:
             return
         if kind == "apply_gradients" or self.mode == "tf.function":
             self._note_input()
-            if scalar_loss(result) is None:  # a step returning nothing: the loss metric it updates,
+            if loss_parts(result) is None:  # a step returning nothing: the loss metric it updates,
                 result = self._metric_loss(fn)  # else what it took gradients of
                 if result is None:
                     result = self._tape_loss(fn)
