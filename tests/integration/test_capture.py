@@ -1044,6 +1044,38 @@ def test_fit_steps_carry_their_fit_call_and_the_facts_say_what_keeps_xla_off(tfd
     assert res.facts.xla_unsupported == ["RandomRotation"] and res.facts.jit_compile is False
 
 
+FIT_PER_BATCH = """
+import time
+
+import numpy as np
+import keras
+
+rng = np.random.default_rng(0)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
+model.compile(loss="mse", optimizer="adam")
+for i in range(40):  # an agent's replay: acting and the environment between one-sample fits
+    time.sleep(0.04)
+    state = rng.random((1, 4))
+    model.fit(state, rng.random((1, 2)), epochs=1, verbose=0)
+"""
+
+
+def test_a_fit_per_batch_counts_the_loop_between_the_calls(tfd_home, tmp_path):
+    """keon/deep-q-learning's replay calls ``model.fit(state, target, epochs=1, verbose=0)`` per sample
+    and acts, predicts and steps the environment between calls. That time was left out of every step as
+    if it lay between epochs, and the run read 30 steps/s where the script made 2.9: a step of a fit per
+    batch now runs from the last call's batch to its own, the loop's work counted as host work between
+    steps (not input wait: Keras's adapter, not a fetch of the script's)."""
+    script = tmp_path / "fit_per_batch.py"
+    script.write_text(FIT_PER_BATCH)
+    res, _ = capture(tfd_home, script, profile=False, steps=12, warmup=2)
+    assert res.ok, res.error
+    steps = sorted(res.steps, key=lambda s: s.index)
+    assert len(steps) == 12 and {s.phase for s in steps} == {1} and {s.examples for s in steps} == {1}
+    for s in steps[1:]:  # the first began with the first call's epoch
+        assert s.end_ns - s.start_ns >= 40e6 and s.between_ns >= 40e6 and s.input_wait_ns == 0, s
+
+
 def test_fit_n_times_that_phase_of_the_scripts_fit_training_and_says_so(tfd_home, tmp_path):
     """``--fit 2``: keras-io's SimCLR fits a baseline, then pre-trains (its heavy part), then fine-tunes;
     the run times the phase asked for, the earlier fit() running as the script wrote it; a phase the

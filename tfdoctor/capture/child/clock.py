@@ -525,6 +525,7 @@ class StepClock:
         self.profiling = False
         self._input_open = False
         self._step_open = False
+        self._loop_work = False  # see loop_work
         # unbuffered: the lines go out in one write() at most every FLUSH_NS (see end_step)
         self._steps_file = open(steps_path, "ab", buffering=0)  # noqa: SIM115 - lives with the clock
         self._kept: list[tuple[Any, ...]] = []  # the steps not written yet (step_line's arguments)
@@ -567,6 +568,13 @@ class StepClock:
         t = self.clock() if t is None else t
         self.start_ns = max(self.start_ns, t)
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > self.start_ns]
+
+    def loop_work(self) -> None:
+        """What the step in progress waited for before its compute is the loop's own work, not input:
+        the script calls ``fit()`` once per batch, and between two calls it acts, predicts, steps an
+        environment; then Keras builds the call's data adapter and iterator (a hundred milliseconds for
+        one row of numpy, in Keras 3), which no fetch of ours sees."""
+        self._loop_work = True
 
     def note_fetch(self, t0: int, t1: int) -> None:
         """The loop fetched a batch (a tf.data iterator's ``next``) from ``t0`` to ``t1``."""
@@ -611,7 +619,7 @@ class StepClock:
         # the step fetched its batch at all: a loop without a visible fetch keeps the whole gap as wait)
         fetched = sum(max(0, min(b, compute) - max(a, start)) for a, b in self.fetch_ns if a < compute)
         seen = any(a < t and b > start for a, b in self.fetch_ns)
-        wait = min(fetched, gap) if seen else gap
+        wait = 0 if self._loop_work else min(fetched, gap) if seen else gap
         window = self.windows.of(self.index)
         index, end = self.index, max(t, start)
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
@@ -726,6 +734,7 @@ class StepClock:
 
     def _begin(self, t: int) -> None:
         self.start_ns = t
+        self._loop_work = False
         if self.first_start_ns is None:
             self.first_start_ns = t
         if self.profiling and self.markers is not None:

@@ -476,6 +476,8 @@ class Tracker:
         #: raised through it; the harness keeps the hard stop (the rest of the script must not run)
         self.soft_stop_fit = False
         self.fit_model: int | None = None  # id() of the model the last fit() trained (see _note_phase)
+        self.fit_call_batches = 0  # batches the script's fit() call in progress (or the last) ran
+        self.fit_per_batch = False  # the fit() call in progress is one of a fit() per batch
         self.fit_site = ""  # the script's line the last fit() was called from
         #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
@@ -571,7 +573,12 @@ class Tracker:
         self.fit_samples = None
         site = where(user_frame(3)) or ""
         if self.in_fit == 1:
-            self._note_phase(model, site)
+            same = self._note_phase(model, site)
+            # a fit() per batch (an agent's replay: ``model.fit(state, target, epochs=1, verbose=0)``
+            # for each sample): what runs between two calls (acting, predicting, the environment) is the
+            # loop's work for a step, not the time between epochs that epoch_begin leaves out
+            self.fit_per_batch = same and self.fit_call_batches == 1
+            self.fit_call_batches = 0
             self.skipping_fit = self.waiting_for_phase()
             if self.skipping_fit:  # an earlier phase than --fit asks for: runs as it is, nothing noted
                 return
@@ -619,13 +626,13 @@ class Tracker:
                 self.fit_samples = _train_samples(x, validation_split)
         self.facts["fit_batch_size"] = bs
 
-    def _note_phase(self, model: Any, site: str) -> None:
+    def _note_phase(self, model: Any, site: str) -> bool:
         """A new phase of training begins with a fit() of another model, of a model compiled again since
         its last fit (its train function rebuilt: a frozen base then fine-tuned), or from another line of
         the script (TensorFlow's "Load and preprocess images" fits its model again on another pipeline:
         the first step traces the train function for the new batches and fills the new pipeline's cache,
         2 s against 0.3 s); a fit() per epoch of the same compiled model, from one line, goes on with
-        the same phase."""
+        the same phase. Returns whether it goes on with the same phase."""
         same = (
             id(model) == self.fit_model
             and getattr(model, "train_function", None) is not None
@@ -638,6 +645,7 @@ class Tracker:
             self.clock.phase = phase
         else:
             self.clock.new_phase(phase)
+        return same
 
     def _note_xla_support(self, model: Any) -> None:
         """What makes Keras run ``model`` without XLA whatever ``compile(jit_compile=True)`` asks
@@ -676,13 +684,17 @@ class Tracker:
         if self.in_fit != 1 or not self.on_main():
             return
         self.counts["fit_batches"] += 1
+        self.fit_call_batches += 1
         self.clock.compute_start()
 
     def fit_epoch_begin(self) -> None:
         self.fit_seen, self.fit_mean = 0, 0.0
         self.tracked_prev = {}
         if self.in_fit == 1 and self.on_main():
-            self.clock.epoch_begin()
+            if self.fit_per_batch:  # the step goes on from the last call's batch (see fit_begin)
+                self.clock.loop_work()
+            else:
+                self.clock.epoch_begin()
 
     def fit_batch_end(self, logs: Any, begin: Any = None, per_epoch: Any = None) -> None:
         """A step of ``fit`` ended: ``begin`` its first batch of the epoch, ``per_epoch`` the epoch's
