@@ -120,6 +120,21 @@ DEBUG_SWITCHES = (
 )
 
 
+class KerasBatchCall(_Frozen):
+    """A Keras ``predict()`` the script called in its training loop, or a ``fit()`` it called once per
+    batch (an agent's replay), as the harness saw it after the first step. Each call builds a data
+    adapter, a tf.data pipeline and an iterator for its arrays (about 120 ms here for one row, Keras
+    3.15), where ``predict_on_batch`` / ``train_on_batch`` run the one batch (about 1 and 3 ms)."""
+
+    api: Literal["predict", "fit"]
+    site: str  # "dqn.py:80": the script's line that called it
+    code: str  # that line's text, stripped (the keras-on-batch fix finds the call by it)
+    calls: int  # calls in the timing window (0: seen in the other windows only)
+    rows: int | None = None  # the most rows one call was given (None: not known)
+    batch_size: int = 32  # the call's batch_size (Keras's default)
+    seconds: float = 0.0  # time inside the calls, in the timing window
+
+
 #: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)
 TENSOR_CORE_CC = 7.0
 
@@ -156,6 +171,8 @@ class Facts(_Frozen):
     # debugging switches the script turned on and left on while it trained, each with where:
     # "tf.debugging.enable_check_numerics() at train.py:12" (see DEBUG_SWITCHES)
     debug_switches: list[str] = Field(default_factory=list)
+    # Keras predict() calls in the training loop and fit() calls of one batch each (see KerasBatchCall)
+    keras_batch_calls: list[KerasBatchCall] = Field(default_factory=list)
     strategy: str | None = None  # class name of the active tf.distribute strategy
     num_replicas: int = 1
     steps_per_execution: int | None = None

@@ -1056,7 +1056,8 @@ model.compile(loss="mse", optimizer="adam")
 for i in range(40):  # an agent's replay: acting and the environment between one-sample fits
     time.sleep(0.04)
     state = rng.random((1, 4))
-    model.fit(state, rng.random((1, 2)), epochs=1, verbose=0)
+    q = model.predict(state, verbose=0)
+    model.fit(state, q + rng.random((1, 2)), epochs=1, verbose=0)
 """
 
 
@@ -1074,6 +1075,15 @@ def test_a_fit_per_batch_counts_the_loop_between_the_calls(tfd_home, tmp_path):
     assert len(steps) == 12 and {s.phase for s in steps} == {1} and {s.examples for s in steps} == {1}
     for s in steps[1:]:  # the first began with the first call's epoch
         assert s.end_ns - s.start_ns >= 40e6 and s.between_ns >= 40e6 and s.input_wait_ns == 0, s
+    # the calls the keras-on-batch fix would make one-batch calls: by line, counted in the timing window
+    timed = sum(1 for s in steps if s.window == "timing")
+    lines = FIT_PER_BATCH.splitlines()
+    calls = {c.api: c for c in res.facts.keras_batch_calls}
+    assert sorted(calls) == ["fit", "predict"]
+    for api, code in (("predict", "q = model.predict(state, verbose=0)"), ("fit", "model.fit(state, q + ")):
+        c = calls[api]
+        assert c.code.startswith(code) and c.site == f"fit_per_batch.py:{lines.index('    ' + c.code) + 1}"
+        assert c.rows == 1 and c.batch_size == 32 and timed - 1 <= c.calls <= timed + 1 and c.seconds > 0
 
 
 def test_fit_n_times_that_phase_of_the_scripts_fit_training_and_says_so(tfd_home, tmp_path):

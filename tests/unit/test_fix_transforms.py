@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tfdoctor.fixes import FixContext, FixOutcome, Hardware, all_fixes, get_fix
-from tfdoctor.model import Facts
+from tfdoctor.model import Facts, KerasBatchCall
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -55,10 +55,18 @@ def test_the_registry_has_every_fix_id_the_rules_use() -> None:
         assert set(f.AFTER) <= set(ids), f.ID
 
 
+ALL_PRECHECKS = Facts(
+    debug_switches=["tf.debugging.enable_check_numerics() at train.py:1"],
+    keras_batch_calls=[
+        KerasBatchCall(api="predict", site="train.py:1", code="q = model.predict(s)", calls=1, rows=1)
+    ],
+)
+
+
 @pytest.mark.parametrize("fix_id", sorted(f.ID for f in all_fixes()))
 def test_unparsable_code_is_skipped_with_the_parser_error(fix_id: str) -> None:
-    # facts that pass every precheck (debug-switches wants a switch seen on)
-    facts = Facts(debug_switches=["tf.debugging.enable_check_numerics() at train.py:1"])
+    # facts that pass every precheck (debug-switches wants a switch seen on, keras-on-batch a call)
+    facts = ALL_PRECHECKS
     ctx = FixContext(hardware=Hardware(cpu_bf16=True), facts=facts)
     out = get_fix(fix_id).apply("def broken(:\n    pass\n", ctx)
     assert out.status == "skipped"
@@ -68,7 +76,7 @@ def test_unparsable_code_is_skipped_with_the_parser_error(fix_id: str) -> None:
 @pytest.mark.parametrize("fix_id", sorted(f.ID for f in all_fixes()))
 def test_code_without_any_pattern_is_skipped_with_a_reason(fix_id: str) -> None:
     src = "import numpy as np\n\nprint(np.arange(3).sum())\n"
-    facts = Facts(debug_switches=["tf.debugging.enable_check_numerics() at train.py:1"])
+    facts = ALL_PRECHECKS
     out = get_fix(fix_id).apply(src, FixContext(hardware=Hardware(cpu_bf16=True), facts=facts))
     assert out.status == "skipped" and out.code == src
     assert len(out.reason) > 10
@@ -1078,6 +1086,84 @@ def test_debug_switches_skips_without_the_fact_and_says_where_it_cannot_reach() 
         "tf.debugging.set_log_device_placement(True)\n", FixContext(facts=placement)
     )
     assert on.status == "changed" and on.code.endswith("pass\n")
+
+
+# -- keras-on-batch ------------------------------------------------------------------------------
+DQN_REPLAY = """class DQNAgent:
+    def act(self, state):
+        if np.random.rand() <= self.epsilon:
+            return random.randrange(self.action_size)
+        act_values = self.model.predict(state, verbose=0)
+        return np.argmax(act_values[0])
+
+    def replay(self, batch_size):
+        for state, action, reward, next_state, done in random.sample(self.memory, batch_size):
+            target = reward
+            if not done:
+                target = reward + self.gamma * np.amax(self.model.predict(next_state)[0])
+            target_f = self.model.predict(state)
+            target_f[0][action] = target
+            self.model.fit(state, target_f, epochs=1, verbose=0)
+        history = self.model.fit(state, target_f, epochs=1, verbose=0)
+        self.model.fit(state, target_f, epochs=1, callbacks=[cb])
+        test = self.model.predict(x_test)
+"""
+
+
+def _batch_call(api: str, code: str, rows: int = 1, calls: int = 24) -> KerasBatchCall:
+    return KerasBatchCall(api=api, site="dqn.py:1", code=code, calls=calls, rows=rows, seconds=2.5)
+
+
+def test_keras_on_batch_makes_the_calls_the_run_saw_one_batch_calls() -> None:
+    """keon/deep-q-learning's agent: each predict() / fit() of one row builds a dataset and an iterator
+    (120-130 ms here); predict_on_batch / train_on_batch run the batch. Only the lines the run saw with
+    at most a batch of rows change; a fit whose History is used or that takes callbacks stays, said."""
+    facts = Facts(
+        keras_batch_calls=[
+            _batch_call("predict", "act_values = self.model.predict(state, verbose=0)", calls=0),
+            _batch_call(
+                "predict", "target = reward + self.gamma * np.amax(self.model.predict(next_state)[0])"
+            ),
+            _batch_call("predict", "target_f = self.model.predict(state)"),
+            _batch_call("fit", "self.model.fit(state, target_f, epochs=1, verbose=0)"),
+            _batch_call("fit", "history = self.model.fit(state, target_f, epochs=1, verbose=0)"),
+            _batch_call("fit", "self.model.fit(state, target_f, epochs=1, callbacks=[cb])"),
+            _batch_call("predict", "test = self.model.predict(x_test)", rows=10000),  # not one batch
+        ]
+    )
+    out = get_fix("keras-on-batch").apply(DQN_REPLAY, FixContext(facts=facts))
+    assert out.status == "changed"
+    assert out.code == (
+        DQN_REPLAY.replace("self.model.predict(state, verbose=0)", "self.model.predict_on_batch(state)")
+        .replace("self.model.predict(next_state)", "self.model.predict_on_batch(next_state)")
+        .replace("target_f = self.model.predict(state)", "target_f = self.model.predict_on_batch(state)")
+        .replace(
+            "            self.model.fit(state, target_f, epochs=1, verbose=0)",
+            "            self.model.train_on_batch(state, target_f)",
+        )
+    )
+    assert out.reason == (
+        "predict() -> predict_on_batch() at line 5 (1 row(s) a call); "
+        "predict() -> predict_on_batch() at line 12 (1 row(s) a call); "
+        "predict() -> predict_on_batch() at line 13 (1 row(s) a call); "
+        "fit() -> train_on_batch() at line 15 (1 row(s) a call); left as they are: "
+        "fit() at line 16: its History is used (train_on_batch returns the loss); "
+        "fit() at line 17: it passes callbacks, which train_on_batch does not take"
+    )
+    ast.parse(out.code)
+
+
+def test_keras_on_batch_needs_the_calls_in_the_facts_and_one_batch_each() -> None:
+    fix = get_fix("keras-on-batch")
+    assert "no Keras predict() in the training loop" in fix.apply(DQN_REPLAY, FixContext()).reason
+    big = Facts(keras_batch_calls=[_batch_call("predict", "test = self.model.predict(x_test)", rows=10000)])
+    assert "more rows than one batch" in fix.apply(DQN_REPLAY, FixContext(facts=big)).reason
+    elsewhere = Facts(keras_batch_calls=[_batch_call("predict", "q = agent.model.predict(s)")])
+    out = fix.apply(DQN_REPLAY, FixContext(facts=elsewhere))
+    assert out.status == "skipped" and "not in this file as the run read them" in out.reason
+    sweep = Facts(keras_batch_calls=[_batch_call("fit", "model.fit(x, y, epochs=5, verbose=0)")])
+    out = fix.apply("model.fit(x, y, epochs=5, verbose=0)\n", FixContext(facts=sweep))
+    assert out.status == "skipped" and "it trains more than one epoch" in out.reason
 
 
 # -- batch-scale -----------------------------------------------------------------------------------

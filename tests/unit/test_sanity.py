@@ -23,7 +23,7 @@ from tfdoctor.fixes.sanity import (
     terminal_lines,
     training_changes,
 )
-from tfdoctor.model import Facts, StepTiming
+from tfdoctor.model import Facts, KerasBatchCall, StepTiming
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "stdout"
 
@@ -403,6 +403,10 @@ def test_a_change_must_show_in_the_trials_facts() -> None:
         "its facts still show tf.debugging.enable_check_numerics() at t.py:3"
     )
     assert not_in_effect("debug-switches", checked, base) is None
+    call = KerasBatchCall(api="predict", site="dqn.py:80", code="q = model.predict(s)", calls=24, rows=1)
+    calls = base.model_copy(update={"keras_batch_calls": [call]})
+    assert not_in_effect("keras-on-batch", calls, calls) == "its facts still show predict() at dqn.py:80"
+    assert not_in_effect("keras-on-batch", calls, base) is None
     assert not_in_effect("tfdata-prefetch", base, base) is None  # no fact of its own to show it by
 
 

@@ -658,6 +658,10 @@ def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str
     if fix_id == "debug-switches":
         left = [s for s in after.debug_switches if s in b.debug_switches]
         return f"its facts still show {', '.join(left)}" if left else None
+    if fix_id == "keras-on-batch":
+        seen = {(c.api, c.code) for c in b.keras_batch_calls}
+        left = [f"{c.api}() at {c.site}" for c in after.keras_batch_calls if (c.api, c.code) in seen]
+        return f"its facts still show {', '.join(left)}" if left else None
     if fix_id == "batch-scale":
         if after.batch_size is None or b.batch_size is None or after.batch_size > b.batch_size:
             return None

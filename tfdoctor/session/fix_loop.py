@@ -263,7 +263,7 @@ class _State:
 # -- ordering --------------------------------------------------------------------------------------
 def order_candidates(fixes: list[Fix], report: Report) -> list[tuple[Fix, float]]:
     """Fixes by estimated gain (the best finding naming them), then default order; AFTER respected; a
-    fix marked FIRST (debug-switches) before all."""
+    fix marked FIRST (debug-switches, keras-on-batch) before all."""
     est: dict[str, float] = {}
     for finding in report.findings:
         if not finding.decided:

@@ -477,6 +477,8 @@ class Tracker:
         self.soft_stop_fit = False
         self.fit_model: int | None = None  # id() of the model the last fit() trained (see _note_phase)
         self.fit_call_batches = 0  # batches the script's fit() call in progress (or the last) ran
+        #: (api, site) -> what Facts.keras_batch_calls says of it (see keras_batch_call)
+        self.batch_calls: dict[tuple[str, str], dict[str, Any]] = {}
         self.fit_per_batch = False  # the fit() call in progress is one of a fit() per batch
         self.fit_site = ""  # the script's line the last fit() was called from
         #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
@@ -686,6 +688,35 @@ class Tracker:
         self.counts["fit_batches"] += 1
         self.fit_call_batches += 1
         self.clock.compute_start()
+
+    def keras_batch_call(
+        self, api: str, frame: types.FrameType | None, x: Any, batch_size: Any, seconds: float
+    ) -> None:
+        """The script called Keras's ``predict()`` (``api`` "predict"), or a ``fit()`` of one batch in a
+        fit() per batch ("fit"), from ``frame`` while the training ran: noted by the script's line, its
+        calls and their time counted in the timing window (an agent acts with predict() on a random
+        share of its steps: a line not called in the timing window is still one of the loop's)."""
+        clock = self.clock
+        if clock.stopped or clock.index < 1 or not self.on_main():
+            return
+        frame = first_user_frame(frame)
+        if frame is None:
+            return
+        import linecache
+
+        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        rec = self.batch_calls.get((api, site))
+        if rec is None:
+            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            bs = batch_size if isinstance(batch_size, int) and batch_size > 0 else 32
+            rec = self.batch_calls[(api, site)] = {"code": code, "calls": 0, "rows": None, "batch_size": bs}
+            rec["seconds"] = 0.0
+        rows = first_dim(x)
+        if clock.windows.of(clock.index) == "timing":
+            rec["calls"] += 1
+            rec["seconds"] += seconds
+        if rows is not None:
+            rec["rows"] = max(rows, rec["rows"] or 0)
 
     def fit_epoch_begin(self) -> None:
         self.fit_seen, self.fit_mean = 0, 0.0
@@ -1289,6 +1320,10 @@ class Tracker:
             forced = False
         if self.debug_switches:
             out["debug_switches"] = list(self.debug_switches.values())
+        if self.batch_calls:
+            out["keras_batch_calls"] = [
+                {"api": api, "site": site, **rec} for (api, site), rec in self.batch_calls.items()
+            ]
         if forced:  # tf.config.run_functions_eagerly(True): the step's tf.function ran op by op
             out["functions_run_eagerly"] = True
             if "step_kind" in out:
@@ -1957,14 +1992,42 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                     for c in (given if isinstance(given, (list, tuple)) else [])
                 )
                 tracker.in_fit = max(tracker.in_fit, 1)
+                t0 = time.perf_counter()
                 try:
-                    return orig(self, *args_l, **kwargs)
+                    out = orig(self, *args_l, **kwargs)
                 finally:
                     tracker.fit_end(self)
+                if tracker.fit_per_batch and not tracker.in_fit:
+                    seconds = time.perf_counter() - t0
+                    frame = sys._getframe(1)
+                    tracker._guard(
+                        "fit per batch", lambda: tracker.keras_batch_call("fit", frame, x, bs, seconds)
+                    )
+                return out
 
             return fit
 
         _wrap(fit_owner, "fit", make_fit)
+
+    predict_owner = next((c for c in keras.Model.__mro__ if "predict" in c.__dict__), None)
+    if predict_owner is not None:
+
+        def make_predict(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def predict(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if tracker.in_fit or tracker.clock.stopped:  # a callback's predict: fit's own time
+                    return orig(self, *args, **kwargs)
+                t0 = time.perf_counter()
+                out = orig(self, *args, **kwargs)
+                seconds = time.perf_counter() - t0
+                x = args[0] if args else kwargs.get("x")
+                bs = args[1] if len(args) > 1 else kwargs.get("batch_size")
+                frame = sys._getframe(1)
+                tracker._guard("predict", lambda: tracker.keras_batch_call("predict", frame, x, bs, seconds))
+                return out
+
+            return predict
+
+        _wrap(predict_owner, "predict", make_predict)
 
     compile_owner = next((c for c in keras.Model.__mro__ if "compile" in c.__dict__), None)
     if compile_owner is not None and jit in ("1", "0"):
