@@ -1080,6 +1080,7 @@ def test_a_fit_per_batch_counts_the_loop_between_the_calls(tfd_home, tmp_path):
     lines = FIT_PER_BATCH.splitlines()
     calls = {c.api: c for c in res.facts.keras_batch_calls}
     assert sorted(calls) == ["fit", "predict"]
+    assert res.facts.batch_size == 1  # fit()'s batch_size is 32, its one batch holds the one row
     for api, code in (("predict", "q = model.predict(state, verbose=0)"), ("fit", "model.fit(state, q + ")):
         c = calls[api]
         assert c.code.startswith(code) and c.site == f"fit_per_batch.py:{lines.index('    ' + c.code) + 1}"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tfdoctor.fixes import FixContext, Hardware, all_fixes, get_fix
-from tfdoctor.model import Facts
+from tfdoctor.model import Facts, KerasBatchCall
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 BF16 = Hardware(cpu_bf16=True)
@@ -2462,6 +2462,58 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "mixed-precision": "kept float32: Dense at line 57 (get_model())",
             "batch-scale": "batch size ×2 (--batch_size default 64 → 128, line 64); learning rate Adam at line 84: "
             "--lr default (line 66) 0.001 → 0.001414",
+        },
+    ),
+    # keon/deep-q-learning's dqn.py: act with model.predict(state), replay sample by sample with two
+    # predict() and a fit(state, target_f, epochs=1, verbose=0) of one row each (120-130 ms a call here:
+    # each builds a dataset and an iterator); the facts are its run's (the act line seen outside the
+    # timing window). batch-scale finds the replay's minibatch size (32 samples, one fit each): its
+    # trial is rejected by its examples per step (1 -> 1), not by the codemod
+    "dqn_agent.py": (
+        _FIT.model_copy(
+            update={
+                "input_kind": "numpy",
+                "batch_size": 1,
+                "keras_batch_calls": [
+                    KerasBatchCall(
+                        api="predict",
+                        site="dqn_agent.py:72",
+                        code="act_values = self.model.predict(state)",
+                        calls=0,
+                        rows=1,
+                    ),
+                    KerasBatchCall(
+                        api="predict",
+                        site="dqn_agent.py:80",
+                        code="target = reward + self.gamma * np.amax(self.model.predict(next_state)[0])",
+                        calls=24,
+                        rows=1,
+                    ),
+                    KerasBatchCall(
+                        api="predict",
+                        site="dqn_agent.py:81",
+                        code="target_f = self.model.predict(state)",
+                        calls=24,
+                        rows=1,
+                    ),
+                    KerasBatchCall(
+                        api="fit",
+                        site="dqn_agent.py:83",
+                        code="self.model.fit(state, target_f, epochs=1, verbose=0)",
+                        calls=24,
+                        rows=1,
+                    ),
+                ],
+            }
+        ),
+        {
+            "keras-on-batch": "predict() -> predict_on_batch() at line 72 (1 row(s) a call); predict() -> "
+            "predict_on_batch() at line 80 (1 row(s) a call); predict() -> predict_on_batch() at line 81 (1 row(s) "
+            "a call); fit() -> train_on_batch() at line 83 (1 row(s) a call)",
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 63)",
+            "xla-jit": "jit_compile=True on model.compile() (line 63)",
+            "mixed-precision": "kept float32: Dense at line 62 (model)",
+            "batch-scale": "batch size ×2 (batch_size = 64, line 94)",
         },
     ),
     # keras-io "End-to-end Masked Language Modeling with BERT" (Keras 3): settings as class attributes of a

@@ -626,6 +626,8 @@ class Tracker:
             bs = batch_size if isinstance(batch_size, int) else 32
             if x is not None:
                 self.fit_samples = _train_samples(x, validation_split)
+                if self.fit_samples is not None and 0 < self.fit_samples < bs:
+                    bs = self.fit_samples  # fewer rows than a batch (a fit() per sample): one batch of them
         self.facts["fit_batch_size"] = bs
 
     def _note_phase(self, model: Any, site: str) -> bool:
