@@ -4,6 +4,7 @@ and on step losses with known noise."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tfdoctor.fixes.sanity import (
     not_in_effect,
     other_phase,
     output_change,
+    output_spread,
     terminal_lines,
     training_changes,
 )
@@ -130,6 +132,27 @@ def test_output_of_a_run_that_went_further_may_add_ordinary_lines_not_trouble() 
     assert "loss is nan" in (output_change(before, longer + "loss is nan\n", further=True) or "")
     fewer = "epoch 1: loss 0.9 (128 steps, 38.1 steps/s)\n"
     assert "fewer 'step #: loss #'" in (output_change(before, fewer, further=True) or "")
+
+
+def test_lines_whose_count_varies_between_runs_of_the_reference_may_vary_in_the_trial() -> None:
+    """keon/deep-q-learning's agent is unseeded: its "episode: ..." line ends each episode, 0 to 4 times
+    in as many steps. What two runs of the reference differ by is the script's own variation, not a
+    change (a kind one of its runs printed is not new); beyond it, or another kind, still is."""
+    ep = "episode: {}/1000, score: {}, e: 1.0\n"
+    ref = "1/1 ━━━━━━━━━━━━━━━━━━━━ 0s 20ms/step\n" + ep.format(0, 11) + ep.format(1, 14)
+    again = ep.format(0, 35)
+    trial = ep.format(0, 12) + ep.format(1, 9) + ep.format(2, 20)
+    assert "1× new 'episode: #/#, score: #, e: #'" in (output_change(ref, trial) or "")
+    spread = output_spread([ref, again])
+    assert dict(spread) == {"episode: #/#, score: #, e: #": 1}
+    assert output_change(ref, trial, spread=spread) is None
+    assert (
+        output_change(ref, "", spread=spread)
+        == "the script's output changed: 1× fewer 'episode: #/#, score: #, e: #'"
+    )
+    assert "new 'loss: #'" in (output_change(ref, trial + "loss: 0.5\n", spread=spread) or "")
+    assert output_change(again, ep.format(0, 1) + ep.format(1, 2), spread=output_spread([again, ref])) is None
+    assert output_spread([ref, ref]) == Counter()
 
 
 def test_periodic_lines_are_expected_in_proportion_to_the_runs_length() -> None:

@@ -148,8 +148,22 @@ def normalized_output(stdout: str) -> Output:
 _TROUBLE = re.compile(r"error|exception|traceback|warning|retrac|\bnan\b|\binf\b", re.I)
 
 
+def output_spread(runs: list[str]) -> Counter[str]:
+    """How much each kind of line's count varies between runs of the same script (the reference run
+    again: a script with unseeded randomness prints its event lines, an episode's end, a varying number
+    of times in the same steps): the largest count less the smallest, per kind, 0 where they agree."""
+    outs = [normalized_output(r).lines for r in runs]
+    kinds = set().union(*outs) if outs else set()
+    return Counter({k: n for k in kinds if (n := max(o[k] for o in outs) - min(o[k] for o in outs)) > 0})
+
+
 def output_change(
-    before: str, after: str, *, further: bool = False, length: float | None = None
+    before: str,
+    after: str,
+    *,
+    further: bool = False,
+    length: float | None = None,
+    spread: Counter[str] | None = None,
 ) -> str | None:
     """Lines the reference printed that the fixed script no longer prints (or new kinds of lines), or
     None when it says the same things.
@@ -168,6 +182,9 @@ def output_change(
     1 in as many steps) still is. A line the reference printed once may be missing from a shorter run
     (a print every 50 steps: once in a 55-step reference, not in a 30-step trial whose bigger batch
     filled its timed second sooner); from a run as long or longer it may not.
+
+    ``spread``: the reference's own run-to-run variation (:func:`output_spread`): a kind's count may
+    differ by as much, and a kind the reference printed in one of its runs is not new.
     """
     b, a = normalized_output(before), normalized_output(after)
     if length is None:
@@ -185,6 +202,9 @@ def output_change(
             if short > 0:
                 missing[line] = short
     extra = a.lines - b.lines
+    if spread:
+        missing = Counter({ln: n - spread[ln] for ln, n in missing.items() if n > spread[ln]})
+        extra = Counter({ln: n - spread[ln] for ln, n in extra.items() if n > spread[ln]})
     if further:
         extra = Counter({ln: n for ln, n in extra.items() if ln not in b.lines and _TROUBLE.search(ln)})
     gone_timing = sorted(b.timing - a.timing)
@@ -686,6 +706,7 @@ __all__ = [
     "not_in_effect",
     "other_phase",
     "output_change",
+    "output_spread",
     "terminal_lines",
     "timing_phases",
     "training_changes",

@@ -64,6 +64,7 @@ from tfdoctor.fixes.sanity import (
     not_in_effect,
     other_phase,
     output_change,
+    output_spread,
     training_changes,
 )
 from tfdoctor.fixes.workspace import (
@@ -249,6 +250,8 @@ class _State:
     stdout: str
     facts: Facts
     loss_runs: list[list[StepTiming]] = field(default_factory=list)  # every run's steps (loss noise)
+    # what other runs of it printed (a re-run for the output check: the script's own variation)
+    stdouts: list[str] = field(default_factory=list)
     run_id: str | None = None  # its latest run
     # the modules beside the script that it imports (relative path → source), as this state has them
     modules: dict[str, str] = field(default_factory=dict)
@@ -1471,9 +1474,26 @@ class FixLoop:
             why = f"Python side effects in the step would change behaviour under it ({effects})"
             return decided("rejected", why), ref
         further = examples_seen(res.steps, examples) > examples_seen(ref.steps, ref.examples)
-        changed = output_change(
-            ref.stdout, state.stdout, further=further, length=run_length(res.steps, ref.steps, ref.examples)
-        )
+        length = run_length(res.steps, ref.steps, ref.examples)
+
+        def output_changed() -> str | None:
+            spread = output_spread([ref.stdout, *ref.stdouts]) if ref.stdouts else None
+            return output_change(ref.stdout, state.stdout, further=further, length=length, spread=spread)
+
+        changed = output_changed()
+        if changed and not ref.stdouts:
+            # the script's own variation? (unseeded randomness: an agent's "episode: ..." lines, 0 to 4 in
+            # as many steps) the reference once more, and what its two runs differ by is not a change
+            at, of = self._at
+            what = f"{label}: the reference again (its output's own variation)"
+            self.event("trial", what, index=at, total=of, label=label)
+            again, got, _ = self.measure(
+                f"{label}: reference, its output again", ref.source, ref.switches, modules=ref.modules
+            )
+            if got.ok:
+                out = _read(again.file(STDOUT))
+                ref = replace(ref, stdouts=[out], loss_runs=[*ref.loss_runs, list(got.steps)])
+                changed = output_changed()
         if changed:
             return decided("rejected", changed), ref
         cold = memo_problem(res.facts)
