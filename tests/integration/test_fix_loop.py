@@ -16,6 +16,7 @@ import pytest
 
 from tfdoctor.cli import main
 from tfdoctor.errors import RunError
+from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import LoopConfig, run_fix_loop
 from tfdoctor.store import RunStore
 
@@ -537,3 +538,45 @@ def test_a_trial_whose_steps_hold_more_examples_runs_fewer_of_them(tfd_home, tmp
     steps = RunStore(tfd_home).get(trial.run_id).report().steps
     # 20 batches an epoch at 8 a step: 8, 8 and the 4 left
     assert [s.examples for s in steps] == [256, 256, 128] * 2 and {s.phase for s in steps} == {1}
+
+
+VARIES_BY_ITSELF = """
+import os
+
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+counter = os.environ["TFD_TEST_RUNS"]  # which run of the script this is
+k = int(open(counter).read()) if os.path.exists(counter) else 0
+with open(counter, "w") as f:
+    f.write(str(k + 1))
+if k == 0:  # the script's own variation (an unseeded agent's episodes): in the first run, not in the others
+    print("episode: 1/1000, score: 14")
+x = np.random.default_rng(0).random((512, 8)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+model.fit(ds, steps_per_epoch=16, epochs=20, verbose=0)
+"""
+
+
+def test_output_the_script_varies_by_itself_is_told_by_running_the_reference_again(
+    tfd_home, tmp_path, monkeypatch
+):
+    """The first run printed an "episode" line, the trial none: before, "the script's output changed".
+    The reference runs once more, without the line too, and what its two runs differ by is allowed."""
+    script = tmp_path / "varies" / "train.py"
+    script.parent.mkdir()
+    script.write_text(VARIES_BY_ITSELF)
+    monkeypatch.setenv("TFD_TEST_RUNS", str(tmp_path / "runs.txt"))
+    summary = _profile_and_fix(
+        tfd_home, script, "vb", only=["tfdata-prefetch"], confirm_rounds=1, final_profile=False
+    )
+    (trial,) = summary.trials
+    assert trial.status != "failed" and "output changed" not in trial.reason, trial.reason
+    assert trial.speedup_ci is not None  # measured in paired rounds, past the output check
+    runs = RunStore(tfd_home).runs_dir
+    labels = [RunDir(p).meta.get("fix") for p in runs.iterdir() if (p / "meta.json").is_file()]
+    assert "tfdata-prefetch: reference, its output again" in labels
