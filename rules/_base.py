@@ -36,6 +36,7 @@ FIX_IDS: frozenset[str] = frozenset(
         "xla-jit",
         "batch-scale",
         "mixed-precision",
+        "keras-on-batch",
     }
 )
 #: advice-only fix ids: shown with the finding, never applied automatically

@@ -133,6 +133,7 @@ class KerasBatchCall(_Frozen):
     rows: int | None = None  # the most rows one call was given (None: not known)
     batch_size: int = 32  # the call's batch_size (Keras's default)
     seconds: float = 0.0  # time inside the calls, in the timing window
+    timed_steps: int = 0  # the timing window's steps (calls / timed_steps: calls a step)
 
 
 #: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)

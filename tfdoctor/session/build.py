@@ -78,7 +78,6 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
         *notes,
         *own_profiler_notes(harness.own_profiler),
         *debug_switch_notes(facts.debug_switches),
-        *keras_batch_call_notes(facts, steps),
         *capture_problem_notes(harness.hook_errors),
     ]
     breakdown = analysis.breakdown if analysis is not None else None
@@ -154,28 +153,6 @@ def debug_switch_notes(switches: list[str]) -> list[str]:
             f"a debugging switch was on while the script trained ({s}{': ' + cost if cost else ''}): every "
             "step pays for it, and the figures here include it; `--fix` measures the script without it "
             "(debug-switches)"
-        )
-    return out
-
-
-def keras_batch_call_notes(facts: Facts, steps: list[StepTiming]) -> list[str]:
-    """Keras predict() calls in the training loop, fit() per batch: the timing window's time in them."""
-    timed = [s for s in steps if s.window == "timing"]
-    total_s = sum(s.end_ns - s.start_ns for s in timed) / 1e9
-    out = []
-    for c in facts.keras_batch_calls:
-        if not c.calls:
-            continue
-        share = f", {c.seconds / total_s:.0%} of the timed steps' time" if total_s > 0 else ""
-        rows = f" of {c.rows} row{'s' if c.rows != 1 else ''}" if c.rows is not None else ""
-        out.append(
-            f"Keras {c.api}() at {c.site} ran {c.calls} times in {len(timed)} timed steps, "
-            f"{1000 * c.seconds / c.calls:.0f} ms a call{rows}{share}: each call builds a dataset and an "
-            f"iterator for its arrays; `--fix` tries predict_on_batch() (keras-on-batch)"
-            if c.api == "predict"
-            else f"Keras fit() at {c.site} ran once per batch ({c.calls} calls in {len(timed)} timed steps, "
-            f"{1000 * c.seconds / c.calls:.0f} ms a call{rows}{share}): each call builds a dataset, an "
-            "iterator and the callbacks; `--fix` tries train_on_batch() (keras-on-batch)"
         )
     return out
 

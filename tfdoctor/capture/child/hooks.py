@@ -1323,8 +1323,11 @@ class Tracker:
         if self.debug_switches:
             out["debug_switches"] = list(self.debug_switches.values())
         if self.batch_calls:
+            w = self.clock.windows
+            timed = max(0, min(self.clock.index - w.warmup, w.timing))
             out["keras_batch_calls"] = [
-                {"api": api, "site": site, **rec} for (api, site), rec in self.batch_calls.items()
+                {"api": api, "site": site, **rec, "timed_steps": timed}
+                for (api, site), rec in self.batch_calls.items()
             ]
         if forced:  # tf.config.run_functions_eagerly(True): the step's tf.function ran op by op
             out["functions_run_eagerly"] = True
