@@ -5,6 +5,18 @@ from __future__ import annotations
 from tfdoctor.model import Evidence, Finding
 from tfdoctor.rules._base import Context, Example, Rule, ms, pct
 
+#: a predict() on 10000 rows (a validation set's) in each of the sample's 24 timed steps, 3 s in all
+BIG = [
+    {
+        "api": "predict",
+        "site": "dqn_agent.py:81",
+        "code": "q = model.predict(x_val)",
+        "calls": 24,
+        "rows": 10000,
+    }
+    | {"seconds": 3.0, "timed_steps": 24}
+]
+
 
 class KerasBatchCalls(Rule):
     """Keras ``predict()`` in the training loop, or ``fit()`` once per batch, on one batch each call.
@@ -44,12 +56,22 @@ class KerasBatchCalls(Rule):
             True,
             "keon/deep-q-learning's agent: two predict() and a fit() of one row per step, ~365 ms steps",
         ),
+        Example(
+            "sample_traces/rules-keras-batch-calls",
+            False,
+            "a predict() on 10000 rows each step (a validation set's): not one batch a call",
+            facts={"keras_batch_calls": BIG},
+        ),
         Example("sample_traces/rules-keras-fit-tiny", False, "one fit() over many batches"),
         Example("sample_traces/rules-well-fed", False, "a custom loop, no Keras calls"),
     ]
 
     def detect(self, ctx: Context) -> Finding | None:
-        calls = [c for c in ctx.facts.keras_batch_calls if c.calls and c.timed_steps]
+        calls = [
+            c
+            for c in ctx.facts.keras_batch_calls
+            if c.calls and c.timed_steps and c.rows is not None and c.rows <= c.batch_size
+        ]
         step_ms = ctx.avg_step_ms
         if not calls or step_ms <= 0:
             return None
