@@ -1153,6 +1153,37 @@ def test_keras_on_batch_makes_the_calls_the_run_saw_one_batch_calls() -> None:
     ast.parse(out.code)
 
 
+def test_keras_on_batch_finds_a_call_spanning_lines_and_the_one_the_run_saw_among_equal_lines() -> None:
+    """The run notes the line the call ran on, which for a statement over several lines is not its first;
+    a line's text found in several places (the training loop's predict and the evaluation's after it,
+    which the run never reached) is the one at the line the run saw."""
+    source = """for step in range(100):
+    q = model.predict(state)
+    model.fit(
+        state,
+        q,
+        epochs=1,
+        verbose=0,
+    )
+q = model.predict(state)
+"""
+    facts = Facts(
+        keras_batch_calls=[
+            KerasBatchCall(api="predict", site="t.py:2", code="q = model.predict(state)", calls=9, rows=1),
+            KerasBatchCall(api="fit", site="t.py:3", code="model.fit(", calls=9, rows=1),
+        ]
+    )
+    out = get_fix("keras-on-batch").apply(source, FixContext(facts=facts))
+    assert out.status == "changed", out.reason
+    assert out.code == (
+        "for step in range(100):\n    q = model.predict_on_batch(state)\n    model.train_on_batch(\n        state,\n"
+        "        q,\n    )\nq = model.predict(state)\n"
+    )
+    assert out.reason == (
+        "predict() -> predict_on_batch() at line 2 (1 row(s) a call); fit() -> train_on_batch() at line 3 (1 row(s) a call)"
+    )
+
+
 def test_keras_on_batch_needs_the_calls_in_the_facts_and_one_batch_each() -> None:
     fix = get_fix("keras-on-batch")
     assert "no Keras predict() in the training loop" in fix.apply(DQN_REPLAY, FixContext()).reason

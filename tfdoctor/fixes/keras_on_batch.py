@@ -28,16 +28,22 @@ class KerasOnBatchCodemod(FixCodemod):
         calls = [c for c in self.fix.facts.keras_batch_calls if _one_batch(c)]
         lines = tree.code.splitlines()
         self.targets: dict[int, str] = {}  # id(call node) -> its new method
-        done: list[str] = []
-        skipped: list[str] = []
+        # each call the run saw: the statements holding its line's text (a statement may span lines); where
+        # the text is in several places, the one at the line the run saw it at, if the file has it there
+        spans: list[tuple[cst.SimpleStatementLine, int, int, set[str]]] = []
         for stmt in walk(tree):
-            if not isinstance(stmt, cst.SimpleStatementLine):
-                continue
-            line = self.line(stmt)
-            text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-            for c in calls:
-                if c.code != text:
-                    continue
+            if isinstance(stmt, cst.SimpleStatementLine):
+                pos = self.get_metadata(PositionProvider, stmt)
+                first, last = pos.start.line, pos.end.line
+                texts = {lines[n - 1].strip() for n in range(first, last + 1) if 0 < n <= len(lines)}
+                spans.append((stmt, first, last, texts))
+        done: list[tuple[int, str]] = []
+        skipped: list[tuple[int, str]] = []
+        for c in calls:
+            at = [(stmt, first, last) for stmt, first, last, texts in spans if c.code in texts]
+            seen = c.site.rpartition(":")[2]
+            exact = [m for m in at if seen.isdigit() and m[1] <= int(seen) <= m[2]]
+            for stmt, line, _ in exact if len(at) > 1 and exact else at:
                 for node in walk(stmt):
                     if not (
                         isinstance(node, cst.Call)
@@ -47,20 +53,21 @@ class KerasOnBatchCodemod(FixCodemod):
                         continue
                     why = self._why_not(stmt, node, c)
                     if why:
-                        skipped.append(f"{c.api}() at line {line}: {why}")
-                    else:
+                        skipped.append((line, f"{c.api}() at line {line}: {why}"))
+                    elif id(node) not in self.targets:
                         new = "predict_on_batch" if c.api == "predict" else "train_on_batch"
                         self.targets[id(node)] = new
-                        done.append(f"{c.api}() -> {new}() at line {line} ({c.rows} row(s) a call)")
+                        done.append((line, f"{c.api}() -> {new}() at line {line} ({c.rows} row(s) a call)"))
         if not self.targets:
             if skipped:
-                raise SkipFile("; ".join(skipped))
+                raise SkipFile("; ".join(m for _, m in sorted(set(skipped))))
             raise SkipFile(
                 "the calls the run saw ("
                 + ", ".join(f"{c.api}() at {c.site}" for c in calls)
                 + ") are not in this file as the run read them"
             )
-        self.summary = "; ".join(done) + (f"; left as they are: {'; '.join(skipped)}" if skipped else "")
+        left = "; ".join(m for _, m in sorted(set(skipped)))
+        self.summary = "; ".join(m for _, m in sorted(done)) + (f"; left as they are: {left}" if left else "")
         return super().transform_module_impl(tree)
 
     @staticmethod
@@ -96,8 +103,8 @@ class KerasOnBatchCodemod(FixCodemod):
             return updated_node
         keep = {"x"} if new == "predict_on_batch" else _PASSED
         args = [a for a in updated_node.args if a.keyword is None or a.keyword.value in keep]
-        if args:
-            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        if args:  # the call's own last comma, if any, and the layout before its ")"
+            args[-1] = args[-1].with_changes(comma=updated_node.args[-1].comma)
         return updated_node.with_changes(func=updated_node.func.with_changes(attr=cst.Name(new)), args=args)
 
 
