@@ -439,17 +439,6 @@ def _num(x: float | int | None) -> str:
     return json.dumps(x)  # NaN, Infinity: as Python's json writes them, and pydantic reads them back
 
 
-def read_loss(loss: float | tuple[Any, ...] | None) -> float | None:
-    """A step's loss as :meth:`StepClock.end_step` was given it: a number, or the values whose sum it is
-    (tensors, read here: ``float()``); None when there is none or a value is not a number."""
-    if loss is None or isinstance(loss, (int, float)):
-        return loss
-    try:
-        return float(loss[0]) if len(loss) == 1 else float(sum(float(p) for p in loss))
-    except (TypeError, ValueError):
-        return None
-
-
 def step_line(
     index: int,
     window: str,
@@ -472,9 +461,6 @@ def step_line(
         f'"examples":{_num(examples)}{tail}}}\n'
     )
 
-
-#: the step clock writes its lines to steps.jsonl at most this often (and when a window changes)
-FLUSH_NS = 250_000_000
 
 #: a timing window with a floor on its length grows to at most this many times its planned steps
 TIMING_GROWTH_MAX = 20
@@ -526,10 +512,8 @@ class StepClock:
         self._input_open = False
         self._step_open = False
         self._loop_work = False  # see loop_work
-        # unbuffered: the lines go out in one write() at most every FLUSH_NS (see end_step)
+        # unbuffered: one write() a step, nothing left in a buffer when the process dies
         self._steps_file = open(steps_path, "ab", buffering=0)  # noqa: SIM115 - lives with the clock
-        self._kept: list[tuple[Any, ...]] = []  # the steps not written yet (step_line's arguments)
-        self._flushed_ns = 0
 
     # -- events --------------------------------------------------------------------------------
     def note_trace(self) -> None:
@@ -585,26 +569,19 @@ class StepClock:
         self,
         t: int | None = None,
         *,
-        loss: float | tuple[Any, ...] | None = None,
+        loss: float | None = None,
         examples: int | None = None,
     ) -> None:
         """The step in progress ended at ``t``. Writes it, moves windows; raises StopCapture at the end.
-        ``loss``: its value, or the values it sums, still unread (:func:`read_loss`: tensors are read
-        when the lines are written).
 
         This runs once per step of the user's loop, right after TensorFlow's kernels have evicted Python's
         code and data from the caches: every line here costs several times what it costs in a warm
         benchmark (measured in place, 2026-11-26: a pydantic ``StepTiming`` built, dumped, written and
-        flushed through a text file took ~28 µs a step). So the step is kept as a tuple, and the steps kept
-        are read, formatted (one JSON line each, :func:`step_line`) and written in one ``write`` to an
-        unbuffered file when :data:`FLUSH_NS` has passed since the last (and when a window changes, the
-        capture stops or the clock closes), with warm caches. Measured in place on a 1.2 ms tf.function
-        step (2026-11-30): a ``write`` a step ~10 µs, the loss tensor's read ~20 µs (twice, before), the
-        line ~10 µs. Only in the timing window, whose step times are the run's figures: outside it each
-        step is written as it ends (the parent's progress sees a hang in the profile window where it
-        began). A process killed outright loses at most the timing window's last quarter second of steps;
-        the parent's progress lags by as much there. A loss read later is also one that does not make the
-        host wait for a GPU's step at each step."""
+        flushed through a text file took ~28 µs a step). So the step is one JSON line formatted here
+        (:func:`step_line`), written through an unbuffered file: one ``write`` call, and every finished
+        step is on disk even if the process dies next, a native crash in the timing window included
+        (keeping a quarter second of steps to write them together lost those:
+        tests/integration/test_run_faults.py)."""
         if self.stopped:
             raise StopCapture()
         t = self.clock() if t is None else t
@@ -623,9 +600,7 @@ class StepClock:
         window = self.windows.of(self.index)
         index, end = self.index, max(t, start)
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
-        self._kept.append((index, window, start, end, wait, gap - wait, loss, examples, self.phase))
-        if window != "timing" or end - self._flushed_ns >= FLUSH_NS:
-            self._flush(end)
+        self._write(step_line(index, window, start, end, wait, gap - wait, loss, examples, self.phase))
         if self._input_open and self.markers is not None:
             self.markers.close_input()
         self._input_open = False
@@ -640,13 +615,11 @@ class StepClock:
             self._decide_timing(start, end)
         self.traces = 0
         if self.index >= self.windows.total:
-            self._flush(t)
             self._stop_profiler()
             self.stopped = True
             raise StopCapture()
         nxt = self.windows.of(self.index)
         if nxt != window:
-            self._flush(t)
             if nxt == "profile" and self.markers is not None:
                 self.markers.start_profiler()
                 self.profiling = True
@@ -675,7 +648,6 @@ class StepClock:
         self._stop_profiler()
         self.stopped = True
         if not self._steps_file.closed:
-            self._flush(0)
             self._steps_file.close()
 
     # -- internals -----------------------------------------------------------------------------
@@ -710,7 +682,6 @@ class StepClock:
         ):
             return
         self.windows = dataclasses.replace(w, timing=self.index - w.warmup)
-        self._flush(0)
         self._stop_profiler()
         self.stopped = True
         raise StopCapture()
@@ -748,14 +719,7 @@ class StepClock:
             self.profiling = False
             self.markers.stop_profiler()
 
-    def _flush(self, now_ns: int) -> None:
-        """Write the steps kept so far (one ``write``)."""
-        self._flushed_ns = now_ns
-        if not self._kept or self._steps_file.closed:
+    def _write(self, line: str) -> None:
+        if self._steps_file.closed:
             return
-        lines = [
-            step_line(i, w, start, end, wait, between, read_loss(loss), examples, phase)
-            for i, w, start, end, wait, between, loss, examples, phase in self._kept
-        ]
-        self._kept.clear()
-        self._steps_file.write("".join(lines).encode("utf-8"))
+        self._steps_file.write(line.encode("utf-8"))

@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from tfdoctor.capture.child.clock import StepClock, StopCapture, read_loss
+from tfdoctor.capture.child.clock import StepClock, StopCapture
 from tfdoctor.capture.child.procs import WATCHDOG_THREAD
 from tfdoctor.model import CACHE_FILL_SWITCH, CacheFill, DatasetStage
 
@@ -174,20 +174,15 @@ def loss_parts(value: Any) -> tuple[Any, ...] | None:
 
 
 def scalar_loss(value: Any) -> float | None:
-    """A step's loss from what the step returned (:func:`loss_parts`), read now."""
+    """A step's loss from what the step returned (:func:`loss_parts`), read: their sum (a tensor's
+    value read with ``float()``); None when there is none or a value is not a number."""
     parts = loss_parts(value)
-    return None if parts is None else read_loss(parts)
-
-
-def _unchanging(value: Any) -> bool:
-    """A value that reads the same later as now: a number, an eager tensor, a numpy scalar (not a
-    variable, nor a 0-d array, whose value may change before the step clock reads it)."""
-    kind = type(value)
-    return (
-        isinstance(value, (int, float))
-        or kind.__name__ == "EagerTensor"
-        or (kind.__module__ == "numpy" and not hasattr(value, "__setitem__"))
-    )
+    if parts is None:
+        return None
+    try:
+        return float(parts[0]) if len(parts) == 1 else float(sum(float(p) for p in parts))
+    except (TypeError, ValueError):
+        return None
 
 
 def learning_rate(opt: Any) -> float:
@@ -520,10 +515,9 @@ class Tracker:
         if self.mode != mode:
             return
         self.pending = None
-        value: float | tuple[Any, ...] | None = None
-        if loss is not None:  # read when the step clock writes its lines, unless it could change by then
-            parts = loss_parts(loss)
-            value = parts if parts is None or all(_unchanging(p) for p in parts) else read_loss(parts)
+        value = None
+        if loss is not None:
+            value = scalar_loss(loss)
         examples = self.step_batch
         if examples is not None:
             self.batch_votes[examples] += 1
