@@ -7,7 +7,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import walk
+from tfdoctor.fixes._cst import kwarg, walk
 from tfdoctor.model import KerasBatchCall
 
 #: fit() keywords train_on_batch takes as they are
@@ -87,10 +87,8 @@ class KerasOnBatchCodemod(FixCodemod):
         other = keywords - _PASSED - _DROPPED - {"epochs"}
         if other:
             return f"it passes {', '.join(sorted(other))}, which train_on_batch does not take"
-        epochs = next(
-            (a.value for a in call.args if a.keyword is not None and a.keyword.value == "epochs"), None
-        )
-        if epochs is not None and not (isinstance(epochs, cst.Integer) and epochs.value == "1"):
+        epochs = kwarg(call, "epochs")
+        if epochs is not None and not (isinstance(epochs.value, cst.Integer) and epochs.value.value == "1"):
             return "it trains more than one epoch"
         body = stmt.body[0] if len(stmt.body) == 1 else None
         if not (isinstance(body, cst.Expr) and body.value is call):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import inspect
+import linecache
 import math
 import os
 import sys
@@ -698,8 +699,6 @@ class Tracker:
         frame = first_user_frame(frame)
         if frame is None:
             return
-        import linecache
-
         site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
         rec = self.batch_calls.get((api, site))
         if rec is None:
