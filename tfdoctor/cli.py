@@ -59,7 +59,13 @@ def _verb(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(only=_verb(argv))
+    verb = _verb(argv)
+    if verb in ("profile", "scale"):  # ``-m MODULE`` where argparse expects the SCRIPT
+        from tfdoctor.commands.profile import module_argv
+
+        at = argv.index(verb) + 1
+        argv = argv[:at] + module_argv(argv[at:])
+    parser = build_parser(only=verb)
     args = parser.parse_args(argv)
     if getattr(args, "_command", None) is None:
         parser.print_help()

@@ -137,6 +137,7 @@ class CaptureRecord(BaseModel):
     timeout_s: float | None = None
     env: dict[str, str] = Field(default_factory=dict)
     fit: int | None = None  # --fit N: the phase of fit() training timed (None: the first)
+    module: str | None = None  # -m MODULE: run as python -m MODULE from ``cwd`` (``script``: its file)
 
 
 def is_run_dir(path: Path) -> bool:

@@ -202,3 +202,52 @@ def test_walkthrough_gets_its_split_step_compiled_and_its_tensor_print_is_not_a_
     assert "+epoch_loss_avg = keras.metrics.Mean()\n" in tf_fn.patch
     assert "+    epoch_loss_avg.reset_state()\n" in tf_fn.patch
     assert "+        loss_value = train_step(x, y)\n" in tf_fn.patch
+
+
+def test_a_package_run_as_python_m_is_profiled_and_fixed_with_its_relative_imports(
+    tfd_home, tmp_path, monkeypatch
+):
+    # tests/data/shapes/pkg_trainer: `python -m trainer.train` (from . import data; from .model import
+    # build_model, make_optimizer): as a file, its relative imports fail; LEARNING_RATE in trainer/model.py
+    import subprocess
+
+    from tfdoctor.fixes import batch_scale
+
+    monkeypatch.setattr(batch_scale, "FACTORS", (2,))
+    shapes = Path(__file__).resolve().parents[1] / "data" / "shapes" / "pkg_trainer"
+    user = tmp_path / "user"
+    shutil.copytree(shapes, user)
+    before = _hashes(user)
+    rc = main(
+        [
+            *("profile", "-m", "trainer.train", "--cwd", str(user), *OPTS[:6], "--run-id", "base"),
+            *("--fix", "--only", "tf-function,batch-scale", "--fix-rounds", "0", "--", "--epochs", "1"),
+        ]
+    )
+    assert rc == 0
+    store = RunStore(tfd_home)
+    base = store.get("base")
+    assert base.capture_record().module == "trainer.train"
+    assert base.report().facts.learning_rate == pytest.approx(0.001)
+    fix = base.report().fix
+    trials = {t.fix_id: t for t in fix.trials}
+    tf_fn, bs = trials["tf-function"], trials["batch-scale"]
+    for t in (tf_fn, bs):  # each trial ran the package's copy as python -m does (relative imports work)
+        assert t.status in ("kept", "rejected"), (t.fix_id, t.status, t.reason, t.error)
+        assert store.get(t.run_id).capture_record().module == "trainer.train"
+    assert "diff --git a/trainer/train.py b/trainer/train.py\n" in tf_fn.patch
+    assert "+    @tf.function\n" in tf_fn.patch
+    # the module the relative import brings in was edited in the copy, and the trial ran with it
+    assert "diff --git a/trainer/model.py b/trainer/model.py\n" in bs.patch
+    assert store.get(bs.run_id).report().facts.learning_rate == pytest.approx(0.001414, rel=1e-3)
+    # the patch applies from the folder python -m starts in, -p1
+    pristine = tmp_path / "pristine"
+    shutil.copytree(shapes, pristine)
+    res = subprocess.run(
+        ["patch", "-p1", "--dry-run", "-i", str(store.get(bs.run_id).file("fix.patch"))],
+        cwd=pristine,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0 and "trainer/model.py" in res.stdout, res.stdout + res.stderr
+    assert _hashes(user) == before  # no --apply: the user's files are untouched

@@ -164,3 +164,72 @@ def test_uses_multiworker_reads_the_source(tmp_path: Path) -> None:
 
     assert uses_multiworker(ROOT / "examples" / "multiworker.py") == "MultiWorkerMirroredStrategy"
     assert uses_multiworker(ROOT / "examples" / "mirrored.py") is None
+
+
+# -- -m MODULE: a package's script, run as python -m runs it -------------------------------------------
+def test_resolve_module_finds_the_file_python_m_runs_without_importing(tmp_path: Path) -> None:
+    from tfdoctor.capture.runner import resolve_module
+    from tfdoctor.errors import UsageError
+
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("raise RuntimeError('imported')\n")  # never run here
+    (tmp_path / "pkg" / "train.py").write_text("print(1)\n")
+    (tmp_path / "pkg" / "sub" / "__main__.py").write_text("print(2)\n")  # a namespace package's __main__
+    (tmp_path / "pkg" / "bare").mkdir()
+    assert resolve_module("pkg.train", tmp_path) == (tmp_path / "pkg" / "train.py").resolve()
+    assert resolve_module("pkg.sub", tmp_path) == (tmp_path / "pkg" / "sub" / "__main__.py").resolve()
+    for name, said in (
+        ("pkg.nothere", "no pkg/nothere.py under"),
+        ("pkg.bare", "is a package without __main__.py"),
+        ("pkg/train.py", "not a module name"),
+        ("", "not a module name"),
+    ):
+        with pytest.raises(UsageError, match=said):
+            resolve_module(name, tmp_path)
+
+
+def test_profile_takes_dash_m_where_the_script_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from tfdoctor.commands.profile import MODULE_MARK, ProfileCommand, module_argv
+
+    assert module_argv(["-m", "pkg.train", "--steps", "5"]) == [MODULE_MARK + "pkg.train", "--steps", "5"]
+    assert module_argv(["-mpkg.train", "--", "-m", "x"]) == [MODULE_MARK + "pkg.train", "--", "-m", "x"]
+    assert module_argv(["train.py", "-m", "x"]) == ["train.py", "-m", "x"]  # only where the script goes
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "train.py").write_text("print(1)\n")
+    cmd = ProfileCommand()
+    parser = argparse.ArgumentParser()
+    cmd.prepare_parser(parser)
+    args = parser.parse_args(
+        [*module_argv(["-m", "pkg.train", "--steps", "9", "--cwd", str(tmp_path), "--", "--epochs", "2"])]
+    )
+    cfg = cmd.config(args)
+    assert cfg.module == "pkg.train" and cfg.script == (tmp_path / "pkg" / "train.py").resolve()
+    assert cfg.steps == 9 and cfg.args == ["--epochs", "2"]
+    # through the entry point: a module that is not there, and -m without a name, in one line each
+    assert main(["profile", "-m", "pkg.missing", "--cwd", str(tmp_path), "--home", str(tmp_path / "h")]) == 2
+    assert main(["profile", "-m", "--steps", "5", "--home", str(tmp_path / "h")]) == 2
+    err = capsys.readouterr().err
+    assert "-m pkg.missing: no pkg/missing.py under" in err and "-m needs a module name" in err
+    assert "Traceback" not in err
+
+
+def test_fix_of_a_module_refuses_to_copy_a_folder_too_big_or_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tfdoctor.errors import UsageError
+    from tfdoctor.fixes import workspace
+
+    (tmp_path / "pkg").mkdir()
+    for i in range(4):
+        (tmp_path / "pkg" / f"m{i}.py").write_text("")
+    workspace.check_module_root(tmp_path)  # a project's folder: fine
+    monkeypatch.setattr(workspace, "MAX_ROOT_FILES", 3)
+    with pytest.raises(UsageError, match="more than 3 files there"):
+        workspace.check_module_root(tmp_path)
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: tmp_path))
+    with pytest.raises(UsageError, match="your home folder"):
+        workspace.check_module_root(tmp_path)

@@ -2814,6 +2814,28 @@ def test_a_generator_that_runs_the_training_step_is_not_a_source_of_batches() ->
     )
 
 
+def test_fixes_follow_a_packages_relative_imports_from_the_folder_python_m_starts_in() -> None:
+    # tests/data/shapes/pkg_trainer: python -m trainer.train (from . import data; from .model import ...)
+    from tfdoctor.fixes.project import local_modules
+
+    root = shape("pkg_trainer")
+    script = root / "trainer" / "train.py"
+    project = local_modules(script, root)
+    assert sorted(project) == ["trainer/data.py", "trainer/model.py"]
+    # the same package as a plain file's folder: relative imports still lead beside it, paths from there
+    assert sorted(local_modules(script)) == ["data.py", "model.py"]
+    src = script.read_text()
+    bs = get_fix("batch-scale").apply(
+        src, FixContext(project=project, params={"factor": "2"}, filename="trainer/train.py")
+    )
+    assert bs.changed and 'add_argument("--batch-size", type=int, default=128)' in bs.code
+    assert (
+        list(bs.files) == ["trainer/model.py"] and "LEARNING_RATE = 0.001414" in bs.files["trainer/model.py"]
+    )
+    mp = get_fix("mixed-precision").apply(src, FixContext(hardware=BF16, project=project))
+    assert mp.changed and 'Dense(NUM_CLASSES, dtype="float32")' in mp.files["trainer/model.py"]
+
+
 @pytest.mark.parametrize("script", sorted(SHAPE_CASES))
 def test_each_fix_on_scripts_in_the_shapes_of_public_tutorials(script: str) -> None:
     """Every fix on each script: the ones that apply change it (and say what, where), the others skip

@@ -77,6 +77,9 @@ class CaptureConfig:
     # ``--fit N``: time phase N of the script's fit() training (a fit() of another model, of a model
     # compiled again, or from another line begins one); the earlier phases run as they are, uncounted
     fit: int | None = None
+    # ``-m MODULE``: the script is run as ``python -m MODULE`` would run it, from ``cwd`` (its package's
+    # relative imports work); ``script`` is then the module's file (:func:`resolve_module`)
+    module: str | None = None
 
     def windows(self) -> Windows:
         """The planned windows (an adaptive warm-up may grow past ``warmup``)."""
@@ -161,6 +164,32 @@ def check_script(script: str | Path) -> Path:
     except ValueError as e:  # null bytes
         raise UsageError(f"{script}: not a Python script ({e})") from None
     return path.resolve()
+
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def resolve_module(name: str, root: str | Path) -> Path:
+    """The file ``python -m name`` runs when started in ``root``: ``root/a/b.py`` for ``a.b``, or a
+    package's ``__main__.py``; each folder above it a package (``__init__.py``) or a namespace
+    package, as Python finds them from ``sys.path[0]`` = the working directory. Found without
+    importing anything; UsageError when there is none (a module installed elsewhere is not the user's
+    project: tfdoctor's fixes edit a copy of the folder that holds it)."""
+    if not _MODULE_NAME.fullmatch(name or ""):
+        raise UsageError(f"-m {name!r}: not a module name (expected dotted names, as for python -m)")
+    root = Path(root).resolve()
+    parts = name.split(".")
+    folder = root.joinpath(*parts[:-1])
+    for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__main__.py"):
+        if candidate.is_file():
+            return check_script(candidate)
+    if folder.joinpath(parts[-1]).is_dir():
+        raise UsageError(f"-m {name}: {folder / parts[-1]} is a package without __main__.py")
+    raise UsageError(
+        f"-m {name}: no {'/'.join(parts)}.py under {root}",
+        hint="python -m finds a module from the working directory: run tfdoctor from the folder that "
+        "holds the package (or give it with --cwd)",
+    )
 
 
 def check_tensorflow() -> None:
@@ -484,6 +513,7 @@ def run_capture(
         "guard": dict(cfg.guard) if cfg.guard else None,
         "min_timing_s": cfg.min_timing_s,
         "fit": cfg.fit,
+        "module": cfg.module,
     }
     atomic_write_json(run.file(CAPTURE), capture)
     tail = StepTail(run)

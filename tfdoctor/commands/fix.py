@@ -162,7 +162,7 @@ def run_loop(
         out.print(f"[bold]{escape(fix_headline(summary))}[/] (whole --fix run {summary.wall_s:.0f} s)")
         if summary.patch:
             out.print(
-                f"Patch: {escape(str(run.file('fix.patch')))}  (apply with: git apply or patch -p1 in {escape(str(script.parent))})"
+                f"Patch: {escape(str(run.file('fix.patch')))}  (apply with: git apply or patch -p1 in {escape(str(loop.base))})"
             )
     if getattr(args, "apply", False) and summary.patch and summary.combined_verdict != "faster":
         out.print(

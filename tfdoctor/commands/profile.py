@@ -24,6 +24,22 @@ from tfdoctor.store import RunStore
 
 EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130
+#: ``-m MODULE`` as one word that argparse takes for the positional SCRIPT (it would read ``-m`` as an
+#: unknown option of its own): :meth:`ProfileCommand.split_args` reads it back
+MODULE_MARK = "\x00module:"
+
+
+def module_argv(argv: list[str]) -> list[str]:
+    """``argv`` (the words after the verb) with its leading ``-m MODULE`` / ``-mMODULE`` as one
+    :data:`MODULE_MARK` word (a ``-m`` with no name after it: the mark alone, for the usage error);
+    unchanged otherwise."""
+    if argv and argv[0] == "-m":
+        if len(argv) > 1 and not argv[1].startswith("-"):
+            return [MODULE_MARK + argv[1], *argv[2:]]
+        return [MODULE_MARK, *argv[1:]]
+    if argv and argv[0].startswith("-m") and len(argv[0]) > 2 and argv[0][2] != "-":
+        return [MODULE_MARK + argv[0][2:], *argv[1:]]
+    return argv
 
 
 class ProgressDisplay:
@@ -67,10 +83,14 @@ class ProfileCommand:
     (the trace). Then it is stopped, and the step-time breakdown and findings are shown. Steps are
     found by hooks on Model.fit, optimizer.apply_gradients and GradientTape: no changes to the script.
 
+    A script of a package (one using relative imports, started as `python -m pkg.train`) is given
+    the same way: `tfdoctor profile -m pkg.train`, from the folder python -m would start in.
+
     Examples:
       tfdoctor profile examples/naive_loop.py
       tfdoctor profile train.py --steps 60 -- --epochs 3 --data /path
       tfdoctor profile train.py --run-id baseline --force --json
+      tfdoctor profile -m mypkg.train --fix -- --epochs 3
     """
 
     name = "profile"
@@ -79,8 +99,9 @@ class ProfileCommand:
         parser.add_argument(
             "argv",
             nargs=argparse.REMAINDER,
-            metavar="SCRIPT [options] [-- SCRIPT_ARGS ...]",
-            help="the training script (a .py file), options, and after -- the script's own arguments",
+            metavar="SCRIPT | -m MODULE [options] [-- SCRIPT_ARGS ...]",
+            help="the training script (a .py file) or -m and a module run as python -m runs it (from the "
+            "working directory, or --cwd), options, and after -- the script's own arguments",
         )
         self.add_options(parser)
         # argparse drops a "--" right after a positional SCRIPT, so "SCRIPT -- --steps 5" could not
@@ -171,6 +192,12 @@ class ProfileCommand:
             raise UsageError(
                 "no script given", hint="usage: tfdoctor profile SCRIPT [options] [-- SCRIPT_ARGS]"
             )
+        args.module = None
+        rest = module_argv(rest)
+        if rest[0].startswith(MODULE_MARK):  # -m pkg.train: the module's file is the script
+            args.module = rest[0][len(MODULE_MARK) :]
+            if not args.module:
+                raise UsageError("-m needs a module name", hint="e.g. tfdoctor profile -m mypkg.train")
         args.script, rest = rest[0], rest[1:]
         ours, theirs = (
             (rest[: rest.index("--")], rest[rest.index("--") + 1 :]) if "--" in rest else (rest, [])
@@ -183,8 +210,13 @@ class ProfileCommand:
             if unknown:
                 raise UsageError(
                     f"unknown option(s) {' '.join(unknown)}; pass the script's own arguments after --",
-                    hint=f"e.g. tfdoctor profile {args.script} -- {' '.join(unknown)}",
+                    hint=f"e.g. tfdoctor profile {f'-m {args.module}' if args.module else args.script} -- "
+                    f"{' '.join(unknown)}",
                 )
+        if args.module:
+            from tfdoctor.capture.runner import resolve_module
+
+            args.script = str(resolve_module(args.module, args.cwd or os.getcwd()))
         args.script_args = theirs
         return theirs
 
@@ -199,6 +231,7 @@ class ProfileCommand:
             timeout_s=args.timeout,
             cwd=args.cwd,
             fit=args.fit,
+            module=args.module,
         )
         if args.fit is not None and args.fit < 1:
             raise UsageError(f"--fit {args.fit}: phases of fit() training count from 1")
@@ -278,6 +311,12 @@ class ProfileCommand:
             from tfdoctor.commands.fix import refuse_multiworker
 
             refuse_multiworker({**os.environ, **cfg.env})
+            if cfg.module:  # before the baseline runs: what each trial would copy
+                from pathlib import Path
+
+                from tfdoctor.fixes.workspace import check_module_root
+
+                check_module_root(Path(cfg.cwd or os.getcwd()))
             if getattr(args, "apply", False):  # a read-only script fails now, not after the baseline ran
                 from tfdoctor.userfiles import check_writable
 

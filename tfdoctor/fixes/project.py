@@ -51,11 +51,14 @@ def imported_modules(source: str, folder: Path, root: Path) -> list[Path]:
     return out
 
 
-def local_modules(script: Path) -> dict[str, str]:
+def local_modules(script: Path, root: Path | None = None) -> dict[str, str]:
     """The modules beside ``script`` it imports, directly or through each other: relative path (to the
-    script's folder, ``/``-separated) → source. The script itself is not included."""
+    script's folder, ``/``-separated) → source. The script itself is not included. ``root``: the folder
+    absolute imports start from and the paths are relative to, when not the script's (a module run as
+    ``python -m pkg.train``: the working directory, so ``from pkg.model import build`` is
+    ``pkg/model.py``)."""
     script = script.resolve()
-    root = script.parent
+    root = root.resolve() if root is not None else script.parent
     found: dict[str, str] = {}
     queue = [script]
     seen = {script}

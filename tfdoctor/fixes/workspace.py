@@ -48,6 +48,29 @@ def workspace_root(script: Path, cwd: Path) -> Path:
     return cwd
 
 
+def check_module_root(root: Path) -> None:
+    """A fix trial of ``profile -m pkg.train`` copies the folder it runs from (the package must be
+    importable from the copy, as ``python -m`` finds it there): refused in one line when that folder is
+    the home folder, ``/`` or holds more than :data:`MAX_ROOT_FILES` files (outside :data:`SKIP_DIRS`)."""
+    from tfdoctor.errors import UsageError
+
+    root = root.resolve()
+    n = 0
+    if root != Path(root.anchor) and root != Path.home().resolve():
+        for _, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+            n += len(files)
+            if n > MAX_ROOT_FILES:
+                break
+        else:
+            return
+    raise UsageError(
+        f"--fix with -m copies the folder the module runs from, {root}, for each trial: "
+        + (f"more than {MAX_ROOT_FILES} files there" if n > MAX_ROOT_FILES else "your home folder or /")
+        + "; run tfdoctor from the project's own folder (the one holding the package), or give it with --cwd"
+    )
+
+
 def make_workspace(script: Path, dest: Path, root: Path | None = None) -> Path:
     """Copy ``root`` (default: the script's folder; :func:`workspace_root`) to ``dest``; returns the
     copied script's path."""

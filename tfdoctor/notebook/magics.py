@@ -285,8 +285,9 @@ class TfdoctorMagics(Magics):
             display_report(report, run, store)
 
     def profile_script(self, argv: list[str]) -> None:
-        from tfdoctor.commands.profile import ProfileCommand
+        from tfdoctor.commands.profile import ProfileCommand, module_argv
 
+        argv = module_argv(argv)  # %tfdoctor profile -m pkg.train
         cmd = ProfileCommand()
         parser = _Parser(prog="%tfdoctor profile", description=(ProfileCommand.__doc__ or "").split("\n")[0])
         cmd.prepare_parser(parser)

@@ -68,6 +68,7 @@ from tfdoctor.fixes.sanity import (
     training_changes,
 )
 from tfdoctor.fixes.workspace import (
+    check_module_root,
     make_workspace,
     modules_diff,
     patch_bytes,
@@ -125,6 +126,8 @@ class LoopConfig:
     # each timing-only run's timing window lasts at least this long (0: exactly its planned steps)
     min_timing_s: float = MIN_TIMING_S
     fit: int | None = None  # --fit N: every run times phase N of the script's fit() training
+    # -m MODULE: every run is ``python -m MODULE`` from the copy of ``cwd`` (``script``: the module's file)
+    module: str | None = None
 
 
 @dataclass
@@ -760,16 +763,20 @@ class FixLoop:
         self.on_event = on_event or (lambda e: None)
         self.on_capture = on_capture
         self.script = cfg.script.resolve()
-        self.relpath = self.script.name
+        self.cwd = Path(cfg.cwd).resolve() if cfg.cwd else Path.cwd().resolve()
+        # the folder the patch's paths start from: the script's, or for ``-m pkg.train`` the folder
+        # python -m starts in (the patch then names ``a/pkg/train.py``, its imports ``a/pkg/model.py``)
+        self.base = self.cwd if cfg.module else self.script.parent
+        self.relpath = self.script.relative_to(self.base).as_posix()
         # read as Python reads it (coding cookie, BOM), line endings noted: tfdoctor.userfiles
         self.user_source = read_source(self.script)
         self.final_source: str | None = None  # the script with every kept fix, once run() is done
         # the modules beside the script that it imports (tfdoctor.fixes.project), read once, as the
         # script is: a fix may edit them (the model or the optimizer built in model.py)
         self.module_sources: dict[str, Source] = {}
-        for rel in local_modules(self.script):
+        for rel in local_modules(self.script, self.base):
             try:
-                self.module_sources[rel] = read_source(self.script.parent / rel)
+                self.module_sources[rel] = read_source(self.base / rel)
             except UserFileError:
                 continue  # undecodable: not the user's Python (and never edited)
         self.user_modules = {rel: src.text for rel, src in self.module_sources.items()}
@@ -785,9 +792,11 @@ class FixLoop:
         self._base_key = self.state_key(self.user_source.text, {}, self.user_modules)  # the unchanged script
         # every judged trial's round log ratios so far (the combined check's too): the judge's paired floor
         self.paired_logs: list[list[float]] = []
-        # what a trial copies: the script's folder, or the working directory above it (workspace_root)
-        self.cwd = Path(cfg.cwd).resolve() if cfg.cwd else Path.cwd().resolve()
-        self.root = workspace_root(self.script, self.cwd)
+        # what a trial copies: the script's folder, or the working directory above it (workspace_root);
+        # for a module, the folder its package lies in, whatever its size
+        self.root = self.base if cfg.module else workspace_root(self.script, self.cwd)
+        if cfg.module:
+            check_module_root(self.root)
         self.since_ns = time.time_ns()  # files outside the copy made after this are the trials' own
 
     def event(self, kind: str, message: str, **kw: object) -> None:
@@ -1316,7 +1325,11 @@ class FixLoop:
             copy = make_workspace(self.script, work / "src", self.root)
             write_copy(copy, code, self.user_source)  # the original's encoding and line endings
             # the modules the fixes changed, each in its own encoding and line endings
-            write_modules(copy.parent, changed_modules(self.user_modules, modules), self.module_sources)
+            write_modules(
+                work / "src" / self.base.relative_to(self.root),
+                changed_modules(self.user_modules, modules),
+                self.module_sources,
+            )
             cwd = self.cwd
             if cwd == self.root or self.root in cwd.parents:  # inside what was copied: the copy's
                 cwd = work / "src" / cwd.relative_to(self.root)
@@ -1335,6 +1348,7 @@ class FixLoop:
                 # the profiled run's timing window stays as planned: its profile window follows it
                 min_timing_s=0.0 if profile else self.cfg.min_timing_s,
                 fit=self.cfg.fit,
+                module=self.cfg.module,
             )
             res = run_capture(ccfg, run, progress=self.on_capture)
             if res.outside_load is not None:

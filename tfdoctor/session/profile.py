@@ -83,6 +83,7 @@ class FixOptions:
         warmup: int | None,
         env: Mapping[str, str],
         fit: int | None = None,
+        module: str | None = None,
     ) -> LoopConfig:
         """The loop's configuration for this script run (its arguments, folder, steps) with these options."""
         return LoopConfig(
@@ -98,12 +99,13 @@ class FixOptions:
             skip=list(self.skip),
             env=dict(env),
             fit=fit,
+            module=module,
         )
 
 
 def fix_config(cfg: CaptureConfig, opts: FixOptions) -> LoopConfig:
     """The loop on the run ``cfg`` just captured (``profile --fix``, ``%tfdoctor profile --fix``)."""
-    return opts.loop(Path(cfg.script), cfg.args, cfg.cwd, cfg.steps, cfg.warmup, cfg.env, cfg.fit)
+    return opts.loop(Path(cfg.script), cfg.args, cfg.cwd, cfg.steps, cfg.warmup, cfg.env, cfg.fit, cfg.module)
 
 
 def fix_config_for_run(run: RunDir, opts: FixOptions) -> LoopConfig:
@@ -124,7 +126,7 @@ def fix_config_for_run(run: RunDir, opts: FixOptions) -> LoopConfig:
     steps = int(w.get("warmup", 6)) + int(w.get("timing", 24)) + int(w.get("profile", 10))
     # the baseline's warm-up: adaptive again unless the user fixed it with --warmup N
     warmup = int(w["warmup"]) if "warmup" in w and not cap.warmup_adaptive else None
-    return opts.loop(script, cap.args, cap.cwd, steps, warmup, cap.env, cap.fit)
+    return opts.loop(script, cap.args, cap.cwd, steps, warmup, cap.env, cap.fit, cap.module)
 
 
 def apply_fixes(script: Path, original: Source, final_source: str) -> Path:

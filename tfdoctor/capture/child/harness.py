@@ -237,14 +237,23 @@ def _is_tf_missing(exc: BaseException) -> bool:
     return False
 
 
-def run_script(script: str, args: list[str], cwd: str | None) -> tuple[str, str | None]:
-    """Run the user's script as ``__main__``; returns (outcome, error text)."""
+def run_script(
+    script: str, args: list[str], cwd: str | None, module: str | None = None
+) -> tuple[str, str | None]:
+    """Run the user's script as ``__main__``; returns (outcome, error text). ``module``: as
+    ``python -m module`` runs it (``sys.path[0]`` the working directory, its package imported first,
+    so its relative imports work; ``script`` is the module's file)."""
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     if cwd:
         os.chdir(cwd)
+    if module:
+        sys.path[0] = os.getcwd()
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(script, run_name="__main__")
         return "finished", None
     except StopCapture:
         return "complete", None
@@ -259,7 +268,8 @@ def run_script(script: str, args: list[str], cwd: str | None) -> tuple[str, str 
 
 
 def _main_globals() -> dict[str, Any] | None:
-    """The script's globals while ``runpy.run_path(run_name="__main__")`` runs it."""
+    """The script's globals while ``runpy.run_path(run_name="__main__")`` (or ``run_module(...,
+    alter_sys=True)``, which puts its module in ``sys.modules["__main__"]`` too) runs it."""
     main = sys.modules.get("__main__")
     return getattr(main, "__dict__", None)
 
@@ -338,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         g = guard.install(cfg["guard"]["root"], int(cfg["guard"]["since_ns"]), [str(run_dir), cfg["logdir"]])
         hooks.register("h5py", lambda m: guard.guard_h5py(g, m))
 
-    outcome, error = run_script(cfg["script"], list(cfg.get("args") or []), cfg.get("cwd"))
+    outcome, error = run_script(cfg["script"], list(cfg.get("args") or []), cfg.get("cwd"), cfg.get("module"))
     planned_done = clock.stopped
     try:
         clock.close()

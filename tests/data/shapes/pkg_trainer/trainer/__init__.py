@@ -1,0 +1,1 @@
+"""A training package, run as ``python -m trainer.train`` from the folder above it."""
