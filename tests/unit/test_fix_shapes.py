@@ -2708,6 +2708,21 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "0.001 made explicit, → 0.001414 (square-root scaling for Adam); Adam at line 162",
         },
     ),
+    # keras-io's "Text classification with Transformer" (Keras 3: TransformerBlock and
+    # TokenAndPositionEmbedding layers of the script's, a softmax Dense(2) output, optimizer="adam",
+    # fit on padded arrays): every codemod right the first time; end to end on an avx512_bf16 CPU
+    # (2026-11-30) steps-per-execution kept 1.127x, mixed-precision 1.048x not decided
+    "transformer_text_classifier.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 131)",
+            "xla-jit": "jit_compile=True on model.compile() (line 131)",
+            "mixed-precision": "set_global_policy('mixed_bfloat16') before line 23; kept float32: Dense at line 122 "
+            "(model)",
+            "batch-scale": "batch size ×2 (32 → 64, line 134); learning rate Adam at line 131: default 0.001 made "
+            "explicit, → 0.001414 (square-root scaling for Adam)",
+        },
+    ),
     # keras-io's SimSiam (its backbone from a module beside it): SimSiam(get_encoder(), get_predictor()) with
     # a train_step computing the loss on both models' outputs; one CosineDecay driving two SGD optimizers.
     # mixed-precision kept float32 only on the linear classifier's Dense (the two models handed in as
