@@ -208,6 +208,10 @@ def test_check_script_refuses_bad_input(tmp_path):
     (tmp_path / "notes.txt").write_text("x = 1\n")
     with pytest.raises(UsageError, match=r"not a Python script \(expected a \.py file\)"):
         check_script(tmp_path / "notes.txt")
+    (tmp_path / "train.ipynb").write_text('{"cells": []}')
+    with pytest.raises(UsageError, match="a notebook, not a Python script") as e:
+        check_script(tmp_path / "train.ipynb")
+    assert "%%tfdoctor" in e.value.hint and "jupyter nbconvert --to script train.ipynb" in e.value.hint
     (tmp_path / "bad.py").write_text("def f(:\n    pass\n")
     with pytest.raises(UsageError, match=r"bad.py:1: syntax error"):
         check_script(tmp_path / "bad.py")

@@ -151,6 +151,12 @@ def check_script(script: str | Path) -> Path:
         raise UsageError(f"{script}: no such file")
     if path.is_dir():
         raise UsageError(f"{script}: is a directory, not a Python script")
+    if path.suffix == ".ipynb":
+        raise UsageError(
+            f"{script}: a notebook, not a Python script",
+            hint="profile it inside Jupyter with %load_ext tfdoctor and %%tfdoctor on the training cell "
+            "(docs/notebook.md), or export it first: jupyter nbconvert --to script " + path.name,
+        )
     if path.suffix != ".py":
         raise UsageError(f"{script}: not a Python script (expected a .py file)")
     try:
