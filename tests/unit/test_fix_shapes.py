@@ -2723,6 +2723,21 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "explicit, → 0.001414 (square-root scaling for Adam)",
         },
     ),
+    # TensorFlow's "word2vec" (Keras 3): a Word2Vec subclass whose call(pair) returns an einsum (the
+    # logits: no output layer), skip-grams made in numpy, a TextVectorization pipeline no training reads,
+    # fit on a cached, prefetched dataset at BATCH_SIZE = 1024: every codemod right the first time; end to
+    # end (2026-11-30) xla-jit 1.52x and batch ×2 1.42x kept, combined 3.05x [2.11, 4.40], side by side 2.4-3.4x
+    "word2vec.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in word2vec.compile() (line 143)",
+            "xla-jit": "jit_compile=True on word2vec.compile() (line 143)",
+            "mixed-precision": "kept float32: the value returned, dots, at line 138 cast (Word2Vec.call() returns an "
+            "op, not a layer)",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 2048, line 105); learning rate Adam at line 143: default "
+            "0.001 made explicit, → 0.001414 (square-root scaling for Adam)",
+        },
+    ),
     # keras-io's SimSiam (its backbone from a module beside it): SimSiam(get_encoder(), get_predictor()) with
     # a train_step computing the loss on both models' outputs; one CosineDecay driving two SGD optimizers.
     # mixed-precision kept float32 only on the linear classifier's Dense (the two models handed in as
