@@ -178,7 +178,11 @@ def test_resolve_module_finds_the_file_python_m_runs_without_importing(tmp_path:
     (tmp_path / "pkg" / "bare").mkdir()
     assert resolve_module("pkg.train", tmp_path) == (tmp_path / "pkg" / "train.py").resolve()
     assert resolve_module("pkg.sub", tmp_path) == (tmp_path / "pkg" / "sub" / "__main__.py").resolve()
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere.py"
+    elsewhere.write_text("print(3)\n")
+    (tmp_path / "pkg" / "linked.py").symlink_to(elsewhere)
     for name, said in (
+        ("pkg.linked", "leads out of"),
         ("pkg.nothere", "no pkg/nothere.py under"),
         ("pkg.bare", "is a package without __main__.py"),
         ("pkg/train.py", "not a module name"),

@@ -188,7 +188,10 @@ def resolve_module(name: str, root: str | Path) -> Path:
     folder = root.joinpath(*parts[:-1])
     for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__main__.py"):
         if candidate.is_file():
-            return check_script(candidate)
+            path = check_script(candidate)
+            if root not in path.parents:  # a link out of the folder: a fix trial's copy would not hold it
+                raise UsageError(f"-m {name}: {candidate} leads out of {root} (to {path})")
+            return path
     if folder.joinpath(parts[-1]).is_dir():
         raise UsageError(f"-m {name}: {folder / parts[-1]} is a package without __main__.py")
     raise UsageError(
