@@ -546,6 +546,7 @@ class Report(_Frozen):
     run_id: str
     script: str
     args: list[str] = Field(default_factory=list)
+    module: str | None = None  # profile -m MODULE: run as python -m MODULE (``script`` is its file)
     created: str  # ISO-8601
     status: RunStatus
     error: str | None = None

@@ -205,7 +205,7 @@ def test_walkthrough_gets_its_split_step_compiled_and_its_tensor_print_is_not_a_
 
 
 def test_a_package_run_as_python_m_is_profiled_and_fixed_with_its_relative_imports(
-    tfd_home, tmp_path, monkeypatch
+    tfd_home, tmp_path, monkeypatch, capsys
 ):
     # tests/data/shapes/pkg_trainer: `python -m trainer.train` (from . import data; from .model import
     # build_model, make_optimizer): as a file, its relative imports fail; LEARNING_RATE in trainer/model.py
@@ -228,6 +228,14 @@ def test_a_package_run_as_python_m_is_profiled_and_fixed_with_its_relative_impor
     store = RunStore(tfd_home)
     base = store.get("base")
     assert base.capture_record().module == "trainer.train"
+    # the report says how it ran: the terminal's header and the HTML's command line, and its "run
+    # tfdoctor profile ... --fix" advice, name -m trainer.train (the file alone fails on its imports)
+    from tfdoctor.report.html import run_page
+
+    assert base.report().module == "trainer.train"
+    assert "-m trainer.train --epochs 1" in capsys.readouterr().out
+    page = run_page(base.report(), run_path=base.path)
+    assert page.command == "-m trainer.train --epochs 1" and page.target == "-m trainer.train"
     assert base.report().facts.learning_rate == pytest.approx(0.001)
     fix = base.report().fix
     trials = {t.fix_id: t for t in fix.trials}

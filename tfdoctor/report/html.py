@@ -178,6 +178,7 @@ class RunPage:
     title: str
     script: str
     command: str
+    target: str  # what follows `tfdoctor profile`: the script, or -m MODULE
     created: str
     created_human: str
     status: str
@@ -561,7 +562,8 @@ def run_page(
         run_id=report.run_id,
         title=script_name,
         script=report.script,
-        command=f"{report.script} {args}".strip(),
+        command=f"{f'-m {report.module}' if report.module else report.script} {args}".strip(),
+        target=f"-m {report.module}" if report.module else report.script,
         created=report.created,
         created_human=human_time(report.created),
         status=report.status,

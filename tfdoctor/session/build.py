@@ -60,6 +60,15 @@ def analyze_path(
     return a, notes
 
 
+def _module(run: RunDir) -> str | None:
+    """The ``-m MODULE`` the run was started with (capture.json), None for a script run as a file."""
+    try:
+        cap = run.capture_record()
+    except Exception:  # unreadable capture.json: the report still builds, as for a run of a file
+        return None
+    return cap.module if cap is not None else None
+
+
 def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: Facts | None = None) -> Report:
     """The report of a run directory. ``steps`` and ``facts``, when the caller holds them (a capture
     that just ended), are used as they are instead of being read back from the run's files."""
@@ -94,6 +103,7 @@ def build_report(run: RunDir, *, steps: list[StepTiming] | None = None, facts: F
         run_id=run.id,
         script=meta.get("script", ""),
         args=meta.get("args", []),
+        module=_module(run),
         created=meta.get("created") or now_iso(),
         # "finishing": the status the store records once this report is on disk (store.update)
         status=meta.get("finishing") or meta.get("status", "complete"),
