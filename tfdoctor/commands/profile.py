@@ -197,7 +197,7 @@ class ProfileCommand:
         if rest[0].startswith(MODULE_MARK):  # -m pkg.train: the module's file is the script
             args.module = rest[0][len(MODULE_MARK) :]
             if not args.module:
-                raise UsageError("-m needs a module name", hint="e.g. tfdoctor profile -m mypkg.train")
+                raise UsageError("-m needs a module name", hint=f"e.g. tfdoctor {self.name} -m mypkg.train")
         args.script, rest = rest[0], rest[1:]
         ours, theirs = (
             (rest[: rest.index("--")], rest[rest.index("--") + 1 :]) if "--" in rest else (rest, [])
@@ -210,7 +210,7 @@ class ProfileCommand:
             if unknown:
                 raise UsageError(
                     f"unknown option(s) {' '.join(unknown)}; pass the script's own arguments after --",
-                    hint=f"e.g. tfdoctor profile {f'-m {args.module}' if args.module else args.script} -- "
+                    hint=f"e.g. tfdoctor {self.name} {f'-m {args.module}' if args.module else args.script} -- "
                     f"{' '.join(unknown)}",
                 )
         if args.module:
