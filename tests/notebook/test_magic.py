@@ -411,6 +411,31 @@ def test_fix_a_script_from_the_notebook_through_the_fix_loop(shell, tmp_path):
     assert script.read_bytes() == before  # measured on a copy; --apply was not given
 
 
+def test_apply_from_the_notebook_writes_only_a_result_verified_faster(shell, tmp_path, capfd):
+    """%tfdoctor profile SCRIPT --fix --apply decides as `tfdoctor profile --fix --apply` does: the script is
+    written (with its backup) only when the combined result was verified faster side by side."""
+    import shutil
+
+    script = tmp_path / "tiny_train.py"
+    shutil.copy(ROOT / "tests" / "scripts" / "tiny_train.py", script)
+    before = script.read_bytes()
+    shell.ip.run_line_magic(
+        "tfdoctor",
+        f"profile {script} --steps 12 --run-id nb-apply --fix --only tf-function --fix-rounds 1 --apply "
+        "-- --loop eager",
+    )
+    fix = RunStore(shell.home).get("nb-apply").report().fix
+    assert fix is not None and fix.patch
+    err = capfd.readouterr().err
+    backup = tmp_path / "tiny_train.py.tfdoctor-bak"
+    if fix.combined_verdict == "faster":
+        assert "Applied to" in err and backup.read_bytes() == before
+        assert script.read_bytes() != before and b"@tf.function" in script.read_bytes()
+    else:  # kept on its trial, not verified faster on the whole: nothing written, and said so
+        assert "not applied: the combined result is not verified faster" in err
+        assert script.read_bytes() == before and not backup.exists()
+
+
 WALKTHROUGH_GRAD = """
 def loss_fn(model, x, y, training):
     return tf.reduce_mean((model(x, training=training) - y) ** 2)

@@ -144,6 +144,41 @@ def test_tf_function_decides_from_what_ran_when_the_file_has_several_steps() -> 
     )
 
 
+COMPILE_FLAG = """
+import tensorflow as tf
+
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+if not args.eager:
+    train_step = tf.function(train_step)
+
+for x, y in ds:
+    loss = train_step(x, y)
+"""
+
+
+def test_tf_function_decorates_a_step_the_script_wraps_only_when_a_flag_says_so() -> None:
+    # user repositories keep a debugging flag: `if not args.eager: train_step = tf.function(train_step)`
+    # (or `compiled = tf.function(step)` used by another loop); run with the flag on, the facts say the
+    # step ran eagerly at the def: "no training step found" was said before, the step being "wrapped"
+    ran = Facts(step_kind="eager", loop_kind="custom", source={"step_fn": "/w/train.py:4"})
+    out = get_fix("tf-function").apply(COMPILE_FLAG, FixContext(facts=ran, filename="train.py"))
+    assert out.changed, out.reason
+    assert "@tf.function\ndef train_step(x, y):" in out.code
+    assert "train_step = tf.function(train_step)" in out.code  # left: a tf.function of one still works
+    assert "the run called it eagerly, not through the tf.function(train_step)" in out.reason
+    # the run went through the wrapper (a tf.function step): nothing to do
+    compiled = Facts(step_kind="tf.function", loop_kind="custom", source={"step_fn": "/w/train.py:4"})
+    assert get_fix("tf-function").apply(
+        COMPILE_FLAG, FixContext(facts=compiled, filename="train.py")
+    ).status == ("skipped")
+
+
 def test_tf_function_never_returns_the_tape_with_keras3_apply() -> None:
     # the extracted step ends at optimizer.apply (Keras 3), not at the tape block
     out = run(

@@ -612,7 +612,13 @@ class TfFunctionCodemod(FixCodemod):
         for fn in candidates:
             name = fn.name.value
             cls = owner.get(id(fn))
-            if _is_compiled(fn, tf_function, wrapped):
+            wrapped_only = name in wrapped and not _is_compiled(fn, tf_function, set())
+            if _is_compiled(fn, tf_function, wrapped) and not (
+                # ``tf.function(step)`` made elsewhere (``compiled = tf.function(step)``, or under an
+                # ``if not args.eager:``) while the run called the plain function: the facts say it ran
+                # eagerly, so it is decorated (a tf.function of a tf.function still works)
+                wrapped_only and self.ran and self._holds_ran_line(fn)
+            ):
                 compiled.append(name)
                 continue
             # a keras.Model subclass's step methods are compiled by fit (train_step and what it
@@ -642,6 +648,8 @@ class TfFunctionCodemod(FixCodemod):
                 target, note = runner, f", which runs {name}() through strategy.run"
             elif not _applies(fn.body) and self.find_split(tree, fn):
                 break  # the gradient function's call and the update after it: extracted together
+            if wrapped_only and target is fn:
+                note += f" (the run called it eagerly, not through the tf.function({name}) the script makes)"
             self.decorate.add(id(target))
             self.step_name = target.name.value
             self.effects(fn.body, fn)

@@ -348,7 +348,14 @@ class TfdoctorMagics(Magics):
         with _fix_progress(os.path.basename(str(cfg.script))) as on_event:
             loop = FixLoop(store, run, report, loop_cfg, on_event=on_event)
             summary = loop.run()
-        if args.apply and summary.patch:
+        if args.apply and summary.patch and summary.combined_verdict != "faster":
+            # as `tfdoctor profile --fix --apply`: only a combined result verified faster side by side
+            print(
+                "tfdoctor: not applied: the combined result is not verified faster than the baseline side by "
+                f"side ({summary.combined_note or 'not measured'}); the patch is in fix.patch",
+                file=sys.stderr,
+            )
+        elif args.apply and summary.patch:
             final = loop.final_source or original.text
             written = apply_project(loop_cfg.script, original, final, loop.module_changes())
             print(f"tfdoctor: {applied_text(written)}", file=sys.stderr)
