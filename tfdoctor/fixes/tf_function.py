@@ -1209,7 +1209,10 @@ class TfFunction(Fix):
 
     Which step: the one that ran. When the run's facts say the profiled step was eager, the function or
     loop holding the lines where the hooks saw it (its ``tape.gradient``, its optimizer update) is the
-    one compiled, even if the file also defines ``@tf.function`` versions used later. Not tried when
+    one compiled, even if the file also defines ``@tf.function`` versions used later, or wraps it in
+    ``tf.function(step)`` where the run did not go (``if not args.eager: train_step =
+    tf.function(train_step)`` with the flag on: it is decorated, and a tf.function of it still
+    works). Not tried when
     the profiled step already ran as a tf.function, on a Keras ``fit`` loop (``fit`` compiles the step,
     a ``train_step`` override too: xla-jit and steps-per-execution are the fixes that apply there), or
     on a ``step_fn`` that ``strategy.run`` calls inside a tf.function (a function calling
