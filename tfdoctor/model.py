@@ -560,3 +560,8 @@ class Report(_Frozen):
     trace_files: list[str] = Field(default_factory=list)  # relative to the run directory
     logdir: str | None = None  # the TensorBoard logdir, relative to the run directory
     distributed: DistributedSummary | None = None  # several replicas / workers: their balance
+
+    @property
+    def target(self) -> str:
+        """What follows ``tfdoctor profile`` to run this script again: ``-m MODULE`` or the script."""
+        return f"-m {self.module}" if self.module else self.script

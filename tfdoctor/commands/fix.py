@@ -17,7 +17,14 @@ from tfdoctor.model import Report
 from tfdoctor.report.format import fix_headline
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, EXTRA_ROUNDS, Event, FixLoop, LoopConfig
-from tfdoctor.session.profile import applied_text, apply_project, fix_config, fix_config_for_run, fix_options
+from tfdoctor.session.profile import (
+    applied_text,
+    apply_project,
+    fix_config,
+    fix_config_for_run,
+    fix_options,
+    not_verified_text,
+)
 from tfdoctor.session.profile import apply_fixes as apply_patch  # noqa: F401  (the one-file writer, as before)
 from tfdoctor.store import RunStore
 from tfdoctor.userfiles import check_writable, read_source
@@ -165,10 +172,7 @@ def run_loop(
                 f"Patch: {escape(str(run.file('fix.patch')))}  (apply with: git apply or patch -p1 in {escape(str(loop.base))})"
             )
     if getattr(args, "apply", False) and summary.patch and summary.combined_verdict != "faster":
-        out.print(
-            "Not applied: the combined result is not verified faster than the baseline side by side "
-            f"({escape(summary.combined_note or 'not measured')}); the patch is in fix.patch"
-        )
+        out.print(escape(f"Not applied: {not_verified_text(summary)}"))
     elif getattr(args, "apply", False) and summary.patch:
         final = loop.final_source or original.text
         out.print(escape(applied_text(apply_project(script, original, final, loop.module_changes()))))

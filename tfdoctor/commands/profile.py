@@ -193,8 +193,7 @@ class ProfileCommand:
                 "no script given", hint="usage: tfdoctor profile SCRIPT [options] [-- SCRIPT_ARGS]"
             )
         args.module = None
-        rest = module_argv(rest)
-        if rest[0].startswith(MODULE_MARK):  # -m pkg.train: the module's file is the script
+        if rest[0].startswith(MODULE_MARK):  # -m pkg.train (module_argv): the module's file is the script
             args.module = rest[0][len(MODULE_MARK) :]
             if not args.module:
                 raise UsageError("-m needs a module name", hint=f"e.g. tfdoctor {self.name} -m mypkg.train")

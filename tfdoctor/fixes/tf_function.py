@@ -612,8 +612,9 @@ class TfFunctionCodemod(FixCodemod):
         for fn in candidates:
             name = fn.name.value
             cls = owner.get(id(fn))
-            wrapped_only = name in wrapped and not _is_compiled(fn, tf_function, set())
-            if _is_compiled(fn, tf_function, wrapped) and not (
+            decorated = _is_compiled(fn, tf_function, set())
+            wrapped_only = name in wrapped and not decorated
+            if (decorated or wrapped_only) and not (
                 # ``tf.function(step)`` made elsewhere (``compiled = tf.function(step)``, or under an
                 # ``if not args.eager:``) while the run called the plain function: the facts say it ran
                 # eagerly, so it is decorated (a tf.function of a tf.function still works)

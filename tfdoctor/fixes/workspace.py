@@ -37,15 +37,23 @@ def workspace_root(script: Path, cwd: Path) -> Path:
     (at most :data:`MAX_ROOT_FILES` files outside :data:`SKIP_DIRS`)."""
     folder = script.resolve().parent
     cwd = cwd.resolve()
-    if cwd == folder or cwd not in folder.parents or cwd == Path(cwd.anchor) or cwd == Path.home().resolve():
+    if cwd == folder or cwd not in folder.parents or _too_big_to_copy(cwd):
         return folder
+    return cwd
+
+
+def _too_big_to_copy(root: Path) -> str:
+    """Why the (resolved) folder ``root`` is not a project a trial may copy: "your home folder or /", or
+    "more than N files there" (outside :data:`SKIP_DIRS`); "" when it is one."""
+    if root == Path(root.anchor) or root == Path.home().resolve():
+        return "your home folder or /"
     n = 0
-    for _, dirs, files in os.walk(cwd):
+    for _, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
         n += len(files)
         if n > MAX_ROOT_FILES:
-            return folder
-    return cwd
+            return f"more than {MAX_ROOT_FILES} files there"
+    return ""
 
 
 def check_module_root(root: Path) -> None:
@@ -55,20 +63,12 @@ def check_module_root(root: Path) -> None:
     from tfdoctor.errors import UsageError
 
     root = root.resolve()
-    n = 0
-    if root != Path(root.anchor) and root != Path.home().resolve():
-        for _, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
-            n += len(files)
-            if n > MAX_ROOT_FILES:
-                break
-        else:
-            return
-    raise UsageError(
-        f"--fix with -m copies the folder the module runs from, {root}, for each trial: "
-        + (f"more than {MAX_ROOT_FILES} files there" if n > MAX_ROOT_FILES else "your home folder or /")
-        + "; run tfdoctor from the project's own folder (the one holding the package), or give it with --cwd"
-    )
+    why = _too_big_to_copy(root)
+    if why:
+        raise UsageError(
+            f"--fix with -m copies the folder the module runs from, {root}, for each trial: {why}; run "
+            "tfdoctor from the project's own folder (the one holding the package), or give it with --cwd"
+        )
 
 
 def make_workspace(script: Path, dest: Path, root: Path | None = None) -> Path:

@@ -334,7 +334,13 @@ class TfdoctorMagics(Magics):
         import os
 
         from tfdoctor.session.fix_loop import FixLoop
-        from tfdoctor.session.profile import applied_text, apply_project, fix_config, fix_options
+        from tfdoctor.session.profile import (
+            applied_text,
+            apply_project,
+            fix_config,
+            fix_options,
+            not_verified_text,
+        )
         from tfdoctor.userfiles import check_writable, read_source
 
         report = run.report()
@@ -350,11 +356,7 @@ class TfdoctorMagics(Magics):
             summary = loop.run()
         if args.apply and summary.patch and summary.combined_verdict != "faster":
             # as `tfdoctor profile --fix --apply`: only a combined result verified faster side by side
-            print(
-                "tfdoctor: not applied: the combined result is not verified faster than the baseline side by "
-                f"side ({summary.combined_note or 'not measured'}); the patch is in fix.patch",
-                file=sys.stderr,
-            )
+            print(f"tfdoctor: not applied: {not_verified_text(summary)}", file=sys.stderr)
         elif args.apply and summary.patch:
             final = loop.final_source or original.text
             written = apply_project(loop_cfg.script, original, final, loop.module_changes())

@@ -325,7 +325,7 @@ def distributed_table(report: Report) -> Table | None:
 def render(report: Report, console: Console | None = None, *, run_dir: str | None = None) -> None:
     console = console or Console()
     head = Text()
-    head.append(f"-m {report.module}" if report.module else f"{report.script}", style="bold")
+    head.append(report.target, style="bold")
     if report.args:
         head.append(" " + " ".join(report.args))
     head.append(f"  [{report.status}]", style="green" if report.status == "complete" else "red")

@@ -14,7 +14,7 @@ from typing import Any
 
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import TfdoctorError, UsageError
-from tfdoctor.model import Report
+from tfdoctor.model import FixSummary, Report
 from tfdoctor.rundir import RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.session.fix_loop import DEFAULT_ROUNDS, LoopConfig
@@ -207,6 +207,15 @@ def _restore(written: list[Path], backups: Mapping[Path, Path]) -> str:
 def applied_text(backups: Mapping[Path, Path]) -> str:
     """The line saying which files :func:`apply_project` wrote, with their backups."""
     return "Applied to " + ", ".join(f"{path} (backup: {bak})" for path, bak in backups.items())
+
+
+def not_verified_text(summary: FixSummary) -> str:
+    """Why ``--apply`` wrote nothing although fixes were kept: the combined result was not verified
+    faster side by side (the CLI and the notebook say it after "not applied: ")."""
+    return (
+        "the combined result is not verified faster than the baseline side by side "
+        f"({summary.combined_note or 'not measured'}); the patch is in fix.patch"
+    )
 
 
 def fix_options(args: Any) -> FixOptions:

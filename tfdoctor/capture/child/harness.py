@@ -244,11 +244,10 @@ def run_script(
     ``python -m module`` runs it (``sys.path[0]`` the working directory, its package imported first,
     so its relative imports work; ``script`` is the module's file)."""
     sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    script_dir = os.path.dirname(os.path.abspath(script))  # before the chdir: a relative path reads from here
     if cwd:
         os.chdir(cwd)
-    if module:
-        sys.path[0] = os.getcwd()
+    sys.path[0] = os.getcwd() if module else script_dir
     try:
         if module:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
