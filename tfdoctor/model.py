@@ -136,6 +136,32 @@ class KerasBatchCall(_Frozen):
     timed_steps: int = 0  # the timing window's steps (calls / timed_steps: calls a step)
 
 
+class GapPredict(_Frozen):
+    """``predict()`` calls the script made at one line between two ``fit()`` calls (see BetweenFits)."""
+
+    site: str  # "char_lstm.py:112"
+    code: str  # that line's text, stripped
+    calls: int
+    seconds: float  # inside those calls
+    rows: int | None = None  # the most rows one call was given
+
+
+class BetweenFits(_Frozen):
+    """The script's own work between two ``fit()`` calls of a fit-per-epoch loop, as the profile run
+    timed it: the planned steps ended inside a ``fit()`` called from a loop, that fit() was ended there
+    (``model.stop_training``) and the script went on until ``ended_by``: "next_fit" (the loop's next
+    ``fit()`` began: ``seconds`` is the whole gap), "limit" (still going after ``limit_s``: at least that
+    long), "write" (it opened ``write_path`` for writing: the run stopped before that), "script_end"."""
+
+    seconds: float
+    ended_by: Literal["next_fit", "limit", "write", "script_end"]
+    limit_s: float
+    write_path: str | None = None
+    fit_site: str = ""  # "char_lstm.py:95": the fit() of the loop
+    fit_steps: int | None = None  # the steps one such fit() runs (steps an epoch × its epochs)
+    predict_calls: list[GapPredict] = Field(default_factory=list)  # the most time first
+
+
 #: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)
 TENSOR_CORE_CC = 7.0
 
@@ -174,6 +200,8 @@ class Facts(_Frozen):
     debug_switches: list[str] = Field(default_factory=list)
     # Keras predict() calls in the training loop and fit() calls of one batch each (see KerasBatchCall)
     keras_batch_calls: list[KerasBatchCall] = Field(default_factory=list)
+    #: the work between the fit() calls of a fit-per-epoch loop (None: not watched; see BetweenFits)
+    between_fits: BetweenFits | None = None
     strategy: str | None = None  # class name of the active tf.distribute strategy
     num_replicas: int = 1
     steps_per_execution: int | None = None

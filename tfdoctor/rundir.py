@@ -41,6 +41,9 @@ CAPTURE = "capture.json"
 HARNESS = "harness.json"
 FACTS = "facts.json"
 STEPS = "steps.jsonl"
+BETWEEN_FITS = (
+    "between_fits"  # made when the watch of the work between fit() calls begins (capture/child/gap.py)
+)
 REPORT = "report.json"
 STDOUT = "stdout.log"
 STDERR = "stderr.log"

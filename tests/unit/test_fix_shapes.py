@@ -2165,6 +2165,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "Adam at line 64: 0.0002 → 0.0002828 (square-root scaling for Adam); Adam at line 65",
         },
     ),
+    # keras-io's character-level LSTM: fit(epochs=1) in a Python loop, then 4 x 400 characters generated with
+    # one predict() of one row each: minutes between epochs of seconds, outside every timed step. The profile
+    # run now watches that gap (TFD207, tests/integration/test_between_fits.py); the fixes are the fit()'s
+    "char_lstm.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 65)",
+            "xla-jit": "jit_compile=True on model.compile() (line 65)",
+            "mixed-precision": "kept float32: Dense at line 61 (model)",
+            "batch-scale": "batch size ×2 (batch_size = 256, line 87); learning rate RMSprop at line 64: 0.01 → "
+            "0.01414 (square-root scaling for RMSprop)",
+        },
+    ),
     # TF CycleGAN: four models from pix2pix-style builders (an InstanceNormalization layer of the script's),
     # four Adam optimizers stepped in one persistent-tape @tf.function step returning nothing, BATCH_SIZE = 1,
     # two cached, jittered pipelines zipped in the loop. Right the first time; end to end (2026-11-30) xla-jit

@@ -34,6 +34,7 @@ from tfdoctor.capture.workers import WorkerIdentity, from_tf_config
 from tfdoctor.errors import NO_SPACE, TensorFlowMissing, UsageError
 from tfdoctor.model import Facts, RunStatus, StepTiming
 from tfdoctor.rundir import (
+    BETWEEN_FITS,
     CAPTURE,
     FACTS,
     HARNESS,
@@ -46,6 +47,9 @@ from tfdoctor.rundir import (
 )
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+#: how long ``tfdoctor profile`` watches the script's work between two fit() calls of a loop
+BETWEEN_FITS_S = 30.0
 
 
 @dataclass
@@ -80,6 +84,9 @@ class CaptureConfig:
     # ``-m MODULE``: the script is run as ``python -m MODULE`` would run it, from ``cwd`` (its package's
     # relative imports work); ``script`` is then the module's file (:func:`resolve_module`)
     module: str | None = None
+    # the profile run's watch of the work between fit() calls when the planned steps end inside a fit()
+    # of a fit-per-epoch loop (capture/child/gap.py): at most this long (0: off, as in the fix trials)
+    between_fits_s: float = 0.0
 
     def windows(self) -> Windows:
         """The planned windows (an adaptive warm-up may grow past ``warmup``)."""
@@ -107,7 +114,8 @@ class CaptureConfig:
 
 @dataclass(frozen=True)
 class CaptureProgress:
-    """One progress report: ``phase`` is starting | running | stopping | done."""
+    """One progress report: ``phase`` is starting | running | between_fits | stopping | done
+    (between_fits: the steps are done and the profile run times the script's work between fit() calls)."""
 
     phase: str
     steps_done: int
@@ -504,7 +512,7 @@ def run_capture(
     check_tensorflow()
     windows = cfg.windows()
     run.path.mkdir(parents=True, exist_ok=True)
-    for name in (STEPS, HARNESS, FACTS):
+    for name in (STEPS, HARNESS, FACTS, BETWEEN_FITS):
         run.file(name).unlink(missing_ok=True)
     cwd = Path(cfg.cwd).resolve() if cfg.cwd is not None else Path.cwd()
     capture = {
@@ -523,6 +531,7 @@ def run_capture(
         "min_timing_s": cfg.min_timing_s,
         "fit": cfg.fit,
         "module": cfg.module,
+        "between_fits_s": cfg.between_fits_s,
     }
     atomic_write_json(run.file(CAPTURE), capture)
     tail = StepTail(run)
@@ -582,10 +591,14 @@ def run_capture(
     try:
         report("starting")
         last_scan = 0.0
+        watching = False
         try:
             while proc.poll() is None:
                 if tail.poll():
                     report("running")
+                if cfg.between_fits_s and not watching and run.file(BETWEEN_FITS).exists():
+                    watching = True
+                    report("between_fits")
                 if time.monotonic() - last_scan > SCAN_EVERY_S:  # setsid'd descendants, while we can
                     last_scan = time.monotonic()
                     seen.update(procs.descendants(proc.pid, procs.table()))

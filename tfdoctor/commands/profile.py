@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tfdoctor.capture.runner import (
+    BETWEEN_FITS_S,
     CaptureConfig,
     CaptureProgress,
     CaptureResult,
@@ -68,7 +69,11 @@ class ProgressDisplay:
         self.progress.stop()
 
     def __call__(self, p: CaptureProgress) -> None:
-        window = {"starting": "starting Python + TensorFlow", "stopping": "stopping"}.get(p.phase)
+        window = {
+            "starting": "starting Python + TensorFlow",
+            "stopping": "stopping",
+            "between_fits": f"timing the script's work between fit() calls (≤ {BETWEEN_FITS_S:g} s)",
+        }.get(p.phase)
         if window is None:
             window = f"{p.window} window" if p.steps_done else "waiting for the first step"
         rate = f"{p.steps_per_s:.1f} steps/s" if p.steps_per_s else ""
@@ -231,6 +236,7 @@ class ProfileCommand:
             cwd=args.cwd,
             fit=args.fit,
             module=args.module,
+            between_fits_s=BETWEEN_FITS_S if self.name == "profile" else 0.0,
         )
         if args.fit is not None and args.fit < 1:
             raise UsageError(f"--fit {args.fit}: phases of fit() training count from 1")

@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.capture.child import guard, procs
+from tfdoctor.capture.child import gap, guard, procs
 from tfdoctor.capture.child.clock import (
     WARMUP_TIMEOUT_SHARE,
     MemoScanner,
@@ -41,7 +41,7 @@ from tfdoctor.capture.child.clock import (
 )
 from tfdoctor.capture.child.hooks import PostImportHooks, Tracker, install, profiler_original
 from tfdoctor.model import INPUT_MARKER, STEP_MARKER, Device, Facts
-from tfdoctor.rundir import FACTS, HARNESS, STEPS, atomic_write_json
+from tfdoctor.rundir import BETWEEN_FITS, FACTS, HARNESS, STEPS, atomic_write_json
 
 
 class ProfilerMarkers:
@@ -343,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
     tracker = Tracker(clock, cfg.get("switches") or {}, fit_phase=cfg.get("fit"))
     hooks = PostImportHooks()
     install(tracker, hooks)
+    gap_s = cfg.get("between_fits_s")
+    if isinstance(gap_s, (int, float)) and gap_s > 0 and not cfg.get("guard"):  # the profile run only
+        tracker.gap_watch_s = float(gap_s)
+        tracker.gap_allow = (str(run_dir), str(cfg["logdir"]))
+        tracker.gap_marker = str(run_dir / BETWEEN_FITS)
+        gap.install_audit(lambda: tracker.gap if tracker is not None else None)
     if cfg.get("guard"):  # a fix trial in a copy of the script's folder: the user's files stay as they are
         g = guard.install(cfg["guard"]["root"], int(cfg["guard"]["since_ns"]), [str(run_dir), cfg["logdir"]])
         hooks.register("h5py", lambda m: guard.guard_h5py(g, m))

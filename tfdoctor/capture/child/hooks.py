@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfdoctor.capture.child.clock import StepClock, StopCapture
+from tfdoctor.capture.child.gap import GapWatch, in_loop
 from tfdoctor.capture.child.procs import WATCHDOG_THREAD
 from tfdoctor.model import CACHE_FILL_SWITCH, CacheFill, DatasetStage
 
@@ -477,6 +478,11 @@ class Tracker:
         self.batch_calls: dict[tuple[str, str], dict[str, Any]] = {}
         self.fit_per_batch = False  # the fit() call in progress is one of a fit() per batch
         self.fit_site = ""  # the script's line the last fit() was called from
+        #: the profile run's watch of the work between fit() calls (see tfdoctor.capture.child.gap):
+        #: its time limit (0: off, as in fix trials), the fit() in progress called from inside a loop
+        self.gap_watch_s = 0.0
+        self.fit_in_loop = False
+        self.gap: GapWatch | None = None
         #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
         self.filling = False  # our own pass over a cache runs: no hook counts it
@@ -568,8 +574,10 @@ class Tracker:
         self.counts["fit"] += 1
         self.in_fit += 1
         self.fit_samples = None
-        site = where(user_frame(3)) or ""
+        frame = user_frame(3)
+        site = where(frame) or ""
         if self.in_fit == 1:
+            self.fit_in_loop = in_loop(frame)
             same = self._note_phase(model, site)
             # a fit() per batch (an agent's replay: ``model.fit(state, target, epochs=1, verbose=0)``
             # for each sample): what runs between two calls (acting, predicting, the environment) is the
@@ -712,6 +720,31 @@ class Tracker:
             rec["seconds"] += seconds
         if rows is not None:
             rec["rows"] = max(rows, rec["rows"] or 0)
+
+    def gap_ready(self, params: Any) -> bool:
+        """The planned steps ended inside a fit(): end that fit() instead of the run (``True``) when it
+        was called from inside a loop of the script and this run watches the work between fit() calls;
+        ``params`` its callbacks' (the steps it would have run: ``steps`` × ``epochs``). The watch
+        starts now: the epoch's end (its callbacks: a ModelCheckpoint) must not write a user's file."""
+        if self.gap_watch_s <= 0 or not self.fit_in_loop or self.gap is not None or self.in_fit != 1:
+            return False
+        if self.fit_per_batch:  # a fit() per batch: the loop's work between calls is in its steps (TFD206)
+            return False
+        p = params if isinstance(params, dict) else {}
+        steps, epochs = p.get("steps"), p.get("epochs")
+        site = self.fit_site
+        self.gap = GapWatch(
+            self.gap_watch_s,
+            f"{os.path.basename(site.rsplit(':', 1)[0])}:{site.rsplit(':', 1)[-1]}" if site else "",
+            steps * epochs if isinstance(steps, int) and isinstance(epochs, int) else None,
+            allow=list(self.gap_allow),
+            marker=self.gap_marker,
+        )
+        self.gap.start()
+        return True
+
+    gap_allow: tuple[str, ...] = ()  # the run's own folders (the watch lets writes there through)
+    gap_marker: str | None = None  # the run's BETWEEN_FITS file
 
     def fit_epoch_begin(self) -> None:
         self.fit_seen, self.fit_mean = 0, 0.0
@@ -1322,6 +1355,9 @@ class Tracker:
                 {"api": api, "site": site, **rec, "timed_steps": timed}
                 for (api, site), rec in self.batch_calls.items()
             ]
+        if self.gap is not None:
+            self.gap.end("script_end")  # no-op when the next fit(), the limit or a write ended it
+            out["between_fits"] = self.gap.facts()
         if forced:  # tf.config.run_functions_eagerly(True): the step's tf.function ran op by op
             out["functions_run_eagerly"] = True
             if "step_kind" in out:
@@ -1950,7 +1986,9 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
             try:
                 tracker._guard("fit batch end", lambda: tracker.fit_batch_end(logs, self.begin, per_epoch))
             except StopCapture:
-                if not tracker.soft_stop_fit or getattr(self, "model", None) is None:
+                if getattr(self, "model", None) is None:
+                    raise
+                if not tracker.soft_stop_fit and not tracker.gap_ready(getattr(self, "params", None)):
                     raise
                 self.model.stop_training = True
 
@@ -1959,6 +1997,13 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 
         def make_fit(orig: Callable[..., Any]) -> Callable[..., Any]:
             def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if (
+                    tracker.gap is not None
+                    and tracker.gap.begun
+                    and tracker.gap.active
+                    and not tracker.in_fit
+                ):
+                    tracker.gap.stop("next_fit")  # the loop's next fit(): the work between them is timed
                 if tracker.in_fit or tracker.clock.stopped:
                     return orig(self, *args, **kwargs)
                 own_kwargs = dict(kwargs)
@@ -1995,6 +2040,8 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                     out = orig(self, *args_l, **kwargs)
                 finally:
                     tracker.fit_end(self)
+                if tracker.gap is not None and tracker.gap.active and not tracker.in_fit:
+                    tracker.gap.begin()  # the fit() gap_ready ended early returned: the gap's time runs
                 if tracker.fit_per_batch and not tracker.in_fit:
                     seconds = time.perf_counter() - t0
                     frame = sys._getframe(1)
@@ -2012,6 +2059,18 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 
         def make_predict(orig: Callable[..., Any]) -> Callable[..., Any]:
             def predict(self: Any, *args: Any, **kwargs: Any) -> Any:
+                gap = tracker.gap
+                if gap is not None and gap.active and gap.begun and not tracker.in_fit:
+                    t0 = time.perf_counter()
+                    out = orig(self, *args, **kwargs)
+                    seconds = time.perf_counter() - t0
+                    x = args[0] if args else kwargs.get("x")
+                    frame = first_user_frame(sys._getframe(1))
+                    code = (
+                        linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() if frame else ""
+                    )
+                    gap.predicted(frame, code, first_dim(x), seconds)  # may end the run (its time limit)
+                    return out
                 if tracker.in_fit or tracker.clock.stopped:  # a callback's predict: fit's own time
                     return orig(self, *args, **kwargs)
                 t0 = time.perf_counter()

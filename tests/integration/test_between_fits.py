@@ -1,0 +1,152 @@
+"""The profile run's watch of the work between the fit() calls of a fit-per-epoch loop (real TensorFlow
+runs): keras-io's character-level LSTM trains with ``fit(epochs=1)`` in a loop and then makes one
+``predict()`` of one row per generated character, minutes between epochs of seconds, which a run
+ending inside the first fit() never saw."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tfdoctor.capture.runner import CaptureConfig, run_capture
+from tfdoctor.store import RunStore
+
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+
+LOOP = """\
+import os
+
+import keras
+import numpy as np
+
+keras.utils.set_random_seed(0)
+x = np.random.rand(1600, 8).astype("float32")
+y = np.random.rand(1600, 1).astype("float32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+predicts = int(os.environ.get("PREDICTS", "40"))
+callbacks = [keras.callbacks.ModelCheckpoint(os.environ["CKPT"])] if os.environ.get("CKPT") else []
+
+for epoch in range(3):
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=callbacks)
+    for i in range(predicts):
+        p = model.predict(x[i : i + 1], verbose=0)[0]
+    print("epoch", epoch, "done", flush=True)
+"""
+
+
+def _capture(tfd_home: Path, script: Path, env: dict[str, str], phases: list | None = None, **cfg: object):
+    run = RunStore(tfd_home).new_run(str(script), [])
+    opts: dict = {"steps": 12, "warmup": 2, "profile": False, "timeout_s": 240, "between_fits_s": 30.0, **cfg}
+    progress = (lambda p: phases.append(p.phase)) if phases is not None else None
+    res = run_capture(CaptureConfig(script=script, env={**QUIET, **env}, **opts), run, progress=progress)  # type: ignore[arg-type]
+    return res, run
+
+
+def test_the_work_between_fit_calls_of_a_loop_is_timed_until_the_next_fit(tfd_home, tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    phases: list[str] = []
+    res, run = _capture(tfd_home, script, {"PREDICTS": "40"}, phases)
+    assert res.ok, res.error
+    assert "between_fits" in phases  # the progress display says what the run does after its steps
+    assert len(res.steps) == 12  # the timed steps are the fit()'s, as before
+    gap = res.facts.between_fits
+    assert gap is not None and gap.ended_by == "next_fit", gap
+    lines = LOOP.splitlines()
+    assert (
+        gap.fit_site
+        == f"loop.py:{lines.index('    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=callbacks)') + 1}"
+    )
+    assert gap.fit_steps == 200  # 1600 rows at 8: the steps one fit() of the loop runs
+    [calls] = gap.predict_calls
+    assert (
+        calls.calls == 40
+        and calls.rows == 1
+        and calls.code == "p = model.predict(x[i : i + 1], verbose=0)[0]"
+    )
+    assert 0 < calls.seconds <= gap.seconds
+    # the script went on to its next fit() and no further: the first epoch's line only
+    out = run.file("stdout.log").read_text()
+    assert "epoch 0 done" in out and "epoch 1 done" not in out
+
+
+def test_a_write_of_the_script_after_the_shortened_fit_stops_the_run_before_it(tfd_home, tmp_path):
+    """The fit() ended early still runs its epoch's end: a ModelCheckpoint there would save the shortened
+    training over the user's file. The run stops at the open, before anything is written."""
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    ckpt = tmp_path / "model.keras"
+    res, _ = _capture(tfd_home, script, {"PREDICTS": "5", "CKPT": str(ckpt)})
+    assert res.ok, res.error
+    gap = res.facts.between_fits
+    assert gap is not None and gap.ended_by == "write" and gap.write_path == str(ckpt.resolve()), gap
+    assert gap.seconds == 0.0 and gap.predict_calls == []  # it stopped inside the fit()'s epoch end
+    assert not ckpt.exists()
+
+
+def test_the_watch_ends_at_its_time_limit(tfd_home, tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    res, _ = _capture(tfd_home, script, {"PREDICTS": "100000"}, between_fits_s=3.0)
+    assert res.ok, res.error
+    gap = res.facts.between_fits
+    assert gap is not None and gap.ended_by == "limit" and gap.limit_s == 3.0, gap
+    # the limit counts from the fit()'s early end (its epoch's end, then the gap)
+    assert 1.0 <= gap.seconds <= 3.5 and gap.predict_calls[0].calls > 0
+
+
+def test_a_fit_outside_a_loop_and_the_fix_trials_are_not_watched(tfd_home, tmp_path):
+    script = tmp_path / "once.py"
+    script.write_text(LOOP.replace("for epoch in range(3):\n    model.fit", "if True:\n    model.fit"))
+    res, _ = _capture(tfd_home, script, {"PREDICTS": "5"})
+    assert res.ok and res.facts.between_fits is None
+    loop = tmp_path / "loop.py"
+    loop.write_text(LOOP)
+    guard = {"root": str(tmp_path), "since_ns": "0"}  # a fix trial: its steps are what it measures
+    res, _ = _capture(tfd_home, loop, {"PREDICTS": "5"}, guard=guard)
+    assert res.ok and res.facts.between_fits is None
+
+
+def test_a_fit_per_batch_is_not_watched(tfd_home, tmp_path):
+    """An agent's replay (a fit() of one batch per step, TFD206's shape): the loop's work between the calls
+    is already in its steps."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import numpy as np\nimport keras\n\n"
+        "rng = np.random.default_rng(0)\n"
+        'model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])\n'
+        'model.compile(loss="mse", optimizer="adam")\n'
+        "for i in range(40):\n"
+        "    state = rng.random((1, 4))\n"
+        "    q = model.predict(state, verbose=0)\n"
+        "    model.fit(state, q + rng.random((1, 2)), epochs=1, verbose=0)\n"
+    )
+    res, _ = _capture(tfd_home, script, {})
+    assert res.ok, res.error
+    assert res.facts.between_fits is None and {c.api for c in res.facts.keras_batch_calls} == {
+        "fit",
+        "predict",
+    }
+
+
+def test_profile_reports_the_time_between_fit_calls(tfd_home, tmp_path):
+    """The CLI's profile watches (30 s at most) and TFD207 names the predict() calls of one row."""
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    env = {**os.environ, **QUIET, "TFDOCTOR_HOME": str(tfd_home), "PREDICTS": "60", "COLUMNS": "200"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfdoctor", "profile", str(script), "--steps", "20"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "TFD207" in out and "Between the fit() calls of its loop the script spends" in out, out
+    assert "predict() at loop.py:17: 60 calls of 1 row" in out, out
+    assert "until the loop's next fit()" in out

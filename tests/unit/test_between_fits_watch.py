@@ -1,0 +1,140 @@
+"""The watch of the work between fit() calls (tfdoctor.capture.child.gap), without TensorFlow: which
+fit() calls are in a loop, what ends the watch, what it counts. The real runs are in
+tests/integration/test_between_fits.py."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.capture.child.clock import StopCapture
+from tfdoctor.capture.child.gap import GapWatch, in_loop
+
+PROBE = """\
+import sys
+from tfdoctor.capture.child.gap import in_loop
+
+seen = []
+
+
+def fit():
+    seen.append(in_loop(sys._getframe(1)))
+
+
+fit()  # module level: not in a loop
+for epoch in range(2):
+    fit()
+i = 0
+while i < 1:
+    i += 1
+    if True:
+        fit()  # nested in an if, inside the while
+else:
+    fit()  # a while's else runs once: not the loop's body
+
+
+def main():
+    fit()
+    for _ in [0]:
+        x = 1
+    fit()  # after a loop, not in it
+    for _ in [0]:
+        (
+            fit()  # a call over several lines in a loop's body
+        )
+"""
+
+
+def test_which_fit_calls_are_inside_a_loop_of_the_script(tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE + "\n\nmain()\n")
+    seen = runpy.run_path(str(script))["seen"]
+    assert seen == [False, True, True, True, False, False, False, True]
+
+
+def test_an_unreadable_file_has_no_loops() -> None:
+    def probe() -> bool:
+        return in_loop(sys._getframe(1))
+
+    code = compile("result = probe()", "<no such file>", "exec")
+    scope: dict = {"probe": probe}
+    exec(code, scope)
+    assert scope["result"] is False
+    assert in_loop(None) is False
+
+
+def _watch(tmp_path: Path, limit: float = 30.0) -> GapWatch:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(exist_ok=True)
+    return GapWatch(limit, "train.py:12", 119, allow=[str(run_dir)])
+
+
+def test_a_write_outside_the_runs_folders_ends_the_watch_before_it(tmp_path: Path) -> None:
+    watch = _watch(tmp_path)
+    user = tmp_path / "model.keras"
+    watch.opened(str(user), "rb", 0)  # a read: nothing
+    watch.opened(str(tmp_path / "run" / "facts.json"), "w", 0)  # the run's own folder
+    home = Path(os.path.expanduser("~"))
+    if str(home) not in ("", "/"):
+        watch.opened(str(home / ".keras" / "keras.json"), "w", 0)  # a library's dot-folder
+    watch.opened(3, "w", 0)  # a file descriptor: no path to judge
+    assert watch.active
+    with pytest.raises(StopCapture):
+        watch.opened(str(user), "wb", 0)
+    assert not watch.active and watch.ended_by == "write" and watch.write_path == str(user.resolve())
+    assert watch.facts()["seconds"] == 0.0  # the fit() had not returned yet: no gap timed
+    watch.opened(str(user), "wb", 0)  # ended: nothing more
+
+
+def test_os_open_flags_count_as_writes(tmp_path: Path) -> None:
+    watch = _watch(tmp_path)
+    watch.opened(str(tmp_path / "log.csv"), None, os.O_RDONLY)
+    assert watch.active
+    with pytest.raises(StopCapture):
+        watch.opened(str(tmp_path / "log.csv"), None, os.O_WRONLY | os.O_APPEND)
+    assert watch.ended_by == "write"
+
+
+def test_predict_calls_are_counted_by_line_once_the_gap_began(tmp_path: Path) -> None:
+    watch = _watch(tmp_path)
+    frame = sys._getframe()
+    watch.predicted(frame, "p = model.predict(x)", 1, 0.05)  # the fit()'s epoch end: not the gap's
+    assert watch.predicts == {}
+    watch.begin()
+    for rows in (1, 1, 3):
+        watch.predicted(frame, "p = model.predict(x)", rows, 0.05)
+    time.sleep(0.01)
+    watch.end("next_fit")
+    facts = watch.facts()
+    [calls] = facts["predict_calls"]
+    # the line the calls were made from (the frame's line as predict() returned)
+    assert calls["site"].startswith(f"{Path(__file__).name}:") and calls["code"] == "p = model.predict(x)"
+    assert calls["calls"] == 3 and calls["rows"] == 3 and calls["seconds"] == pytest.approx(0.15)
+    assert facts["ended_by"] == "next_fit" and facts["seconds"] >= 0.01 and facts["fit_steps"] == 119
+    watch.end("limit")  # the first end stands
+    assert watch.ended_by == "next_fit"
+
+
+def test_the_limit_ends_the_watch_at_a_predict_call(tmp_path: Path) -> None:
+    watch = _watch(tmp_path, limit=0.0)
+    watch.begin()
+    with pytest.raises(StopCapture):
+        watch.predicted(sys._getframe(), "p = model.predict(x)", 1, 0.01)
+    assert watch.ended_by == "limit" and watch.predicts  # the call that ran is counted
+
+
+def test_the_timer_stops_the_script_thread_at_the_limit(tmp_path: Path) -> None:
+    """Between two bytecodes of the script's thread, as ^C would: a plain Python loop is ended."""
+    watch = _watch(tmp_path, limit=0.2)
+    watch.start()
+    watch.begin()
+    t0 = time.perf_counter()
+    with pytest.raises(StopCapture):
+        while time.perf_counter() - t0 < 30:
+            pass
+    assert watch.ended_by == "limit" and 0.1 <= watch.seconds < 10

@@ -1,0 +1,190 @@
+"""The script's own work between two ``fit()`` calls of a fit-per-epoch loop.
+
+keras-io's "Character-level text generation with LSTM" (copied into countless repositories) trains with
+``model.fit(x, y, epochs=1)`` once per iteration of a Python loop and then generates 4 × 400 characters,
+one ``model.predict`` of one row per character: ~1,600 calls of ~100 ms, minutes per epoch against
+seconds of training. A bounded run ends inside the first ``fit()`` and never sees that work.
+
+When the planned steps end inside a ``fit()`` called from inside a ``for`` / ``while`` loop of the
+script, the profile run (only it: a fix trial's steps are what it measures) ends that ``fit()`` with
+``model.stop_training`` instead and times what the script does next, until the next ``fit()`` begins,
+the watch's time limit, the script's end, or the script opening a file for writing (a checkpoint or a
+model saved after the shortened training must not replace the user's: the run stops before the open).
+:class:`GapWatch` keeps the figures; the harness writes them as ``Facts.between_fits``.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import functools
+import os
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+from tfdoctor.capture.child.clock import StopCapture
+
+
+@functools.lru_cache(maxsize=32)
+def _loop_lines(filename: str) -> tuple[tuple[int, int], ...]:
+    """The (first, last) lines of each ``for`` / ``while`` body in ``filename`` (none when unreadable)."""
+    try:
+        with open(filename, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return ()
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and node.body:
+            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
+    return tuple(out)
+
+
+def in_loop(frame: types.FrameType | None) -> bool:
+    """Is ``frame``'s current line inside a ``for`` / ``while`` body of its own file?"""
+    if frame is None:
+        return False
+    line = frame.f_lineno
+    return any(a <= line <= b for a, b in _loop_lines(frame.f_code.co_filename))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class GapWatch:
+    """Times the script's work from the end of a ``fit()`` to the next one (see the module's doc)."""
+
+    def __init__(
+        self,
+        limit_s: float,
+        fit_site: str,
+        fit_steps: int | None,
+        allow: list[str],
+        marker: str | None = None,
+    ) -> None:
+        self.marker = marker  # a file made when the gap begins (the parent's progress display reads it)
+        self.limit_s = limit_s
+        self.fit_site = fit_site
+        self.fit_steps = fit_steps
+        self.t0 = time.perf_counter()
+        self.begun = False  # the fit() returned: the gap's time runs (until then its epoch's end runs)
+        self.active = True
+        self.ended_by: str | None = None
+        self.write_path: str | None = None
+        self.seconds = 0.0
+        #: predict() calls in the gap: site -> {"code", "calls", "seconds", "rows"}
+        self.predicts: dict[str, dict[str, Any]] = {}
+        home = os.path.realpath(os.path.expanduser("~"))
+        self.home = home if home not in ("", "/") else ""
+        # not the temporary folder: a script's own folder may lie there (anything it writes there stops the
+        # watch, a conservative end)
+        self.allow = [os.path.realpath(p) for p in (*allow, "/dev", "/proc", "/sys") if p]
+        self._cancel = threading.Event()
+
+    # -- starting and ending ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Arm the time limit (from the early end of the fit(): its epoch's end, then the gap): a timer thread raises StopCapture in the script's thread when it is up
+        (between two of its bytecodes, as ^C would; a signal such as SIGALRM would also interrupt
+        TensorFlow's threads in their system calls, which aborted the process here)."""
+        main = threading.get_ident()
+
+        def expire() -> None:
+            if self._cancel.wait(self.limit_s) or not self.active:
+                return
+            self.end("limit")
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main), ctypes.py_object(StopCapture))
+
+        threading.Thread(target=expire, name="tfdoctor-between-fits", daemon=True).start()
+
+    def begin(self) -> None:
+        """The fit() ended early returned to the script: the gap begins."""
+        self.t0 = time.perf_counter()
+        self.begun = True
+        if self.marker:
+            try:
+                with open(self.marker, "w", encoding="utf-8") as f:
+                    f.write(f"{self.limit_s:g}\n")
+            except OSError:
+                pass
+
+    def end(self, why: str) -> None:
+        if not self.active:
+            return
+        self.active = False
+        self.ended_by = why
+        self.seconds = time.perf_counter() - self.t0 if self.begun else 0.0
+        self._cancel.set()
+
+    def stop(self, why: str) -> None:
+        """End the watch and the run (the harness catches StopCapture: the run is complete)."""
+        self.end(why)
+        raise StopCapture(f"between fit() calls: {why}")
+
+    # -- what the script does in the gap ------------------------------------------------------------
+    def predicted(self, frame: types.FrameType | None, code: str, rows: int | None, seconds: float) -> None:
+        if not self.active or not self.begun or frame is None:
+            return
+        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        rec = self.predicts.setdefault(site, {"code": code, "calls": 0, "seconds": 0.0, "rows": None})
+        rec["calls"] += 1
+        rec["seconds"] += seconds
+        if rows is not None:
+            rec["rows"] = max(rows, rec["rows"] or 0)
+        if time.perf_counter() - self.t0 >= self.limit_s:
+            self.stop("limit")
+
+    def opened(self, path: object, mode: object, flags: object) -> None:
+        """An ``open`` audit event: a write outside the scratch places ends the run before it happens."""
+        if not self.active or isinstance(path, int):
+            return
+        from tfdoctor.capture.child.guard import writes
+
+        if not writes(mode, flags):
+            return
+        try:
+            real = os.path.realpath(os.path.abspath(os.fsdecode(path)))  # type: ignore[arg-type]
+        except TypeError:
+            return
+        if any(_inside(real, a) for a in self.allow):
+            return
+        if (
+            self.home
+            and _inside(real, self.home)
+            and os.path.relpath(real, self.home).split(os.sep, 1)[0].startswith(".")
+        ):
+            return  # ~/.keras, ~/.cache: the libraries' own
+        self.write_path = real
+        self.stop("write")
+
+    def facts(self) -> dict[str, Any]:
+        """``Facts.between_fits``'s fields."""
+        calls = [{"site": site, **rec} for site, rec in self.predicts.items()]
+        calls.sort(key=lambda c: -c["seconds"])
+        return {
+            "seconds": round(self.seconds, 3),
+            "ended_by": self.ended_by or "script_end",
+            "limit_s": self.limit_s,
+            "write_path": self.write_path,
+            "fit_site": self.fit_site,
+            "fit_steps": self.fit_steps,
+            "predict_calls": calls,
+        }
+
+
+def install_audit(get_watch: Any) -> None:
+    """One audit hook for the process (they cannot be removed): asks the active watch, if any."""
+
+    def hook(event: str, args: tuple[object, ...]) -> None:
+        if event == "open" and len(args) >= 3:
+            watch = get_watch()
+            if watch is not None and watch.active:
+                watch.opened(args[0], args[1], args[2])
+
+    sys.addaudithook(hook)
+
+
+__all__ = ["GapWatch", "in_loop", "install_audit"]
