@@ -71,7 +71,7 @@ def test_an_unreadable_file_has_no_loops() -> None:
 def _watch(tmp_path: Path, limit: float = 30.0) -> GapWatch:
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
-    return GapWatch(limit, "train.py:12", 119, allow=[str(run_dir)])
+    return GapWatch(limit, "train.py:12", 119, allow=[str(run_dir)], script=str(tmp_path / "busy.py"))
 
 
 def test_a_write_outside_the_runs_folders_ends_the_watch_before_it(tmp_path: Path) -> None:
@@ -129,12 +129,29 @@ def test_the_limit_ends_the_watch_at_a_predict_call(tmp_path: Path) -> None:
 
 
 def test_the_timer_stops_the_script_thread_at_the_limit(tmp_path: Path) -> None:
-    """Between two bytecodes of the script's thread, as ^C would: a plain Python loop is ended."""
+    """Between two bytecodes of the script's thread, as ^C would: a plain Python loop of the script (run by
+    runpy, as the harness runs it) is ended."""
+    script = tmp_path / "busy.py"
+    script.write_text(
+        "import time\n\nt0 = time.perf_counter()\nwhile time.perf_counter() - t0 < 30:\n    pass\n"
+    )
     watch = _watch(tmp_path, limit=0.2)
     watch.start()
     watch.begin()
-    t0 = time.perf_counter()
     with pytest.raises(StopCapture):
-        while time.perf_counter() - t0 < 30:
-            pass
+        runpy.run_path(str(script))
     assert watch.ended_by == "limit" and 0.1 <= watch.seconds < 10
+
+
+def test_the_timer_raises_nothing_once_the_script_has_ended(tmp_path: Path) -> None:
+    """The limit passing while the harness (not the script) runs, after the script's end: nothing is
+    raised there; the harness ends the watch as "script_end"."""
+    watch = _watch(tmp_path, limit=0.1)
+    watch.start()
+    watch.begin()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.6:  # not under runpy: the harness's own code
+        pass
+    assert watch.active
+    watch.end("script_end")
+    assert watch.ended_by == "script_end"

@@ -51,6 +51,19 @@ def in_loop(frame: types.FrameType | None) -> bool:
     return any(a <= line <= b for a, b in _loop_lines(frame.f_code.co_filename))
 
 
+def _in_script(thread: int, script: str | None) -> bool:
+    """Is ``thread`` running the script (its module's frame on the stack)? The harness itself runs under
+    runpy too (``python -m``), so the script's own file is what tells."""
+    if not script:
+        return False
+    frame = sys._current_frames().get(thread)
+    while frame is not None:
+        if os.path.realpath(frame.f_code.co_filename) == script:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
@@ -65,7 +78,9 @@ class GapWatch:
         fit_steps: int | None,
         allow: list[str],
         marker: str | None = None,
+        script: str | None = None,
     ) -> None:
+        self.script = os.path.realpath(script) if script else None  # the time limit stops only its code
         self.marker = marker  # a file made when the gap begins (the parent's progress display reads it)
         self.limit_s = limit_s
         self.fit_site = fit_site
@@ -84,19 +99,26 @@ class GapWatch:
         # watch, a conservative end)
         self.allow = [os.path.realpath(p) for p in (*allow, "/dev", "/proc", "/sys") if p]
         self._cancel = threading.Event()
+        self._lock = threading.Lock()
 
     # -- starting and ending ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Arm the time limit (from the early end of the fit(): its epoch's end, then the gap): a timer thread raises StopCapture in the script's thread when it is up
-        (between two of its bytecodes, as ^C would; a signal such as SIGALRM would also interrupt
-        TensorFlow's threads in their system calls, which aborted the process here)."""
+        """Arm the time limit, counted from the fit()'s early end (its epoch's end, then the gap): a timer
+        thread raises StopCapture in the script's thread when it is up, between two of its bytecodes as
+        ^C would (a signal such as SIGALRM also interrupts TensorFlow's threads in their system calls,
+        which aborted the process here), and only while the script runs."""
         main = threading.get_ident()
 
         def expire() -> None:
-            if self._cancel.wait(self.limit_s) or not self.active:
+            if self._cancel.wait(self.limit_s):
                 return
-            self.end("limit")
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main), ctypes.py_object(StopCapture))
+            with self._lock:  # once end() has returned, nothing is raised in the script's thread
+                if not self.active or not _in_script(main, self.script):
+                    return  # the script ended (the harness ends the watch): not raised in the harness's code
+                self._end("limit")
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(main), ctypes.py_object(StopCapture)
+                )
 
         threading.Thread(target=expire, name="tfdoctor-between-fits", daemon=True).start()
 
@@ -112,6 +134,10 @@ class GapWatch:
                 pass
 
     def end(self, why: str) -> None:
+        with self._lock:
+            self._end(why)
+
+    def _end(self, why: str) -> None:
         if not self.active:
             return
         self.active = False

@@ -348,12 +348,18 @@ def main(argv: list[str] | None = None) -> int:
         tracker.gap_watch_s = float(gap_s)
         tracker.gap_allow = (str(run_dir), str(cfg["logdir"]))
         tracker.gap_marker = str(run_dir / BETWEEN_FITS)
+        tracker.gap_script = str(cfg["script"])
         gap.install_audit(lambda: tracker.gap if tracker is not None else None)
     if cfg.get("guard"):  # a fix trial in a copy of the script's folder: the user's files stay as they are
         g = guard.install(cfg["guard"]["root"], int(cfg["guard"]["since_ns"]), [str(run_dir), cfg["logdir"]])
         hooks.register("h5py", lambda m: guard.guard_h5py(g, m))
 
     outcome, error = run_script(cfg["script"], list(cfg.get("args") or []), cfg.get("cwd"), cfg.get("module"))
+    if tracker.gap is not None:  # the script ended during the watch of the work between fit() calls
+        try:
+            tracker.gap.end("script_end")
+        except StopCapture:  # the watch's time limit, raised as the script ended
+            pass
     planned_done = clock.stopped
     try:
         clock.close()

@@ -483,6 +483,9 @@ class Tracker:
         self.gap_watch_s = 0.0
         self.fit_in_loop = False
         self.gap: GapWatch | None = None
+        self.gap_allow: tuple[str, ...] = ()  # the run's own folders (the watch lets writes there through)
+        self.gap_marker: str | None = None  # the run's BETWEEN_FITS file (the parent's progress reads it)
+        self.gap_script: str | None = None  # the script's file: the watch's time limit stops its code only
         #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
         self.filling = False  # our own pass over a cache runs: no hook counts it
@@ -732,19 +735,17 @@ class Tracker:
             return False
         p = params if isinstance(params, dict) else {}
         steps, epochs = p.get("steps"), p.get("epochs")
-        site = self.fit_site
+        path, _, line = self.fit_site.rpartition(":")  # "/abs/train.py:90" -> "train.py:90"
         self.gap = GapWatch(
             self.gap_watch_s,
-            f"{os.path.basename(site.rsplit(':', 1)[0])}:{site.rsplit(':', 1)[-1]}" if site else "",
+            f"{os.path.basename(path)}:{line}" if path else "",
             steps * epochs if isinstance(steps, int) and isinstance(epochs, int) else None,
             allow=list(self.gap_allow),
             marker=self.gap_marker,
+            script=self.gap_script,
         )
         self.gap.start()
         return True
-
-    gap_allow: tuple[str, ...] = ()  # the run's own folders (the watch lets writes there through)
-    gap_marker: str | None = None  # the run's BETWEEN_FITS file
 
     def fit_epoch_begin(self) -> None:
         self.fit_seen, self.fit_mean = 0, 0.0
