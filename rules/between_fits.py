@@ -90,6 +90,12 @@ class WorkBetweenFits(Rule):
             "a second of evaluation between fit() calls of 4000 steps",
             facts={"between_fits": SHORT},
         ),
+        Example(
+            "sample_traces/rules-keras-fit-tiny",
+            True,
+            "the same second against 4000 batches run 8 a step (steps_per_execution): 500 steps of training",
+            facts={"between_fits": SHORT, "steps_per_execution": 8},
+        ),
         Example("sample_traces/rules-keras-fit-tiny", False, "one fit(): nothing watched"),
     ]
 
@@ -98,7 +104,9 @@ class WorkBetweenFits(Rule):
         step_ms = ctx.avg_step_ms
         if gap is None or not gap.fit_steps or step_ms <= 0 or gap.seconds <= 0:
             return None
-        fit_s = gap.fit_steps * step_ms / 1000
+        # a step of fit() runs steps_per_execution batches; fit_steps counts batches
+        spe = max(1, ctx.facts.steps_per_execution or 1)
+        fit_s = -(-gap.fit_steps // spe) * step_ms / 1000
         share = gap.seconds / (gap.seconds + fit_s)
         if share < 0.2:
             return None
@@ -107,7 +115,8 @@ class WorkBetweenFits(Rule):
         ev = [
             Evidence(
                 label=f"fit() in a loop at {gap.fit_site}" if gap.fit_site else "fit() in a loop",
-                value=f"{gap.fit_steps} steps a call, {fit_s:.1f} s at {ms(step_ms)} a step",
+                value=f"{gap.fit_steps} batches a call, {fit_s:.1f} s at {ms(step_ms)} a step"
+                + (f" of {spe} batches" if spe > 1 else ""),
             ),
             Evidence(
                 label="between two fit() calls",

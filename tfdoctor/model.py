@@ -158,7 +158,7 @@ class BetweenFits(_Frozen):
     limit_s: float
     write_path: str | None = None
     fit_site: str = ""  # "char_lstm.py:95": the fit() of the loop
-    fit_steps: int | None = None  # the steps one such fit() runs (steps an epoch × its epochs)
+    fit_steps: int | None = None  # the batches one such fit() runs (batches an epoch × its epochs)
     predict_calls: list[GapPredict] = Field(default_factory=list)  # the most time first
 
 

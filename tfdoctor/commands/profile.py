@@ -87,6 +87,8 @@ class ProfileCommand:
     timing window with the profiler off (throughput is measured here), then a short profile window
     (the trace). Then it is stopped, and the step-time breakdown and findings are shown. Steps are
     found by hooks on Model.fit, optimizer.apply_gradients and GradientTape: no changes to the script.
+    Where the steps end inside a fit() called from a loop, that fit() is ended early instead and the
+    script's own work until its next fit() is timed (30 s at most; a file write stops it first).
 
     A script of a package (one using relative imports, started as `python -m pkg.train`) is given
     the same way: `tfdoctor profile -m pkg.train`, from the folder python -m would start in.
