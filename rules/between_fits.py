@@ -33,6 +33,9 @@ SHORT = {
     "fit_steps": 4000,
 }
 
+#: Keras predict()'s default batch_size: a call on no more rows runs one batch
+PREDICT_BATCH = 32
+
 _ENDED = {
     "next_fit": "until the loop's next fit()",
     "limit": "still going when the watch ended at {limit:g} s",
@@ -134,7 +137,7 @@ class WorkBetweenFits(Rule):
                     f"({ms(1000 * c.seconds / max(1, c.calls))} a call)",
                 )
             )
-        one_batch = [c for c in gap.predict_calls if c.rows is not None and c.rows <= 32]
+        one_batch = [c for c in gap.predict_calls if c.rows is not None and c.rows <= PREDICT_BATCH]
         if one_batch:
             advice = (
                 "; predict_on_batch(x) (or model(x, training=False)) runs one batch without building a "

@@ -26,6 +26,7 @@ import types
 from typing import Any
 
 from tfdoctor.capture.child.clock import StopCapture
+from tfdoctor.capture.child.guard import writes
 
 
 @functools.lru_cache(maxsize=32)
@@ -167,8 +168,6 @@ class GapWatch:
         """An ``open`` audit event: a write outside the scratch places ends the run before it happens."""
         if not self.active or isinstance(path, int):
             return
-        from tfdoctor.capture.child.guard import writes
-
         if not writes(mode, flags):
             return
         try:
