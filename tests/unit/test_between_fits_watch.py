@@ -102,18 +102,21 @@ def test_os_open_flags_count_as_writes(tmp_path: Path) -> None:
 
 def test_predict_calls_are_counted_by_line_once_the_gap_began(tmp_path: Path) -> None:
     watch = _watch(tmp_path)
-    frame = sys._getframe()
-    watch.predicted(frame, "p = model.predict(x)", 1, 0.05)  # the fit()'s epoch end: not the gap's
+
+    def predict(rows: int) -> None:  # as the hook reports a predict() of the script's line calling it
+        watch.predicted(sys._getframe(1), rows, 0.05)
+
+    predict(1)  # the fit()'s epoch end: not the gap's
     assert watch.predicts == {}
     watch.begin()
     for rows in (1, 1, 3):
-        watch.predicted(frame, "p = model.predict(x)", rows, 0.05)
+        predict(rows)
     time.sleep(0.01)
     watch.end("next_fit")
     facts = watch.facts()
     [calls] = facts["predict_calls"]
     # the line the calls were made from (the frame's line as predict() returned)
-    assert calls["site"].startswith(f"{Path(__file__).name}:") and calls["code"] == "p = model.predict(x)"
+    assert calls["site"].startswith(f"{Path(__file__).name}:") and calls["code"] == "predict(rows)"
     assert calls["calls"] == 3 and calls["rows"] == 3 and calls["seconds"] == pytest.approx(0.15)
     assert facts["ended_by"] == "next_fit" and facts["seconds"] >= 0.01 and facts["fit_steps"] == 119
     watch.end("limit")  # the first end stands
@@ -124,7 +127,7 @@ def test_the_limit_ends_the_watch_at_a_predict_call(tmp_path: Path) -> None:
     watch = _watch(tmp_path, limit=0.0)
     watch.begin()
     with pytest.raises(StopCapture):
-        watch.predicted(sys._getframe(), "p = model.predict(x)", 1, 0.01)
+        watch.predicted(sys._getframe(), 1, 0.01)
     assert watch.ended_by == "limit" and watch.predicts  # the call that ran is counted
 
 

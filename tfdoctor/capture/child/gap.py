@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import functools
+import linecache
 import os
 import sys
 import threading
@@ -26,7 +27,7 @@ import types
 from typing import Any
 
 from tfdoctor.capture.child.clock import StopCapture
-from tfdoctor.capture.child.guard import writes
+from tfdoctor.capture.child.guard import scratch_place, writes
 
 
 @functools.lru_cache(maxsize=32)
@@ -63,10 +64,6 @@ def _in_script(thread: int, script: str | None) -> bool:
             return True
         frame = frame.f_back
     return False
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 class GapWatch:
@@ -123,6 +120,11 @@ class GapWatch:
 
         threading.Thread(target=expire, name="tfdoctor-between-fits", daemon=True).start()
 
+    @property
+    def running(self) -> bool:
+        """The gap is being timed: the fit() ended early has returned and nothing has ended the watch."""
+        return self.active and self.begun
+
     def begin(self) -> None:
         """The fit() ended early returned to the script: the gap begins."""
         self.t0 = time.perf_counter()
@@ -152,11 +154,15 @@ class GapWatch:
         raise StopCapture(f"between fit() calls: {why}")
 
     # -- what the script does in the gap ------------------------------------------------------------
-    def predicted(self, frame: types.FrameType | None, code: str, rows: int | None, seconds: float) -> None:
-        if not self.active or not self.begun or frame is None:
+    def predicted(self, frame: types.FrameType | None, rows: int | None, seconds: float) -> None:
+        """A ``predict()`` of ``rows`` rows that took ``seconds``, called from the script's ``frame``."""
+        if not self.running or frame is None:
             return
         site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-        rec = self.predicts.setdefault(site, {"code": code, "calls": 0, "seconds": 0.0, "rows": None})
+        rec = self.predicts.get(site)
+        if rec is None:
+            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            rec = self.predicts[site] = {"code": code, "calls": 0, "seconds": 0.0, "rows": None}
         rec["calls"] += 1
         rec["seconds"] += seconds
         if rows is not None:
@@ -174,14 +180,8 @@ class GapWatch:
             real = os.path.realpath(os.path.abspath(os.fsdecode(path)))  # type: ignore[arg-type]
         except TypeError:
             return
-        if any(_inside(real, a) for a in self.allow):
+        if scratch_place(real, self.allow, self.home):
             return
-        if (
-            self.home
-            and _inside(real, self.home)
-            and os.path.relpath(real, self.home).split(os.sep, 1)[0].startswith(".")
-        ):
-            return  # ~/.keras, ~/.cache: the libraries' own
         self.write_path = real
         self.stop("write")
 

@@ -44,6 +44,16 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def scratch_place(real: str, allow: Iterable[str], home: str) -> bool:
+    """Is the resolved path ``real`` inside one of the (resolved) folders ``allow`` or a dot-folder of
+    ``home`` (``~/.keras``, ``~/.cache``, ``~/.config``: the libraries' own)?"""
+    if any(_inside(real, a) for a in allow):
+        return True
+    return (
+        bool(home) and _inside(real, home) and os.path.relpath(real, home).split(os.sep, 1)[0].startswith(".")
+    )
+
+
 def writes(mode: object, flags: object) -> bool:
     """Does an ``open`` audit event's mode / flags open the file for writing?"""
     if isinstance(mode, str):
@@ -71,12 +81,7 @@ class WriteGuard:
         self.busy = False
 
     def allowed(self, real: str) -> bool:
-        if _inside(real, self.root) or any(_inside(real, a) for a in self.allow):
-            return True
-        if self.home and _inside(real, self.home):
-            first = os.path.relpath(real, self.home).split(os.sep, 1)[0]
-            return first.startswith(".")  # ~/.keras, ~/.cache, ~/.config...
-        return False
+        return _inside(real, self.root) or scratch_place(real, self.allow, self.home)
 
     def check(self, path: object, mode: object, flags: object) -> None:
         """Called for each ``open`` event: breaks a link, or raises for a user's file outside the copy."""
@@ -185,6 +190,7 @@ __all__ = [
     "guard_h5py",
     "install",
     "link_states",
+    "scratch_place",
     "truncates",
     "writes",
 ]

@@ -17,6 +17,7 @@ hooks saw) and the TensorBoard logdir. Prints nothing of its own: stdout/stderr 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -345,10 +346,13 @@ def main(argv: list[str] | None = None) -> int:
     install(tracker, hooks)
     gap_s = cfg.get("between_fits_s")
     if isinstance(gap_s, (int, float)) and gap_s > 0 and not cfg.get("guard"):  # the profile run only
-        tracker.gap_watch_s = float(gap_s)
-        tracker.gap_allow = (str(run_dir), str(cfg["logdir"]))
-        tracker.gap_marker = str(run_dir / BETWEEN_FITS)
-        tracker.gap_script = str(cfg["script"])
+        tracker.gap_factory = functools.partial(
+            gap.GapWatch,
+            float(gap_s),
+            allow=[str(run_dir), str(cfg["logdir"])],  # the run's own folders: writes there go on
+            marker=str(run_dir / BETWEEN_FITS),
+            script=str(cfg["script"]),
+        )
         gap.install_audit(lambda: tracker.gap if tracker is not None else None)
     if cfg.get("guard"):  # a fix trial in a copy of the script's folder: the user's files stay as they are
         g = guard.install(cfg["guard"]["root"], int(cfg["guard"]["since_ns"]), [str(run_dir), cfg["logdir"]])

@@ -478,14 +478,12 @@ class Tracker:
         self.batch_calls: dict[tuple[str, str], dict[str, Any]] = {}
         self.fit_per_batch = False  # the fit() call in progress is one of a fit() per batch
         self.fit_site = ""  # the script's line the last fit() was called from
-        #: the profile run's watch of the work between fit() calls (see tfdoctor.capture.child.gap):
-        #: its time limit (0: off, as in fix trials), the fit() in progress called from inside a loop
-        self.gap_watch_s = 0.0
+        #: the profile run's watch of the work between fit() calls (see tfdoctor.capture.child.gap): what
+        #: makes one from the fit()'s line and batches (None: off, as in fix trials), the fit() in progress
+        #: called from inside a loop, the watch once made
+        self.gap_factory: Callable[[str, int | None], GapWatch] | None = None
         self.fit_in_loop = False
         self.gap: GapWatch | None = None
-        self.gap_allow: tuple[str, ...] = ()  # the run's own folders (the watch lets writes there through)
-        self.gap_marker: str | None = None  # the run's BETWEEN_FITS file (the parent's progress reads it)
-        self.gap_script: str | None = None  # the script's file: the watch's time limit stops its code only
         #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
         self.filling = False  # our own pass over a cache runs: no hook counts it
@@ -729,20 +727,16 @@ class Tracker:
         was called from inside a loop of the script and this run watches the work between fit() calls;
         ``params`` its callbacks' (the steps it would have run: ``steps`` × ``epochs``). The watch
         starts now: the epoch's end (its callbacks: a ModelCheckpoint) must not write a user's file."""
-        if self.gap_watch_s <= 0 or not self.fit_in_loop or self.gap is not None or self.in_fit != 1:
+        if self.gap_factory is None or not self.fit_in_loop or self.gap is not None or self.in_fit != 1:
             return False
         if self.fit_per_batch:  # a fit() per batch: the loop's work between calls is in its steps (TFD206)
             return False
         p = params if isinstance(params, dict) else {}
         steps, epochs = p.get("steps"), p.get("epochs")
         path, _, line = self.fit_site.rpartition(":")  # "/abs/train.py:90" -> "train.py:90"
-        self.gap = GapWatch(
-            self.gap_watch_s,
+        self.gap = self.gap_factory(
             f"{os.path.basename(path)}:{line}" if path else "",
             steps * epochs if isinstance(steps, int) and isinstance(epochs, int) else None,
-            allow=list(self.gap_allow),
-            marker=self.gap_marker,
-            script=self.gap_script,
         )
         self.gap.start()
         return True
@@ -1998,12 +1992,7 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 
         def make_fit(orig: Callable[..., Any]) -> Callable[..., Any]:
             def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-                if (
-                    tracker.gap is not None
-                    and tracker.gap.begun
-                    and tracker.gap.active
-                    and not tracker.in_fit
-                ):
+                if tracker.gap is not None and tracker.gap.running and not tracker.in_fit:
                     tracker.gap.stop("next_fit")  # the loop's next fit(): the work between them is timed
                 if tracker.in_fit or tracker.clock.stopped:
                     return orig(self, *args, **kwargs)
@@ -2060,26 +2049,18 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 
         def make_predict(orig: Callable[..., Any]) -> Callable[..., Any]:
             def predict(self: Any, *args: Any, **kwargs: Any) -> Any:
-                gap = tracker.gap
-                if gap is not None and gap.active and gap.begun and not tracker.in_fit:
-                    t0 = time.perf_counter()
-                    out = orig(self, *args, **kwargs)
-                    seconds = time.perf_counter() - t0
-                    x = args[0] if args else kwargs.get("x")
-                    frame = first_user_frame(sys._getframe(1))
-                    code = (
-                        linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() if frame else ""
-                    )
-                    gap.predicted(frame, code, first_dim(x), seconds)  # may end the run (its time limit)
-                    return out
-                if tracker.in_fit or tracker.clock.stopped:  # a callback's predict: fit's own time
+                gap = tracker.gap if tracker.gap is not None and tracker.gap.running else None
+                if tracker.in_fit or (tracker.clock.stopped and gap is None):  # a callback's: fit's own time
                     return orig(self, *args, **kwargs)
                 t0 = time.perf_counter()
                 out = orig(self, *args, **kwargs)
                 seconds = time.perf_counter() - t0
                 x = args[0] if args else kwargs.get("x")
-                bs = args[1] if len(args) > 1 else kwargs.get("batch_size")
                 frame = sys._getframe(1)
+                if gap is not None:  # between the fit() calls of a loop: may end the run (its time limit)
+                    gap.predicted(first_user_frame(frame), first_dim(x), seconds)
+                    return out
+                bs = args[1] if len(args) > 1 else kwargs.get("batch_size")
                 tracker._guard("predict", lambda: tracker.keras_batch_call("predict", frame, x, bs, seconds))
                 return out
 
