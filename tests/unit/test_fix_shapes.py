@@ -2836,6 +2836,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "--lr default (line 42) 0.001 → 0.001414",
         },
     ),
+    # user repositories' Trainer class with a tqdm bar: the tape inline in train_one_epoch's loop over
+    # (pbar := tqdm(dataloader)), a hand-written Loader class whose __iter__ is a generator (numpy per batch).
+    # generator-prefetch said "no Python generator feeds the training loop" (it looked at generator functions
+    # and methods called in the loop, never at a class's __iter__); the thread now goes inside __iter__
+    "tqdm_trainer.py": (
+        Facts(loop_kind="custom", step_kind="eager", input_kind="numpy"),
+        {
+            "tf-function": "extracted the training step (line 48) into @tf.function train_step(s)",
+            "generator-prefetch": "Loader.__iter__() (line 25) runs in a background thread",
+            "mixed-precision": "kept float32: Dense at line 84 (build_model())",
+            "batch-scale": "--lr default (line 101) 0.001 → 0.001414",
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The

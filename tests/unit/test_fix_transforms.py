@@ -584,6 +584,85 @@ def test_generator_prefetch_unchanged_when_no_generator_feeds_training() -> None
     )
 
 
+LOADER_CLASS = """
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+
+class Loader:
+    def __init__(self, n, batch_size):
+        self.n = n
+        self.batch_size = batch_size
+
+    def __len__(self):
+        return self.n // self.batch_size
+
+    def __iter__(self):
+        for i in range(len(self)):
+            if i == 3 and self.n < 0:
+                return
+            yield {"image": np.full((self.batch_size, 2), i, np.float32), "target": np.arange(self.batch_size)}
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+
+    def train_one_epoch(self, dataloader):
+        for s in (pbar := tqdm(dataloader)):
+            with tf.GradientTape() as tape:
+                loss = self.model(s["image"])
+            grads = tape.gradient(loss, self.model.trainable_weights)
+            self.optimizer.apply_gradients(zip(grads, self.model.trainable_weights))
+            pbar.set_description(f"loss {loss.numpy():.3f}")
+
+
+def main():
+    loader = Loader(100, 8)
+    Trainer(model, opt).train_one_epoch(loader)
+"""
+
+
+def test_a_loader_class_whose_iter_is_a_generator_gets_the_prefetcher_inside_iter() -> None:
+    """User repositories' hand-written loaders (``class Loader`` with a generator ``__iter__``, iterated as
+    ``tqdm(dataloader)`` in a trainer's method): the thread goes into ``__iter__``, so every loop over an
+    instance gets it and ``len(loader)`` (tqdm's total) still works."""
+    out = outcome("generator-prefetch", LOADER_CLASS, facts=Facts(input_kind="numpy"))
+    assert out.status == "changed", out.reason
+    assert "Loader.__iter__() (line 14) runs in a background thread" in out.reason
+    assert "for s in (pbar := tqdm(dataloader)):" in out.code  # the loop is as it was
+    assert "return tfdoctor_prefetch(tfdoctor_items())" in out.code
+    ns: dict[str, object] = {}
+    classes = out.code.split("class Trainer")[0].replace(
+        "import tensorflow as tf\nfrom tqdm import tqdm\n", ""
+    )
+    exec(compile(classes, "fixed", "exec"), ns)
+    loader = ns["Loader"](20, 4)  # type: ignore[operator]
+    assert len(loader) == 5
+    got = [int(b["image"][0, 0]) for b in loader]
+    assert got == [0, 1, 2, 3, 4]
+    assert any("Loader.__iter__() still does its per-example work" in a for a in out.advice), out.advice
+
+
+def test_a_loader_class_is_left_alone_when_the_run_read_tf_data_or_iter_calls_bare_super() -> None:
+    assert_skipped(
+        "generator-prefetch", LOADER_CLASS, "no Python generator", facts=Facts(input_kind="tf.data")
+    )
+    bare_super = LOADER_CLASS.replace(
+        "for i in range(len(self)):", "super().__iter__()\n        for i in range(len(self)):"
+    )
+    assert_skipped(
+        "generator-prefetch",
+        bare_super,
+        "Loader.__iter__ calls super() without arguments: left as it is",
+        facts=Facts(input_kind="numpy"),
+    )
+    never_made = LOADER_CLASS.replace("loader = Loader(100, 8)", "loader = make_loader()")
+    assert_skipped("generator-prefetch", never_made, "no Python generator", facts=Facts(input_kind="numpy"))
+
+
 FROM_GENERATOR = """
 import numpy as np
 import tensorflow as tf

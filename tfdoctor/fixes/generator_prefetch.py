@@ -155,6 +155,24 @@ def _generator_methods(tree: cst.Module) -> dict[str, cst.FunctionDef]:
     return out
 
 
+def _iterable_loaders(tree: cst.Module) -> dict[str, cst.FunctionDef]:
+    """Classes of the script (not a Keras PyDataset / Sequence) whose ``__iter__`` is a generator and
+    that the script instantiates (``Loader(x, y, 64)``): class name -> that ``__iter__``."""
+    made = {c.func.value for c in walk(tree) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
+    out: dict[str, cst.FunctionDef] = {}
+    for cls in walk(tree):
+        if (
+            isinstance(cls, cst.ClassDef)
+            and cls.name.value in made
+            and isinstance(cls.body, cst.IndentedBlock)
+            and not any((dotted(b.value) or "").split(".")[-1] in LOADER_BASES for b in cls.bases)
+        ):
+            for fn in cls.body.body:
+                if isinstance(fn, cst.FunctionDef) and fn.name.value == "__iter__" and _is_generator(fn):
+                    out[cls.name.value] = fn
+    return out
+
+
 def _nested_generators(tree: cst.Module) -> dict[str, cst.FunctionDef]:
     """Generator functions defined inside other functions (``def train_batches(...)`` in ``main()``)."""
     methods = {id(f) for f in _generator_methods(tree).values()}
@@ -192,13 +210,15 @@ class GeneratorPrefetchCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         gens = {**_nested_generators(tree), **_generators(tree)}
         methods = _generator_methods(tree)
+        iterables = _iterable_loaders(tree) if self.fix.facts.input_kind != "tf.data" else {}
+        self.iter_wraps: dict[int, str] = {}  # id(a loader class's generator __iter__) -> its class
         self.workers: dict[int, str] = {}  # id(super().__init__ call of a PyDataset) -> its class
         self.targets: set[int] = set()
         self.chunked: set[int] = set()  # id(from_generator call) made chunked
         loaders, notes = self._pydatasets(tree)
         loaders += self._from_generators(tree, notes)
         notes += self._image_generators(tree)
-        if not gens and not methods:
+        if not gens and not methods and not iterables:
             if loaders:
                 return self._with_helpers(super().transform_module_impl(tree))
             if notes:
@@ -237,28 +257,47 @@ class GeneratorPrefetchCodemod(FixCodemod):
                 assert isinstance(a.value, cst.Call)
                 made.setdefault(a.targets[0].target.value, []).append(a.value)
 
-        def target(it: cst.BaseExpression) -> None:
-            if isinstance(it, cst.Call) and call_name(it) in ("enumerate", "zip", "iter") and it.args:
+        def target(it: cst.BaseExpression) -> bool:
+            """Wrap the generator call ``it`` stands for; whether it stands for one."""
+            if isinstance(it, cst.NamedExpr):  # for s in (pbar := tqdm(loader))
+                it = it.value
+            if isinstance(it, cst.Call) and call_name(it) in (
+                "enumerate",
+                "zip",
+                "iter",
+                "tqdm",
+                "tqdm.tqdm",
+            ):
+                if not it.args:
+                    return False
                 it = it.args[0].value
             calls = made.get(it.value, []) if isinstance(it, cst.Name) else [it]
+            found = False
             for call in calls:
-                if id(call) not in self.targets and (name := generator_call(call)) is not None:
+                if (name := generator_call(call)) is None:
+                    continue
+                found = True
+                if id(call) not in self.targets:
                     self.targets.add(id(call))
                     via = f" (as {it.value})" if isinstance(it, cst.Name) else ""
                     used.append(f"{name}() at line {self.line(call)}{via}")
+            return found
 
+        other_source = False  # a training loop iterating something else than the file's generator calls
         for loop in (n for n in walk(tree) if isinstance(n, (cst.For, cst.While))):
             if not runs_step(loop.body, steps):
                 continue
-            if isinstance(loop, cst.For):
-                target(loop.iter)
+            if isinstance(loop, cst.For) and not target(loop.iter):
+                other_source = True
             for c in walk(loop.body):  # xb, yb = next(gen)
                 if isinstance(c, cst.Call) and call_name(c) == "next" and c.args:
-                    target(c.args[0].value)
+                    other_source |= not target(c.args[0].value)
         for c in walk(tree):
             if isinstance(c, cst.Call) and attr_name(c) == "fit" and c.args:
                 target(c.args[0].value)
-        if not self.targets:
+        if other_source and iterables:
+            self._plan_iterables(iterables, used, notes)
+        if not self.targets and not self.iter_wraps:
             if loaders:
                 return self._with_helpers(super().transform_module_impl(tree))
             if notes:
@@ -276,10 +315,34 @@ class GeneratorPrefetchCodemod(FixCodemod):
             self.advise(ADVICE.format(fn=u.split("()")[0]))
         return self._with_helpers(super().transform_module_impl(tree))
 
+    def _plan_iterables(
+        self, iterables: dict[str, cst.FunctionDef], used: list[str], notes: list[str]
+    ) -> None:
+        """Plan the background thread inside each loader class's generator ``__iter__`` (every loop
+        over an instance, ``tqdm(loader)`` included, gets it; ``len(loader)`` still works)."""
+        for cls, fn in iterables.items():
+            if any(isinstance(c, cst.Call) and call_name(c) == "super" and not c.args for c in _own(fn.body)):
+                notes.append(f"{cls}.__iter__ calls super() without arguments: left as it is")
+                continue
+            self.iter_wraps[id(fn)] = cls
+            used.append(f"{cls}.__iter__() (line {self.line(fn)})")
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        if id(original_node) not in self.iter_wraps:
+            return updated_node
+        # def __iter__(self): <body>  ->  def __iter__(self): def tfdoctor_items(): <body>; return prefetch(tfdoctor_items())
+        inner = cst.FunctionDef(
+            name=cst.Name("tfdoctor_items"), params=cst.Parameters(), body=updated_node.body
+        )
+        ret = cst.parse_statement(f"return {self.helper}(tfdoctor_items())")
+        return updated_node.with_changes(body=cst.IndentedBlock(body=[inner, ret]))
+
     def _with_helpers(self, new: cst.Module) -> cst.Module:
         """The helpers the changes call, added after the docstring, ``__future__`` and the imports."""
         helpers = []
-        if self.targets:
+        if self.targets or self.iter_wraps:
             helpers.append(cst.parse_module(HELPER.format(name=self.helper)).body[0])
         if self.chunked:
             code = CHUNK_HELPER.format(name=self.chunk_helper, chunk=CHUNK)
@@ -553,6 +616,14 @@ class GeneratorPrefetch(Fix):
     background thread, up to 4 batches ahead (same items, same order, exceptions re-raised in the loop;
     stops when the loop stops). It overlaps input with the step where the step releases the GIL
     (TensorFlow ops do), so it pays most once the step is a tf.function.
+
+    A class of the script whose ``__iter__`` is a generator (a hand-written ``Loader`` with ``__len__``
+    and ``__iter__`` yielding batches, iterated as ``for s in tqdm(loader)`` in a trainer's method),
+    instantiated in the script, when a training loop iterates something no generator call of the file
+    accounts for and the run did not read tf.data: the body of ``__iter__`` moves into a nested
+    ``tfdoctor_items()`` and ``__iter__`` returns ``tfdoctor_prefetch(tfdoctor_items())``, so every loop
+    over an instance gets the thread and ``len(loader)`` (tqdm's total) still works. Not changed: an
+    ``__iter__`` calling ``super()`` without arguments (it cannot move into a nested function).
 
     A ``keras.utils.PyDataset`` (or ``Sequence``) subclass fed to ``fit`` gets ``workers=4`` in its
     ``super().__init__(...)`` (with or without ``**kwargs``), or, when the class has no ``__init__`` of
