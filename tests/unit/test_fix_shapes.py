@@ -2849,6 +2849,16 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "--lr default (line 101) 0.001 → 0.001414",
         },
     ),
+    # TensorFlow's actor-critic (CartPole) tutorial: an episode inside the @tf.function step, the environment
+    # stepped through tf.numpy_function two calls down, call() returning two heads (actor, critic). bf16
+    # kept only the first head float32 (the trial failed in the gradient of the critic's TensorArray);
+    # xla-jit ran a trial that failed on PyFunc (now skipped before a run, test_fix_transforms.py)
+    "actor_critic.py": (
+        Facts(loop_kind="custom", step_kind="tf.function", input_kind="numpy"),
+        {
+            "mixed-precision": "kept float32: Dense at line 59 (ActorCritic), Dense at line 60 (ActorCritic)",
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The

@@ -1108,6 +1108,41 @@ def test_xla_skips_a_step_writing_summaries_before_spending_a_run() -> None:
     )
 
 
+def test_xla_skips_a_step_reaching_python_through_the_files_functions_before_spending_a_run() -> None:
+    """TensorFlow's actor-critic tutorial runs an episode inside its @tf.function step and steps the
+    environment with tf.numpy_function two calls down: under jit_compile the trial failed after a run
+    ("No registered 'PyFunc' OpKernel for XLA_CPU_JIT"). The calls are followed through the file's
+    functions; a py_function the step does not reach leaves XLA to be tried."""
+    src = """
+        import tensorflow as tf
+
+        def env_call(action):
+            return tf.numpy_function(env_step, [action], [tf.float32])
+
+        def run_episode(state):
+            return env_call(model(state))
+
+        def augment(x):
+            return tf.py_function(flip, [x], tf.float32)
+
+        ds = ds.map(augment)
+
+        @tf.function
+        def train_step(state):
+            with tf.GradientTape() as tape:
+                loss = run_episode(state)
+            opt.apply_gradients(zip(tape.gradient(loss, v), v))
+        """
+    assert_skipped(
+        "xla-jit",
+        src,
+        "train_step() calls tf.numpy_function() (line 4, via run_episode() → env_call()): XLA cannot compile "
+        "Python called from the graph",
+    )
+    out = outcome("xla-jit", src.replace("return env_call(model(state))", "return model(state)"))
+    assert out.status == "changed", out.reason
+
+
 def test_xla_unchanged_when_the_script_decides_and_a_switch_when_the_step_is_elsewhere() -> None:
     assert_skipped("xla-jit", (EXAMPLES / "expert.py").read_text(), "already sets jit_compile")
     out = get_fix("xla-jit").apply(

@@ -346,7 +346,9 @@ class Models:
         given = _init_given(init) if init is not None else {}  # self.<attr> = <__init__ parameter>
         d = ModelDef(cls.name.value, cst.Call(func=cst.Name(cls.name.value)))
         # a name returned: the layer last called to assign it in call() (``x = self.dense(x)`` ...
-        # ``return x``); a tuple returned (``return x, states``): its first element, the prediction
+        # ``return x``); a tuple returned (``return x, states``): its first element, the prediction, and
+        # each other element that is itself a layer of the model (an actor-critic's ``return
+        # self.actor(x), self.critic(x)``: both heads reach the loss)
         named: dict[str, cst.BaseExpression] = {}
         for a in own_nodes(call.body):
             if isinstance(a, cst.Assign) and len(a.targets) == 1:
@@ -362,19 +364,23 @@ class Models:
         for r in walk(call.body):
             if isinstance(r, cst.Return) and r.value is not None:
                 elements = (
-                    [r.value.elements[0].value]
+                    [el.value for el in r.value.elements]
                     if isinstance(r.value, cst.Tuple) and r.value.elements
                     else self._elements(r.value)
                 )
-                for e in elements:
+                for i, e in enumerate(elements):
                     if isinstance(e, cst.Name) and e.value in named:
                         e = named[e.value]
-                    if (
+                    layer = (
                         isinstance(e, cst.Call)
                         and isinstance(e.func, cst.Attribute)
                         and dotted(e.func.value) == "self"
                         and e.func.attr.value in attrs
-                    ):
+                    )
+                    if i > 0 and isinstance(r.value, cst.Tuple) and not layer:
+                        continue  # ``return x, states``: the state is not a prediction
+                    if layer:
+                        assert isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute)
                         built = attrs[e.func.attr.value]
                         # a Sequential or functional model held as an attribute (``self.decoder =
                         # Sequential([...])``): its output layer (a model takes no dtype of its own)

@@ -14,6 +14,9 @@ from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, kwa
 from tfdoctor.fixes._models import compile_sites
 from tfdoctor.fixes.tf_function import _is_step_body
 
+#: graph ops that call back into Python: XLA has no kernel for them (PyFunc, EagerPyFunc)
+PYTHON_OPS = frozenset({"numpy_function", "py_function", "py_func"})
+
 
 class XlaCodemod(FixCodemod):
     DESCRIPTION = "jit_compile=True on the training step"
@@ -52,7 +55,7 @@ class XlaCodemod(FixCodemod):
                     ):
                         self._consider(d.decorator, f"@{spelled}(...) on {n.name.value}()", where, already)
                 if any(id(d) in self.bare or id(d.decorator) in self.targets for d in n.decorators):
-                    self._refuse_summaries(n)
+                    self._refuse_unsupported(n, tree)
             elif isinstance(n, cst.Call) and (spelled := call_name(n)) in tf_function and n.args:
                 v = n.args[0].value
                 if isinstance(v, cst.Name) and v.value in step_names:
@@ -78,15 +81,39 @@ class XlaCodemod(FixCodemod):
         self.summary = "jit_compile=True on " + "; ".join(where)
         return super().transform_module_impl(tree)
 
-    def _refuse_summaries(self, step: cst.FunctionDef) -> None:
-        """Summary ops have no XLA kernel ("No registered 'WriteSummary'"): a step writing them fails to
-        compile (the pix2pix tutorial writes tf.summary.scalar inside its step). Said before any run."""
-        for c in walk(step.body):
-            if isinstance(c, cst.Call) and ".summary." in f".{call_name(c) or ''}":
-                raise SkipFile(
-                    f"{step.name.value}() writes {call_name(c)}() (line {self.line(c)}): XLA cannot "
-                    "compile summary ops (no XLA kernel for WriteSummary); write them outside the step"
-                )
+    def _refuse_unsupported(self, step: cst.FunctionDef, tree: cst.Module) -> None:
+        """Ops XLA has no kernel for, in the step or the file's functions it calls (followed by name):
+        summary ops ("No registered 'WriteSummary'": the pix2pix tutorial writes tf.summary.scalar inside
+        its step) and Python called from the graph (``tf.numpy_function`` / ``tf.py_function``:
+        "No registered 'PyFunc'"; TensorFlow's actor-critic tutorial steps its environment that way
+        inside the episode its step runs). Said before any run, where the call is."""
+        functions: dict[str, cst.FunctionDef] = {}
+        for f in walk(tree):
+            if isinstance(f, cst.FunctionDef):
+                functions.setdefault(f.name.value, f)
+        seen = {step.name.value}
+        queue: list[tuple[cst.FunctionDef, list[str]]] = [(step, [])]
+        while queue:
+            fn, via = queue.pop(0)
+            path = f", via {' → '.join(f'{v}()' for v in via)}" if via else ""
+            for c in walk(fn.body):
+                if not isinstance(c, cst.Call):
+                    continue
+                name = call_name(c) or ""
+                if ".summary." in f".{name}":
+                    raise SkipFile(
+                        f"{step.name.value}() writes {name}() (line {self.line(c)}{path}): XLA cannot "
+                        "compile summary ops (no XLA kernel for WriteSummary); write them outside the step"
+                    )
+                if name.split(".")[-1] in PYTHON_OPS:
+                    raise SkipFile(
+                        f"{step.name.value}() calls {name}() (line {self.line(c)}{path}): XLA cannot compile "
+                        "Python called from the graph (no XLA kernel for PyFunc); keep that call out of the "
+                        "compiled step to use XLA"
+                    )
+                if isinstance(c.func, cst.Name) and c.func.value in functions and c.func.value not in seen:
+                    seen.add(c.func.value)
+                    queue.append((functions[c.func.value], [*via, c.func.value]))
 
     def _consider(self, call: cst.Call, label: str, where: list[str], already: list[str]) -> None:
         existing = kwarg(call, "jit_compile")
@@ -130,7 +157,10 @@ class XlaJit(Fix):
     When it applies: after ``tf-function`` (an eager step cannot be XLA-compiled); not to a ``fit`` model
     Keras runs without XLA whatever ``compile`` asks (a layer with ``supports_jit = False``, such as
     ``RandomRotation``, ``StringLookup``, or op determinism enabled: the baseline's facts name them,
-    ``xla_unsupported``), skipped before any run. XLA often *slows*
+    ``xla_unsupported``), skipped before any run; nor to a tf.function step that writes summaries or calls
+    Python from the graph (``tf.numpy_function``, ``tf.py_function``) itself or through the file's
+    functions it calls (TensorFlow's actor-critic tutorial steps its environment that way inside the
+    step), skipped with where before any run. XLA often *slows*
     CPU training of convolutional networks (its CPU convolutions lose to oneDNN: 0.33x on the case
     study's CNN here), and it speeds up steps full of element-wise work it can fuse (1.17x on
     ``examples/mlp_loop.py``'s LayerNorm/GELU MLP on the same CPU), so the measurement decides.
