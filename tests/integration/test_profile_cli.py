@@ -144,6 +144,18 @@ def test_script_that_never_trains_says_so_and_why(tfd_home):
 
 
 @pytest.mark.integration
+def test_a_tf1_style_session_script_is_told_why_no_step_was_seen(tfd_home):
+    """Eager execution off and Session.run steps (legacy repositories run on TF2 through tf.compat.v1):
+    the run ends with why, not with a list of hooks that never fired."""
+    res = tfdoctor(tfd_home, "profile", str(SCRIPTS / "graph_mode_v1.py"), "--run-id", "v1")
+    assert res.returncode == RunError.exit_code
+    assert_one_clear_line(
+        res.stderr, "no training steps seen: the script turned eager execution off", "Session.run"
+    )
+    assert "final loss" in res.stderr  # the script ran to its end
+
+
+@pytest.mark.integration
 def test_script_that_hangs_times_out_and_keeps_the_partial_run(tfd_home):
     # the timeout leaves room for importing TensorFlow and 5 steps on a busy 2-core machine
     res = tfdoctor(tfd_home, "profile", str(SCRIPTS / "hangs.py"), "--timeout", "30", "--run-id", "stuck")

@@ -295,6 +295,14 @@ def _is_scalar(v: Any) -> bool:
 # -- post-import hooks ---------------------------------------------------------------------------
 
 
+#: why no step is seen in a TF1-style script (tf.compat.v1.disable_eager_execution(), Session.run)
+GRAPH_MODE = (
+    "the script turned eager execution off (tf.compat.v1.disable_eager_execution()): it trains in graph "
+    "mode through tf.compat.v1.Session.run, whose steps tfdoctor does not time (it times Model.fit and "
+    "GradientTape / apply_gradients steps, eager or tf.function: README, 'What counts as a step')"
+)
+
+
 class PostImportHooks(importlib.abc.MetaPathFinder):
     """Run callbacks right after a module finishes importing (like wrapt's post-import hooks)."""
 
@@ -1313,6 +1321,12 @@ class Tracker:
             )
         if c["fit"]:
             return "Model.fit was called but ran no training batch"
+        try:
+            graph_mode = not self.modules["tf"].compat.v1.executing_eagerly_outside_functions()
+        except Exception:
+            graph_mode = False
+        if graph_mode:
+            return GRAPH_MODE
         seen = [f"{n} {k}" for k, n in c.items() if n]
         base = "no Model.fit, optimizer.apply_gradients or GradientTape.gradient call happened"
         return base + (f" (seen: {', '.join(seen)})" if seen else "")
