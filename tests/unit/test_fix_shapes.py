@@ -2859,6 +2859,21 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "mixed-precision": "kept float32: Dense at line 59 (ActorCritic), Dense at line 60 (ActorCritic)",
         },
     ),
+    # keras-io's English-to-Spanish seq2seq Transformer: make_dataset() assigns dataset = dataset.map(...) and
+    # returns dataset.cache().shuffle(2048).prefetch(16); the decoder a functional model called by name in
+    # the transformer's outputs (decoder_outputs = decoder([...])). tfdata-cache added a second cache after
+    # the map (it read only the assignments, not the return), and mixed-precision said "output layer not
+    # found" (the nested model was not known by name yet)
+    "seq2seq_transformer.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="tf.data"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in transformer.compile() (line 247)",
+            "tfdata-parallel-map": "(line 102)",
+            "xla-jit": "jit_compile=True on transformer.compile() (line 247)",
+            "mixed-precision": "kept float32: Dense at line 234 (transformer)",
+            "batch-scale": "RMSprop at line 247: default 0.001 made explicit, → 0.001414",
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The

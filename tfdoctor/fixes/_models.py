@@ -300,7 +300,12 @@ class Models:
         if isinstance(made, cst.Call) and isinstance(made.func, cst.Name):
             d = self.defs.get(f"{made.func.value}()")
             return list(d.outputs) if d is not None else []
-        keys = self.vars.get(expr.func.value, [])
+        # a model assigned to the name: bound once every model is known, or (keras-io's seq2seq
+        # Transformer: ``decoder = keras.Model(...)``, then ``decoder_outputs = decoder([...])`` and
+        # ``transformer = keras.Model([...], decoder_outputs)``) a model met before this one
+        keys = self.vars.get(expr.func.value, []) or (
+            [expr.func.value] if expr.func.value in self.defs else []
+        )
         return [o for k in keys if k in self.defs for o in self.defs[k].outputs]
 
     @staticmethod

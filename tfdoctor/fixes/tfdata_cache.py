@@ -644,6 +644,17 @@ class CacheCodemod(FixCodemod):
             chains: list[cst.Assign | cst.Return] = [*assigns]
             for b in assigns:
                 chains += pipes.returned_by(b.value)
+            # the function building it returns it with more stages (keras-io's seq2seq Transformer:
+            # ``dataset = dataset.map(format_dataset)``, then ``return dataset.cache().shuffle(2048)...``)
+            for fdef in {id(f): f for b in assigns if (f := owner.get(id(b))) is not None}.values():
+                chains += [
+                    r
+                    for r in walk(fdef.body)
+                    if isinstance(r, cst.Return)
+                    and r.value is not None
+                    and isinstance(root := method_chain(r.value)[0], cst.Name)
+                    and root.value == name
+                ]
             caching = [
                 c
                 for c in chains
