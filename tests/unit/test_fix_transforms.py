@@ -132,6 +132,36 @@ def test_parallel_map_names_the_line_of_each_map_in_a_chain() -> None:
     assert out.changed and out.reason.endswith("on 2 map/interleave (line 4, line 5)")
 
 
+def test_parallel_map_says_when_a_cache_follows_the_map() -> None:
+    """A map before the pipeline's own cache() runs in the epoch that fills the cache only (keras-io's
+    seq2seq Transformer maps its text vectorization, then returns ``dataset.cache().shuffle(...)``): the
+    trial times that epoch, so its gain is said to hold for it; a map after the cache gets no such note."""
+    src = d(
+        """
+        import tensorflow as tf
+
+
+        def make_dataset(pairs):
+            dataset = tf.data.Dataset.from_tensor_slices(pairs)
+            dataset = dataset.batch(64)
+            dataset = dataset.map(vectorize)
+            return dataset.cache().shuffle(2048).prefetch(16)
+
+
+        other = tf.data.Dataset.range(8).map(f).cache().map(g)
+        train_ds = make_dataset(pairs)
+        """
+    )
+    out = get_fix("tfdata-parallel-map").apply(src, FixContext())
+    assert out.changed and out.reason.endswith("on 3 map/interleave (line 7, line 11, line 11)")
+    (note,) = [w for w in out.warnings if "cache()" in w]
+    assert note.startswith(
+        "line 7: map() comes before cache() (line 8); line 11: map() comes before cache() (line 11): "
+        "the map runs in the epoch that fills the cache"
+    ), note
+    assert "holds for it only" in note
+
+
 def test_parallel_map_unchanged_when_every_map_sets_it() -> None:
     assert_skipped(
         "tfdata-parallel-map",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.codemod.visitors import AddImportsVisitor
@@ -17,6 +19,8 @@ from tfdoctor.fixes._cst import (
     feeding,
     kwarg,
     make_kwarg,
+    method_chain,
+    own_nodes,
     walk,
 )
 
@@ -41,6 +45,8 @@ class ParallelMapCodemod(FixCodemod):
                 if isinstance(c, cst.Call) and attr_name(c) in ("map", "interleave"):
                     self.unfed.setdefault(id(c), name)
         self.unfed_lines: list[str] = []
+        self.cache_after = _cached_after(tree, self.line)
+        self.before_cache: list[str] = []
         new = super().transform_module_impl(tree)
         if self.unfed_lines:
             said = "; ".join(self.unfed_lines)
@@ -73,6 +79,12 @@ class ParallelMapCodemod(FixCodemod):
         self.summary = f"num_parallel_calls={self.autotune} on {len(self.lines)} map/interleave ({where})"
         for k in self.kept:
             self.warn(k)
+        if self.before_cache:
+            self.warn(
+                f"{'; '.join(self.before_cache)}: the map runs in the epoch that fills the cache (the first) "
+                "and not after it, when the cache serves its elements: a gain measured in that epoch holds "
+                "for it only"
+            )
         return new
 
     @staticmethod
@@ -107,7 +119,56 @@ class ParallelMapCodemod(FixCodemod):
                 ]
             )
         self.lines.append(line)
+        if id(original_node) in self.cache_after:
+            self.before_cache.append(
+                f"line {line}: {name}() comes before cache() (line {self.cache_after[id(original_node)]})"
+            )
         return add_arg(updated_node, make_kwarg("num_parallel_calls", expr(self.autotune)))
+
+
+def _cached_after(tree: cst.Module, line: Callable[[cst.CSTNode], int]) -> dict[int, int]:
+    """id() of each map/interleave call a ``cache()`` of its pipeline follows -> that cache's line: later
+    in its own chain, or in a later assignment or return of the same scope that continues the name it
+    builds (keras-io's seq2seq Transformer: ``dataset = dataset.map(format_dataset)``, then ``return
+    dataset.cache().shuffle(2048).prefetch(16)``)."""
+    out: dict[int, int] = {}
+    scopes: list[cst.CSTNode] = [tree, *(f for f in walk(tree) if isinstance(f, cst.FunctionDef))]
+    for scope in scopes:
+        body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+        stmts = [
+            n for n in own_nodes(body) if isinstance(n, (cst.Assign, cst.Return)) and n.value is not None
+        ]
+        chains = []  # (target name or None, root name or None, calls, line)
+        for st in stmts:
+            assert st.value is not None
+            root, calls = method_chain(st.value)
+            target = (
+                st.targets[0].target.value
+                if isinstance(st, cst.Assign)
+                and len(st.targets) == 1
+                and isinstance(st.targets[0].target, cst.Name)
+                else None
+            )
+            chains.append((target, root.value if isinstance(root, cst.Name) else None, calls, line(st)))
+        for k, (target, _, calls, at) in enumerate(chains):
+            for i, (op, call) in enumerate(calls):
+                if op not in ("map", "interleave"):
+                    continue
+                cache = next((c for o, c in calls[i + 1 :] if o == "cache"), None)
+                if cache is None and target is not None:
+                    cache = next(
+                        (
+                            c
+                            for t2, root2, calls2, at2 in chains[k + 1 :]
+                            if root2 == target and at2 > at
+                            for o, c in calls2
+                            if o == "cache"
+                        ),
+                        None,
+                    )
+                if cache is not None:
+                    out[id(call)] = line(cache)
+    return out
 
 
 class ParallelMap(Fix):
@@ -121,7 +182,11 @@ class ParallelMap(Fix):
     and preprocess images" maps ``normalized_ds`` only to look at one batch.
 
     When it applies: a map/interleave on something the script built with ``tf.data`` (a ``Dataset``
-    constructor, or a name assigned from one). ``pool.map`` or ``map()`` are not touched.
+    constructor, or a name assigned from one). ``pool.map`` or ``map()`` are not touched. A map that a
+    ``cache()`` of its pipeline follows (later in its chain, or where the function building it returns
+    it with one: keras-io's seq2seq Transformer) runs only in the epoch that fills the cache, the one a
+    trial times when the epoch is longer than its window: the result says that a gain measured there
+    holds for that epoch only.
 
     Rolled back when: throughput does not rise beyond the noise band, or the run is not sane.
     """

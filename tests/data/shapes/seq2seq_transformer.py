@@ -110,7 +110,7 @@ val_ds = make_dataset(val_pairs)
 ## Building the model
 """
 
-import tensorflow as tf  # noqa: E402  (the example imports it here, for the masks)
+import tensorflow as tf  # the example imports it here
 
 
 class TransformerEncoder(layers.Layer):
