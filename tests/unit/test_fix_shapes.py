@@ -2874,6 +2874,18 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "RMSprop at line 247: default 0.001 made explicit, → 0.001414",
         },
     ),
+    # TensorFlow's data augmentation tutorial: prepare(ds, shuffle=False, augment=False) maps ds (a parameter)
+    # with num_parallel_calls set already, shuffles and augments under its flags; its maps' skip said "on a name
+    # not known to be a tf.data dataset", tfdata-cache "no in-memory source" (both now say what is there)
+    "data_augmentation.py": (
+        Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="tf.data"),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 75)",
+            "xla-jit": "jit_compile=True on model.compile() (line 75)",
+            "mixed-precision": "kept float32: Dense at line 71 (model)",
+            "batch-scale": "batch size ×2 (batch_size = 64, line 11)",
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The

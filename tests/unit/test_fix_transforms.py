@@ -12,6 +12,8 @@ import pytest
 from tfdoctor.fixes import FixContext, FixOutcome, Hardware, all_fixes, get_fix
 from tfdoctor.model import Facts, KerasBatchCall
 
+SHAPES = Path(__file__).resolve().parents[1] / "data" / "shapes"
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -130,6 +132,30 @@ def test_parallel_map_names_the_line_of_each_map_in_a_chain() -> None:
     src = "import tensorflow as tf\nds = (\n    tf.data.Dataset.range(8)\n    .map(f)\n    .map(g)\n)\n"
     out = get_fix("tfdata-parallel-map").apply(src, FixContext())
     assert out.changed and out.reason.endswith("on 2 map/interleave (line 4, line 5)")
+
+
+def test_parallel_map_says_the_scripts_own_setting_on_a_helpers_parameter() -> None:
+    """TensorFlow's data augmentation tutorial maps ``ds``, a parameter of ``prepare(ds, shuffle=False,
+    augment=False)``, with ``num_parallel_calls=AUTOTUNE`` already: the skip said "on a name not known to
+    be a tf.data dataset", where the maps set it already."""
+    assert_skipped(
+        "tfdata-parallel-map",
+        """
+        import tensorflow as tf
+        AUTOTUNE = tf.data.AUTOTUNE
+
+
+        def prepare(ds, shuffle=False, augment=False):
+            ds = ds.map(lambda x, y: (resize(x), y), num_parallel_calls=AUTOTUNE)
+            if shuffle:
+                ds = ds.shuffle(1000)
+            ds = ds.batch(32)
+            if augment:
+                ds = ds.map(lambda x, y: (aug(x, training=True), y), num_parallel_calls=AUTOTUNE)
+            return ds.prefetch(buffer_size=AUTOTUNE)
+        """,
+        "every tf.data map/interleave already sets num_parallel_calls",
+    )
 
 
 def test_parallel_map_says_when_a_cache_follows_the_map() -> None:
@@ -305,6 +331,21 @@ def test_cache_skips_random_preprocessing_and_names_the_random_call() -> None:
         """,
         "prep → jitter → tf.random.uniform",
     )
+
+
+def test_cache_says_when_the_maps_run_inside_a_helper_every_pipeline_goes_through() -> None:
+    """TensorFlow's data augmentation tutorial: ``train_ds = prepare(train_ds, shuffle=True, augment=True)``
+    and the same for val_ds and test_ds, the resize map inside ``prepare``. The skip said "no tf.data
+    pipeline with an in-memory source in the script" while the run's top finding was TFD102 (the same
+    preprocessing every epoch): it now says where the maps are and what to do, once for the helper."""
+    src = (SHAPES / "data_augmentation.py").read_text()
+    out = get_fix("tfdata-cache").apply(src, FixContext())
+    assert out.status == "skipped"
+    assert out.reason.startswith(
+        "train_ds (line 57), val_ds (line 58), test_ds (line 59): the maps run inside prepare() (line 41, "
+        "line 51), a helper every pipeline it is given goes through"
+    ), out.reason
+    assert out.reason.count("prepare()") == 1
 
 
 def test_cache_skips_file_sources_it_cannot_size() -> None:

@@ -627,6 +627,8 @@ class CacheCodemod(FixCodemod):
         self.moves: dict[int, tuple[int, int]] = {}
         self.index = _StatementIndex(tree)
         reasons: list[str] = []
+        # pipelines whose maps run inside a helper of the script's: its sentence -> "name (line n)" of each
+        helped: dict[str, list[str]] = {}
         # why an assignment of a pipeline is not cached: (name, line, the rest of the sentence); the same
         # sentence for several lines of one name (ds = ds.map(...) reassigned) is said once, for them all
         alone: list[tuple[str, int, str]] = []
@@ -666,6 +668,10 @@ class CacheCodemod(FixCodemod):
                 )
                 continue
             for a in assigns:
+                if (helper := self._helper_maps(pipes, a.value)) is not None:
+                    names_at = helped.setdefault(helper, [])
+                    names_at.append(f"{name} (line {self.line(a)})")
+                    continue
                 source, stages = pipes.stages(a.value)
                 prior: list[cst.Assign] = []
                 # a shuffle statement moved below this assignment: (it, its line, the maps it then follows)
@@ -890,6 +896,7 @@ class CacheCodemod(FixCodemod):
             for w in warns:
                 self.warn(w)
         reasons += _grouped(alone)
+        reasons += [f"{', '.join(names)}{said}" for said, names in helped.items()]
         if not self.plans:
             advice = (
                 "; advice: to cache the windows, make them unshuffled and unbatched "
@@ -1009,6 +1016,30 @@ class CacheCodemod(FixCodemod):
             return updated_node
         moves = {k: v[0] for k, v in self.moves.items()}
         return updated_node.with_changes(body=_moved(original_node.body, updated_node.body, moves))
+
+    def _helper_maps(self, pipes: Pipelines, value: cst.BaseExpression) -> str | None:
+        """Why a pipeline made by a helper of the script's that transforms the dataset it is given
+        (TensorFlow's data augmentation tutorial: ``train_ds = prepare(train_ds, shuffle=True, augment=True)``,
+        whose ``ds = ds.map(...)`` resizes) gets no cache here, where that helper maps it; None otherwise."""
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            return None
+        if pipes.transformed(value) is None:
+            return None
+        fname = value.func.value
+        rets = pipes.transformers[fname][2]
+        values = [
+            b.value for r in rets for b in (*pipes.built_by(r), r) if isinstance(b, (cst.Assign, cst.Return))
+        ]
+        maps = [c for v in values if v is not None for op, c in pipes.stages(v)[1] if op == "map"]
+        if not maps:
+            return None
+        where = ", ".join(f"line {self.line(c)}" for c in maps)
+        return (
+            f": the maps run inside {fname}() ({where}), a helper every pipeline it is given goes through: "
+            f"tfdoctor does not place a cache inside a shared helper; where the first map is deterministic and "
+            f"the source in memory, .cache() right after it (before any shuffle or random map) serves it from "
+            "the second epoch on"
+        )
 
     def _upstream(
         self, pipes: Pipelines, name: str, line: int, skip: cst.Assign, seen: frozenset[str] = frozenset()
@@ -1244,6 +1275,10 @@ class Cache(Fix):
     Fits in memory? Decided statically: only in-memory sources are cached (the raw data already fits;
     a warning says the decoded copy may be a few times larger). File sources (TFRecord, text, images
     from a directory) are skipped with the reason: cache them to disk with ``cache(filename)`` yourself.
+    A pipeline whose maps run inside a helper of the script's that transforms the dataset it is given
+    (``train_ds = prepare(train_ds, shuffle=True, augment=True)``, TensorFlow's data augmentation
+    tutorial) is left alone, the skip naming the helper, its maps' lines and where a cache would go: the
+    helper serves every pipeline it is given.
 
     Measured in its steady state: the cache pays from the second epoch on (the first one fills it),
     and only when an epoch reads the whole dataset (a partially read cache is discarded). A trial of

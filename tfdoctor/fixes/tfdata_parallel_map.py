@@ -97,11 +97,13 @@ class ParallelMapCodemod(FixCodemod):
         if name not in ("map", "interleave") or not isinstance(original_node.func, cst.Attribute):
             return updated_node
         line = self.line(original_node.func.attr)  # the map's own line, not its chain's first one
+        existing = kwarg(original_node, "num_parallel_calls")
         if not self.pipes.is_dataset(original_node.func.value):
-            if original_node.args:  # not the builtin map(), which has no receiver: ``x.map(f)``
+            if existing is not None and self.kept_value(existing):  # a tf.data map, whatever its receiver
+                self.kept.append(f"line {line}: {name}() keeps the script's own num_parallel_calls")
+            elif original_node.args:  # not the builtin map(), which has no receiver: ``x.map(f)``
                 self.unknown.append(line)
             return updated_node
-        existing = kwarg(original_node, "num_parallel_calls")
         if id(original_node) in self.unfed and (existing is None or not self.kept_value(existing)):
             self.unfed_lines.append(f"line {line}: {name}() of {self.unfed[id(original_node)]}")
             return updated_node
