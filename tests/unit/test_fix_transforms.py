@@ -1159,6 +1159,42 @@ def test_xla_on_a_step_decorated_with_function_imported_from_tensorflow() -> Non
     assert_skipped("tf-function", src, "the training step is already a tf.function (train_step)")
 
 
+def test_steps_per_execution_skips_a_batch_hook_that_changes_the_training_and_names_one_that_logs() -> None:
+    """Keras calls batch hooks once per execution (checked: 64 batches at steps_per_execution=8, 8 calls of
+    on_train_batch_begin, batches 0, 8, 16, ...): a warm-up written as a callback would then set the rate
+    once per 8 batches, a different schedule; a logger only logs less often."""
+    src = """
+        import keras
+
+
+        class Warmup(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.model.optimizer.learning_rate = 1e-3 * min(1.0, (batch + 1) / 100)
+
+
+        class Logger(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                print(batch, logs["loss"], float(self.model.optimizer.learning_rate))
+
+
+        model.compile(optimizer="adam", loss="mse")
+        model.fit(x, y, callbacks=[Warmup(), Logger(), keras.callbacks.LambdaCallback(on_batch_end=log)])
+        """
+    assert_skipped(
+        "steps-per-execution",
+        src,
+        "Warmup.on_train_batch_begin() (line 5) sets self.model.optimizer.learning_rate every batch: with "
+        "steps_per_execution=8 Keras calls it once per 8 batches",
+    )
+    out = outcome("steps-per-execution", src.replace("Warmup(), ", ""))
+    assert out.status == "changed", out.reason
+    assert out.warnings == (
+        "Logger.on_train_batch_end() (line 10), LambdaCallback(on_batch_end=...) (line 15): Keras calls batch "
+        "hooks once per 8 batches with steps_per_execution=8 (what they log or count per batch comes 8× less "
+        "often)",
+    )
+
+
 def test_xla_skips_a_step_writing_summaries_before_spending_a_run() -> None:
     """pix2pix writes tf.summary.scalar inside its step: under jit_compile the run fails with "No
     registered 'WriteSummary'" (it did, after a run); said before any run now."""

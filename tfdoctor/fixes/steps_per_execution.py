@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import expr, kwarg, set_kwarg
+from tfdoctor.fixes._cst import attr_name, call_name, dotted, expr, kwarg, set_kwarg, walk
 from tfdoctor.fixes._models import compile_sites
 
 DEFAULT_N = 8
@@ -33,6 +36,18 @@ class StepsPerExecutionCodemod(FixCodemod):
             raise SkipFile(
                 "no Keras model.compile() in the script (steps_per_execution is a Keras fit setting)"
             )
+        hooks = batch_hooks(tree, self.line)
+        for hook, changes in hooks:
+            if changes:
+                raise SkipFile(
+                    f"{hook} {changes} every batch: with steps_per_execution={self.n} Keras calls it once per "
+                    f"{self.n} batches, which changes the training (not only its logs)"
+                )
+        if hooks:
+            self.warn(
+                f"{', '.join(h for h, _ in hooks)}: Keras calls batch hooks once per {self.n} batches with "
+                f"steps_per_execution={self.n} (what they log or count per batch comes {self.n}× less often)"
+            )
         self.summary = f"steps_per_execution={self.n} in {'; '.join(where)}"
         self.examples_factor = float(self.n)  # the harness counts one step per execution
         return super().transform_module_impl(tree)
@@ -41,6 +56,59 @@ class StepsPerExecutionCodemod(FixCodemod):
         if id(original_node) in self.targets:
             return set_kwarg(updated_node, "steps_per_execution", expr(str(self.n)))
         return updated_node
+
+
+#: Keras callback methods called per batch (once per execution with steps_per_execution)
+BATCH_HOOKS = frozenset({"on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end"})
+
+
+def batch_hooks(tree: cst.Module, line: Callable[[cst.CSTNode], int]) -> list[tuple[str, str]]:
+    """The script's per-batch callback code: ``(what, how it changes the training or "")`` for each
+    method of a ``Callback`` subclass in :data:`BATCH_HOOKS` and each ``LambdaCallback(on_batch_end=...)``;
+    a hook that sets the learning rate or assigns a variable (a warm-up written as a callback) changes the
+    training when Keras calls it once per execution; one that reads them to log does not."""
+    out: list[tuple[str, str]] = []
+
+    def writes(node: cst.CSTNode) -> str:
+        for n in walk(node):
+            if isinstance(n, cst.Call) and attr_name(n) in (
+                "set_value",
+                "assign",
+                "assign_add",
+                "assign_sub",
+            ):
+                return f"calls {cst.Module([]).code_for_node(n.func)}()"
+            targets = (
+                [t.target for t in n.targets]
+                if isinstance(n, cst.Assign)
+                else [n.target]
+                if isinstance(n, (cst.AugAssign, cst.AnnAssign))
+                else []
+            )
+            for t in targets:
+                code = cst.Module([]).code_for_node(t)
+                if "learning_rate" in code or re.search(r"\blr\b", code):
+                    return f"sets {code}"
+        return ""
+
+    made = {c.func.value for c in walk(tree) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
+    for cls in walk(tree):
+        if not (
+            isinstance(cls, cst.ClassDef)
+            and cls.name.value in made
+            and any((dotted(b.value) or "").split(".")[-1].endswith("Callback") for b in cls.bases)
+            and isinstance(cls.body, cst.IndentedBlock)
+        ):
+            continue
+        for fn in cls.body.body:
+            if isinstance(fn, cst.FunctionDef) and fn.name.value in BATCH_HOOKS:
+                out.append((f"{cls.name.value}.{fn.name.value}() (line {line(fn)})", writes(fn.body)))
+    for c in walk(tree):
+        if isinstance(c, cst.Call) and (call_name(c) or "").split(".")[-1] == "LambdaCallback":
+            for a in c.args:
+                if a.keyword is not None and a.keyword.value in BATCH_HOOKS:
+                    out.append((f"LambdaCallback({a.keyword.value}=...) (line {line(c)})", writes(a.value)))
+    return out
 
 
 class StepsPerExecution(Fix):
@@ -53,7 +121,10 @@ class StepsPerExecution(Fix):
     text-classification tutorial: the same for ``xla-jit``), so ``fit`` runs 8 batches per
     trip from Python into the compiled function: the fixed per-step cost (callbacks, Python, function
     dispatch) is paid once per 8 batches. Batches, their order and the updates are the same; callbacks
-    and logs see one batch end per 8 steps.
+    and logs see one batch end per 8 steps: the script's own batch hooks (``on_train_batch_begin`` /
+    ``_end``, ``on_batch_*``, ``LambdaCallback(on_batch_end=...)``) are named in a note, and a hook that
+    sets the learning rate or assigns a variable (a warm-up written as a callback) skips the fix before
+    any run: called once per 8 batches, it would change the training.
 
     When it applies: Keras ``fit`` loops (the harness saw ``model.fit``) with a ``compile`` call in the
     script that does not set it yet. Throughput is compared in examples/s (one counted step is 8 batches).
