@@ -186,6 +186,9 @@ class Facts(_Frozen):
     step_counter: str | None = None  # which hook counted steps: "keras_callback", "apply_gradients", ...
     input_kind: Literal["tf.data", "python_generator", "numpy", "unknown"] = "unknown"
     batch_size: int | None = None  # first dimension of the step's input
+    # an eager step's model input changed shape (after the batch dimension) from step to step: a batch
+    # padded to its own longest sequence; None when not seen (a tf.function or fit step)
+    input_shapes_vary: bool | None = None
     dtype_policy: str | None = None  # "float32", "mixed_float16", "mixed_bfloat16"
     # XLA on the step: model.compile(jit_compile=...) or tf.function(jit_compile=...)
     jit_compile: bool | None = None

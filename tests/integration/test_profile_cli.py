@@ -144,6 +144,20 @@ def test_script_that_never_trains_says_so_and_why(tfd_home):
 
 
 @pytest.mark.integration
+def test_an_eager_steps_input_changing_shape_is_a_fact(tfd_home):
+    """A batch padded to its own longest sequence: the facts say the eager step's input changed shape (the
+    tf-function fix then compiles it with reduce_retracing=True); a loop of fixed shapes says it did not."""
+    res = tfdoctor(tfd_home, "profile", str(SCRIPTS / "dynamic_padding.py"), "--steps", "20", "--json")
+    assert res.returncode == 0, res.stderr
+    facts = json.loads(res.stdout)["facts"]
+    assert facts["step_kind"] == "eager" and facts["input_shapes_vary"] is True
+    res = tfdoctor(tfd_home, "profile", str(TINY), "--steps", "12", "--json", "--", "--loop", "eager")
+    assert res.returncode == 0, res.stderr
+    facts = json.loads(res.stdout)["facts"]
+    assert facts["step_kind"] == "eager" and facts["input_shapes_vary"] is False
+
+
+@pytest.mark.integration
 def test_a_tf1_style_session_script_is_told_why_no_step_was_seen(tfd_home):
     """Eager execution off and Session.run steps (legacy repositories run on TF2 through tf.compat.v1):
     the run ends with why, not with a list of hooks that never fired."""

@@ -2886,6 +2886,17 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2 (batch_size = 64, line 11)",
         },
     ),
+    # an eager text loop with dynamic padding (each batch padded to its longest sequence by pad_sequences in
+    # a generator): the run sees the input change shape, so the step is compiled with reduce_retracing=True
+    "dynamic_padding.py": (
+        Facts(loop_kind="custom", step_kind="eager", input_kind="numpy", input_shapes_vary=True),
+        {
+            "tf-function": "into @tf.function train_step(x, y); reduce_retracing=True",
+            "generator-prefetch": "batches() at line 33 runs in a background thread",
+            "mixed-precision": "kept float32: Dense at line 25 (model)",
+            "batch-scale": "batch size ×2",
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The

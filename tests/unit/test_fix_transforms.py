@@ -1195,6 +1195,34 @@ def test_steps_per_execution_skips_a_batch_hook_that_changes_the_training_and_na
     )
 
 
+def test_tf_function_reduces_retracing_where_the_run_saw_the_input_change_shape() -> None:
+    """An eager text loop padding each batch to its own longest sequence: a plain @tf.function traced once
+    per new length (tf-function measured 1.80x [1.09, 2.28]); with reduce_retracing=True 10.73x [8.76, 13.14]
+    (the run's facts say the input changed shape: tests/integration/test_profile_cli.py). Side by side,
+    epochs 2-3: 4.05 s an epoch eagerly, 0.39 s compiled so. A run of fixed shapes gets the plain decorator."""
+    src = (SHAPES / "dynamic_padding.py").read_text()
+    vary = Facts(loop_kind="custom", step_kind="eager", input_shapes_vary=True)
+    out = get_fix("tf-function").apply(src, FixContext(facts=vary, filename="dynamic_padding.py"))
+    assert out.changed, out.reason
+    assert "@tf.function(reduce_retracing=True)\ndef train_step(x, y):" in out.code
+    assert out.reason.endswith(
+        "; reduce_retracing=True: the step's input changed shape from step to step in the run (a trace per new "
+        "shape otherwise)"
+    ), out.reason
+    fixed = Facts(loop_kind="custom", step_kind="eager", input_shapes_vary=False)
+    out = get_fix("tf-function").apply(src, FixContext(facts=fixed, filename="dynamic_padding.py"))
+    assert "@tf.function\ndef train_step(x, y):" in out.code and "reduce_retracing" not in out.reason
+    # a step function of its own is decorated the same way
+    step = src.replace(
+        "    for step, (x, y) in enumerate(batches()):\n        with tf.GradientTape() as tape:",
+        "    for step, (x, y) in enumerate(batches()):\n        loss = step_fn(x, y)\n        total += float(loss)\n\n\n"
+        "def step_fn(x, y):\n    if True:\n        with tf.GradientTape() as tape:",
+    )
+    assert "def step_fn" in step
+    got = get_fix("tf-function").apply(step, FixContext(facts=vary, filename="dynamic_padding.py"))
+    assert got.changed and "@tf.function(reduce_retracing=True)\ndef step_fn(x, y):" in got.code, got.reason
+
+
 def test_xla_skips_a_step_writing_summaries_before_spending_a_run() -> None:
     """pix2pix writes tf.summary.scalar inside its step: under jit_compile the run fails with "No
     registered 'WriteSummary'" (it did, after a run); said before any run now."""

@@ -153,6 +153,35 @@ def first_dim(value: Any) -> int | None:
     return None
 
 
+def inner_shape(value: Any) -> tuple[int | None, ...] | None:
+    """The dimensions after the first (the batch) of the first array-like leaf of ``value``, if it has
+    a shape: what tells a step's inputs of another length apart (a batch padded to its longest sequence)."""
+    stack = [value]
+    seen = 0
+    while stack and seen < 32:
+        v = stack.pop(0)
+        seen += 1
+        if isinstance(v, dict):
+            stack.extend(v.values())
+            continue
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+            continue
+        shape = getattr(v, "shape", None)
+        if shape is None:
+            continue
+        try:
+            dims = tuple(None if d is None else int(d) for d in tuple(shape))
+        except (TypeError, ValueError):
+            continue
+        return dims[1:]
+    return None
+
+
+#: distinct input shapes a run notes at most (enough to tell "varies" from "fixed")
+INPUT_SHAPES_KEPT = 16
+
+
 def loss_parts(value: Any) -> tuple[Any, ...] | None:
     """What a step's loss is read from, unread: from what the step returned, a scalar, ``{"loss": ...}``,
     or the first scalar; None when there is none.
@@ -474,6 +503,8 @@ class Tracker:
         self.fn_returns_nothing: dict[int, bool] = {}  # id(Function) -> returns_nothing(its function)
         self.eager_targets: list[Any] = []  # the targets of a tf.function run eagerly, this call
         self.batch_votes: Counter[int] = Counter()
+        # the shapes (after the batch dimension) of an eager step's model input, up to INPUT_SHAPES_KEPT
+        self.input_shapes: set[tuple[int | None, ...]] = set()
         self.modules: dict[str, Any] = {}
         self.errors: list[str] = []
         #: in-process captures (notebook, in-script API): at the planned step, Keras fit is ended with
@@ -1295,6 +1326,13 @@ class Tracker:
             return
         self.clock.touch()
         self.step_batch = first_dim(args[0])
+        # a concrete batch only: building a model calls each layer on symbolic inputs (batch None)
+        if (
+            self.step_batch is not None
+            and len(self.input_shapes) < INPUT_SHAPES_KEPT
+            and (shape := inner_shape(args[0])) is not None
+        ):
+            self.input_shapes.add(shape)
 
     # -- facts ---------------------------------------------------------------------------------
     def _dataset_batch(self, ds: Any) -> int | None:
@@ -1373,6 +1411,8 @@ class Tracker:
                 out["step_kind"] = "eager"
         if self.input_kind:
             out["input_kind"] = self.input_kind
+        if self.input_shapes:
+            out["input_shapes_vary"] = len(self.input_shapes) > 1
         fit_batch = self.facts.get("fit_batch_size")
         if mode == "keras_callback" and isinstance(fit_batch, int):
             # one step of fit runs steps_per_execution batches: its examples are not the batch size
