@@ -69,6 +69,10 @@ class DatasetStage(_Frozen):
 #: the run-time switch of the tfdata-cache trial: the harness fills each in-memory tf.data cache before
 #: the first step, so the timed steps see the cache's steady state (as from the second epoch on)
 CACHE_FILL_SWITCH = "tfdata_cache_fill"
+#: traces of a step that is a tf.function already, beyond the first (Facts.retraces), from which the
+#: tf-function fix adds reduce_retracing=True to it (TFD204 names that fix): the last partial batch alone
+#: traces once more
+RETRACES_RELAXED = 3
 
 
 class CacheFill(_Frozen):

@@ -1223,6 +1223,37 @@ def test_tf_function_reduces_retracing_where_the_run_saw_the_input_change_shape(
     assert got.changed and "@tf.function(reduce_retracing=True)\ndef step_fn(x, y):" in got.code, got.reason
 
 
+def test_tf_function_relaxes_a_step_the_run_traced_again_and_again() -> None:
+    """The same text loop with the user's own @tf.function step: the harness counted 11 retraces (TFD204, which
+    now names tf-function); the decorator gets reduce_retracing=True. Two or fewer (a last partial batch) is
+    the step already compiled; a step setting reduce_retracing or an input_signature is left, said."""
+    src = (SHAPES / "dynamic_padding.py").read_text()
+    src = src.replace(
+        "for epoch in range(3):",
+        "@tf.function\ndef train_step(x, y):\n    with tf.GradientTape() as tape:\n        loss = loss_fn(y, model(x))\n"
+        "    grads = tape.gradient(loss, model.trainable_variables)\n"
+        "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n    return loss\n\n\nfor epoch in range(3):",
+    )
+    fix = get_fix("tf-function")
+    traced = FixContext(facts=Facts(loop_kind="custom", step_kind="tf.function", retraces=11))
+    assert fix.precheck(traced) is None
+    out = fix.apply(src, traced)
+    assert out.changed and "@tf.function(reduce_retracing=True)\ndef train_step(x, y):" in out.code
+    assert out.reason.startswith(
+        "reduce_retracing=True on the tf.function train_step() (line 32): the run traced it 12 times"
+    )
+    once = FixContext(facts=Facts(loop_kind="custom", step_kind="tf.function", retraces=1))
+    assert fix.precheck(once) == "the profiled training step already runs as a tf.function"
+    pinned = src.replace("@tf.function\n", "@tf.function(input_signature=SIG)\n")
+    assert_skipped(
+        "tf-function",
+        pinned,
+        "the training step is already a tf.function (train_step); the run traced train_step() 12 times though it "
+        "sets input_signature",
+        facts=Facts(loop_kind="custom", step_kind="tf.function", retraces=11),
+    )
+
+
 def test_xla_skips_a_step_writing_summaries_before_spending_a_run() -> None:
     """pix2pix writes tf.summary.scalar inside its step: under jit_compile the run fails with "No
     registered 'WriteSummary'" (it did, after a run); said before any run now."""
