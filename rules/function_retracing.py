@@ -82,7 +82,11 @@ class FunctionRetracing(Rule):
         claim += (
             f"; tracing takes {pct(gb.share)} of step time"
             if gb.share
-            else "; the step function was retraced"
+            else (
+                f"; the step function was traced {harness + 1} times in the run"
+                if harness >= 2
+                else "; the step function was retraced"
+            )
         )
         sev = "high" if gb.share >= 0.2 else "medium" if gb.share >= 0.05 or per_call >= 0.5 else "low"
         # a step the harness saw traced again and again: the tf-function fix relaxes its decorator

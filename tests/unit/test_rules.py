@@ -188,6 +188,19 @@ def test_eager_and_retracing_verdicts_name_the_cause() -> None:
     assert "tf.function traces" in v
 
 
+def test_retracing_counted_by_the_harness_names_tf_function_from_three_retraces() -> None:
+    """A text loop padding each batch to its longest sequence under the user's own @tf.function: its
+    profile window traced nothing (the lengths seen by then), the harness counted 11 retraces over the run.
+    The finding says so and names tf-function, which adds reduce_retracing=True; two retraces stay advice."""
+    findings, _ = _eval("sample_traces/rules-well-fed", retraces=11)
+    f = next(x for x in findings if x.rule_id == "TFD204")
+    assert "the step function was traced 12 times in the run" in f.claim, f.claim
+    assert f.fix_ids == ["tf-function"]
+    findings, _ = _eval("sample_traces/rules-well-fed", retraces=2)
+    f = next(x for x in findings if x.rule_id == "TFD204")
+    assert f.fix_ids == ["reduce-retracing"]
+
+
 def test_a_label_naming_another_category_than_the_largest_cites_the_largest() -> None:
     """keras.io's multi-input LSTM model on this CPU: TFD501 (1536 op kernels a step, 21 % of the step in
     small ones; est. saving 10 %) headed the verdict as "Dispatch-bound" beside a step 78 % in op kernels,
