@@ -1244,6 +1244,12 @@ def test_tf_function_relaxes_a_step_the_run_traced_again_and_again() -> None:
     )
     once = FixContext(facts=Facts(loop_kind="custom", step_kind="tf.function", retraces=1))
     assert fix.precheck(once) == "the profiled training step already runs as a tf.function"
+    assert_skipped(  # the step is not in this file: said, not "no training step found"
+        "tf-function",
+        "from steps import train_step\nfor x, y in ds:\n    train_step(x, y)\n",
+        "the profiled training step already runs as a tf.function, defined outside this script",
+        facts=Facts(loop_kind="custom", step_kind="tf.function", retraces=9),
+    )
     pinned = src.replace("@tf.function\n", "@tf.function(input_signature=SIG)\n")
     assert_skipped(
         "tf-function",

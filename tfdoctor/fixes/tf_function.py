@@ -688,6 +688,11 @@ class TfFunctionCodemod(FixCodemod):
                 raise SkipFile(f"the training step is already compiled: {'; '.join(in_strategy)}")
             if compiled and not self.ran:
                 raise SkipFile(f"the training step is already a tf.function ({', '.join(compiled)})")
+            if facts.step_kind == "tf.function":  # let through by the precheck for its retraces
+                raise SkipFile(
+                    "the profiled training step already runs as a tf.function, defined outside this script: "
+                    f"reduce_retracing=True on it there (the run traced it {(facts.retraces or 0) + 1} times)"
+                )
             raise SkipFile(
                 "no training step found (no function or loop with GradientTape / apply_gradients / "
                 f"optimizer.apply){ran}"
