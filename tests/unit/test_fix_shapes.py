@@ -2897,6 +2897,22 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2",
         },
     ),
+    # TensorFlow's "Load CSV data" (Titanic): a dict of columns, a symbolic preprocessing head with StringLookup,
+    # a builder compiling a functional model whose output comes from a Sequential `body` called by name, fit()
+    # on the dict at Keras's default batch. Right the first time (XLA: Keras runs StringLookup without it)
+    "load_csv.py": (
+        Facts(
+            loop_kind="keras_fit",
+            step_kind="tf.function",
+            input_kind="numpy",
+            xla_unsupported=["StringLookup"],
+        ),
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 58)",
+            "mixed-precision": "kept float32: Dense at line 52 (model)",
+            "batch-scale": "fit()'s default 32 made explicit, → 64 (fit at line 63)",
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The
