@@ -1260,6 +1260,32 @@ def test_tf_function_relaxes_a_step_the_run_traced_again_and_again() -> None:
     )
 
 
+def test_batch_scale_says_where_a_batch_read_at_run_time_is_used() -> None:
+    """User repositories keep their settings in a YAML file (``cfg = yaml.safe_load(f)``,
+    ``.batch(cfg["train"]["batch_size"])``): the skip listed what it looked for; it now names the value and
+    its line. ``self.batch_size`` (given where the instance is made) keeps the general reason."""
+    src = """
+        import yaml
+        import tensorflow as tf
+
+        with open("config.yaml") as f:
+            cfg = yaml.safe_load(f)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(cfg["train"]["batch_size"])
+        model.compile(optimizer=tf.keras.optimizers.Adam(cfg["train"]["lr"]), loss="mse")
+        model.fit(ds, epochs=cfg["train"]["epochs"])
+        """
+    assert_skipped(
+        "batch-scale",
+        src,
+        'the batch size is cfg["train"]["batch_size"] (line 6), a value the script reads at run time',
+    )
+    assert_skipped(
+        "batch-scale",
+        src.replace('cfg["train"]["batch_size"]', "self.batch_size"),
+        "no batch size found to scale",
+    )
+
+
 def test_xla_skips_a_step_writing_summaries_before_spending_a_run() -> None:
     """pix2pix writes tf.summary.scalar inside its step: under jit_compile the run fails with "No
     registered 'WriteSummary'" (it did, after a run); said before any run now."""

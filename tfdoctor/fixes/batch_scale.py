@@ -486,6 +486,34 @@ class BatchScaleCodemod(FixCodemod):
             self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
             self.batch_ref = name
             return f"{name} = {v * self.factor:g}, line {self.line(s)}; nothing in the script reads {name}"
+        # the batch read from a value the script loads at run time (a YAML / JSON config, another
+        # module's object): say where it is used, not only what was looked for
+        for c in walk(tree):
+            if not isinstance(c, cst.Call):
+                continue
+            used = (
+                c.args[0].value
+                if attr_name(c) == "batch" and c.args and c.args[0].keyword is None
+                else k.value
+                if (k := kwarg(c, "batch_size")) is not None
+                else None
+            )
+            root = used
+            while isinstance(root, (cst.Subscript, cst.Attribute)):
+                root = root.value
+            # cfg["train"]["batch_size"], config.BATCH_SIZE; not self.batch_size (given where the instance
+            # is made) or args.batch_size (the command line's, said above)
+            if (
+                used is not None
+                and used is not root
+                and isinstance(root, cst.Name)
+                and root.value not in ("self", "args")
+            ):
+                code = cst.Module([]).code_for_node(used)
+                raise SkipFile(
+                    f"the batch size is {code} (line {self.line(c)}), a value the script reads at run time (a "
+                    "config file, another module): nothing in the script to scale; scale it where it is set"
+                )
         raise SkipFile(
             "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, a config dict or "
             "class field, .batch(N), a batch_size=N parameter default, fit() on arrays)"
@@ -1273,7 +1301,8 @@ class BatchScale(Fix):
     The summary line says which rule was used for which optimizer. A learning rate that cannot
     be scaled is never left silently: the summary says LEARNING RATE NOT SCALED and the patch carries a
     comment above the batch size. A batch size or learning rate given on the command line is not
-    edited (the fix is skipped or warns).
+    edited (the fix is skipped or warns). A batch the script reads at run time (``.batch(cfg["train"]
+    ["batch_size"])`` from a YAML file, a module's attribute) is named in the skip, with its line.
 
     How it is measured: in examples/s (a step has more examples on purpose). ×2 first; ×4 only if ×2 was
     kept, and so on. A run that runs out of memory is rolled back with the error.
