@@ -671,6 +671,11 @@ def names_read(node: cst.CSTNode) -> set[str]:
     return v.out
 
 
+def names_called(node: cst.CSTNode) -> set[str]:
+    """The plain names called under ``node`` (``Loader(x, 64)``, ``build()``; not ``keras.Model(...)``)."""
+    return {c.func.value for c in walk(node) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
+
+
 def name_reads(node: cst.CSTNode) -> list[tuple[str, str | None]]:
     """Each read of a plain name under ``node`` (as :func:`names_read` counts them), in source order,
     with the attribute taken on it: ``model.fit(x)`` → ``("model", "fit")``, ``f(model)`` → ``("model", None)``."""

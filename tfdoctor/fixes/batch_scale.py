@@ -447,6 +447,9 @@ class BatchScaleCodemod(FixCodemod):
                 self.edits[id(value)] = _fmt(v * self.factor, value)
                 self.batch_ref = name
                 return f"{cls}.{name} = {v * self.factor:g}, line {self.line(value)}"
+        # a batch read from a value the script loads at run time (a YAML / JSON config, another module's
+        # object): where it is used, said if nothing else is found
+        runtime: tuple[cst.Call, cst.BaseExpression] | None = None
         for c in walk(tree):  # .batch(32) / fit(batch_size=32)
             if isinstance(c, cst.Call):
                 target = None
@@ -457,6 +460,19 @@ class BatchScaleCodemod(FixCodemod):
                 if target is not None and (v := _number(target)) is not None:
                     self.edits[id(target)] = _fmt(v * self.factor, target)
                     return f"{v:g} → {v * self.factor:g}, line {self.line(c)}"
+                root = target
+                while isinstance(root, (cst.Subscript, cst.Attribute)):
+                    root = root.value
+                # cfg["train"]["batch_size"], config.BATCH_SIZE; not self.batch_size (given where the
+                # instance is made) or args.batch_size (the command line's, said above)
+                if (
+                    runtime is None
+                    and target is not None
+                    and target is not root
+                    and isinstance(root, cst.Name)
+                    and root.value not in ("self", "args")
+                ):
+                    runtime = (c, target)
         for name, ps in _function_params(tree).items():  # def __init__(self, model, batch_size=64)
             default = ps[0].default if len(ps) == 1 else None
             if BATCH_NAME.match(name) and default is not None and (v := _number(default)) is not None:
@@ -486,34 +502,13 @@ class BatchScaleCodemod(FixCodemod):
             self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
             self.batch_ref = name
             return f"{name} = {v * self.factor:g}, line {self.line(s)}; nothing in the script reads {name}"
-        # the batch read from a value the script loads at run time (a YAML / JSON config, another
-        # module's object): say where it is used, not only what was looked for
-        for c in walk(tree):
-            if not isinstance(c, cst.Call):
-                continue
-            used = (
-                c.args[0].value
-                if attr_name(c) == "batch" and c.args and c.args[0].keyword is None
-                else k.value
-                if (k := kwarg(c, "batch_size")) is not None
-                else None
+        if runtime is not None:
+            c, used = runtime
+            raise SkipFile(
+                f"the batch size is {cst.Module([]).code_for_node(used)} (line {self.line(c)}), a value the script "
+                "reads at run time (a config file, another module): nothing in the script to scale; scale it "
+                "where it is set"
             )
-            root = used
-            while isinstance(root, (cst.Subscript, cst.Attribute)):
-                root = root.value
-            # cfg["train"]["batch_size"], config.BATCH_SIZE; not self.batch_size (given where the instance
-            # is made) or args.batch_size (the command line's, said above)
-            if (
-                used is not None
-                and used is not root
-                and isinstance(root, cst.Name)
-                and root.value not in ("self", "args")
-            ):
-                code = cst.Module([]).code_for_node(used)
-                raise SkipFile(
-                    f"the batch size is {code} (line {self.line(c)}), a value the script reads at run time (a "
-                    "config file, another module): nothing in the script to scale; scale it where it is set"
-                )
         raise SkipFile(
             "no batch size found to scale (argparse --batch-size default, BATCH_SIZE = N, a config dict or "
             "class field, .batch(N), a batch_size=N parameter default, fit() on arrays)"

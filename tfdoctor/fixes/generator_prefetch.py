@@ -17,6 +17,7 @@ from tfdoctor.fixes._cst import (
     call_name,
     dotted,
     kwarg,
+    names_called,
     set_kwarg,
     unique_name,
     walk,
@@ -158,7 +159,7 @@ def _generator_methods(tree: cst.Module) -> dict[str, cst.FunctionDef]:
 def _iterable_loaders(tree: cst.Module) -> dict[str, cst.FunctionDef]:
     """Classes of the script (not a Keras PyDataset / Sequence) whose ``__iter__`` is a generator and
     that the script instantiates (``Loader(x, y, 64)``): class name -> that ``__iter__``."""
-    made = {c.func.value for c in walk(tree) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
+    made = names_called(tree)
     out: dict[str, cst.FunctionDef] = {}
     for cls in walk(tree):
         if (

@@ -536,8 +536,8 @@ def _loss_check(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTiming],
         # reference can tell. On a steep, unseeded fall (a trainer whose loss drops from 2.3 to 0.01 in 40
         # steps), the step-by-step differences of two runs are mostly tail (0.03 here) while the runs'
         # medians over steps 0-47 ranged 0.23-0.83, and a background prefetcher (the same batches in the
-        # same order) was rejected as "loss above the reference's" at 0.39 vs 0.23
-        # same training: not above the highest of them by more than their typical spread
+        # same order) was rejected as "loss above the reference's" at 0.39 vs 0.23. The same training is
+        # not above the highest of those medians by more than their typical spread
         spread = statistics.median(abs(a - b) for a, b in itertools.combinations(medians, 2))
         if max(medians) - mb + spread > tol:
             tol = max(medians) - mb + spread

@@ -10,7 +10,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import attr_name, call_name, dotted, expr, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import attr_name, call_name, dotted, expr, kwarg, names_called, set_kwarg, walk
 from tfdoctor.fixes._models import compile_sites
 
 DEFAULT_N = 8
@@ -91,7 +91,7 @@ def batch_hooks(tree: cst.Module, line: Callable[[cst.CSTNode], int]) -> list[tu
                     return f"sets {code}"
         return ""
 
-    made = {c.func.value for c in walk(tree) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
+    made = names_called(tree)
     for cls in walk(tree):
         if not (
             isinstance(cls, cst.ClassDef)

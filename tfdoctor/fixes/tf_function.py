@@ -205,16 +205,18 @@ def _tape_names(stmts: Iterable[cst.CSTNode]) -> set[str]:
     return out
 
 
-def _is_compiled(fn: cst.FunctionDef, tf_function: set[str], wrapped: set[str]) -> bool:
-    return fn.name.value in wrapped or any(
-        (
-            dotted(d.decorator) or call_name(d.decorator)
-            if isinstance(d.decorator, cst.Call)
-            else dotted(d.decorator)
-        )
-        in tf_function
-        for d in fn.decorators
+def _is_tf_function(d: cst.Decorator, tf_function: set[str]) -> bool:
+    """``@tf.function`` or ``@tf.function(...)``, as the script spells it (``tf_function``)."""
+    spelled = (
+        dotted(d.decorator) or call_name(d.decorator)
+        if isinstance(d.decorator, cst.Call)
+        else dotted(d.decorator)
     )
+    return spelled in tf_function
+
+
+def _is_compiled(fn: cst.FunctionDef, tf_function: set[str], wrapped: set[str]) -> bool:
+    return fn.name.value in wrapped or any(_is_tf_function(d, tf_function) for d in fn.decorators)
 
 
 def ran_lines(facts_source: dict[str, str], filename: str) -> list[int]:
@@ -593,9 +595,7 @@ class TfFunctionCodemod(FixCodemod):
         self.block: list[cst.BaseStatement] = []
         self.anchor: cst.BaseStatement | None = None
         self.step_name = ""
-        self.relax: dict[
-            int, str
-        ] = {}  # id(a step's tf.function decorator) -> the step, for reduce_retracing
+        self.relax: set[int] = set()  # id(a step's tf.function decorator) to get reduce_retracing=True
         self.relax_note = ""
         facts = self.fix.facts
         eager = facts.step_kind == "eager"
@@ -628,12 +628,7 @@ class TfFunctionCodemod(FixCodemod):
                 wrapped_only and self.ran and self._holds_ran_line(fn)
             ):
                 compiled.append(name)
-                step_decorators += [
-                    (fn, d)
-                    for d in fn.decorators
-                    if (call_name(d.decorator) if isinstance(d.decorator, cst.Call) else dotted(d.decorator))
-                    in tf_function
-                ]
+                step_decorators += [(fn, d) for d in fn.decorators if _is_tf_function(d, tf_function)]
                 continue
             # a keras.Model subclass's step methods are compiled by fit (train_step and what it
             # calls), unless the profiled run saw this method run eagerly (a custom loop calling
@@ -1114,7 +1109,7 @@ class TfFunctionCodemod(FixCodemod):
             assert given.keyword is not None
             self.relax_note = f"; the run traced {fn.name.value}() {retraces + 1} times though it sets {given.keyword.value}"
             return False
-        self.relax[id(d)] = fn.name.value
+        self.relax.add(id(d))
         self.warn(
             "measured over the first steps, where the plain function still traces each new input shape: once "
             "most shapes are traced the gain falls (a text loop with dynamic padding: 5.85x measured, 2.0-2.5x "

@@ -140,7 +140,7 @@ def _cached_after(tree: cst.Module, line: Callable[[cst.CSTNode], int]) -> dict[
         stmts = [
             n for n in own_nodes(body) if isinstance(n, (cst.Assign, cst.Return)) and n.value is not None
         ]
-        chains = []  # (target name or None, root name or None, calls, line)
+        chains = []  # in source order: (target name or None, root name or None, calls)
         for st in stmts:
             assert st.value is not None
             root, calls = method_chain(st.value)
@@ -151,8 +151,8 @@ def _cached_after(tree: cst.Module, line: Callable[[cst.CSTNode], int]) -> dict[
                 and isinstance(st.targets[0].target, cst.Name)
                 else None
             )
-            chains.append((target, root.value if isinstance(root, cst.Name) else None, calls, line(st)))
-        for k, (target, _, calls, at) in enumerate(chains):
+            chains.append((target, root.value if isinstance(root, cst.Name) else None, calls))
+        for k, (target, _, calls) in enumerate(chains):
             for i, (op, call) in enumerate(calls):
                 if op not in ("map", "interleave"):
                     continue
@@ -161,8 +161,8 @@ def _cached_after(tree: cst.Module, line: Callable[[cst.CSTNode], int]) -> dict[
                     cache = next(
                         (
                             c
-                            for t2, root2, calls2, at2 in chains[k + 1 :]
-                            if root2 == target and at2 > at
+                            for _, root2, calls2 in chains[k + 1 :]
+                            if root2 == target
                             for o, c in calls2
                             if o == "cache"
                         ),

@@ -41,7 +41,7 @@ import time
 import traceback
 import types
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tfdoctor.capture.child.clock import StepClock, StopCapture
@@ -123,8 +123,8 @@ def where(frame: types.FrameType | None, *, definition: bool = False) -> str | N
     return f"{frame.f_code.co_filename}:{line}"
 
 
-def first_dim(value: Any) -> int | None:
-    """The first dimension of the first array-like leaf of ``value`` (a batch), if static."""
+def _leaves(value: Any) -> Iterator[Any]:
+    """The leaves of ``value`` (dicts and lists walked, breadth first), among its first 32 items."""
     stack = [value]
     seen = 0
     while stack and seen < 32:
@@ -132,10 +132,15 @@ def first_dim(value: Any) -> int | None:
         seen += 1
         if isinstance(v, dict):
             stack.extend(v.values())
-            continue
-        if isinstance(v, (list, tuple)):
+        elif isinstance(v, (list, tuple)):
             stack.extend(v)
-            continue
+        else:
+            yield v
+
+
+def first_dim(value: Any) -> int | None:
+    """The first dimension of the first array-like leaf of ``value`` (a batch), if static."""
+    for v in _leaves(value):
         if type(v).__name__ == "PerReplica":  # tf.distribute: this worker's batch is all replicas' parts
             dims = [first_dim(part) for part in getattr(v, "values", ())]
             if dims and all(d is not None for d in dims):
@@ -156,17 +161,7 @@ def first_dim(value: Any) -> int | None:
 def inner_shape(value: Any) -> tuple[int | None, ...] | None:
     """The dimensions after the first (the batch) of the first array-like leaf of ``value``, if it has
     a shape: what tells a step's inputs of another length apart (a batch padded to its longest sequence)."""
-    stack = [value]
-    seen = 0
-    while stack and seen < 32:
-        v = stack.pop(0)
-        seen += 1
-        if isinstance(v, dict):
-            stack.extend(v.values())
-            continue
-        if isinstance(v, (list, tuple)):
-            stack.extend(v)
-            continue
+    for v in _leaves(value):
         shape = getattr(v, "shape", None)
         if shape is None:
             continue
