@@ -1270,6 +1270,75 @@ def test_batch_scale_scales_no_return_of_a_schedule_when_another_cannot_follow()
     assert "batch_size=64" in out.code and "learning_rate=0.002" in out.code  # the rest is scaled
 
 
+def test_batch_scale_scales_the_constants_a_schedule_computes_its_rate_from() -> None:
+    """Kaggle's TPU starters: ``lrfn(epoch)`` ramps from LR_START to LR_MAX (itself a number times the
+    replicas) and decays to LR_MIN, every rate computed from those module constants (and from
+    LR_RAMPUP_EPOCHS, LR_EXP_DECAY, which are not rates): "returns a rate not computed from the one it is
+    given", nothing scaled. Now the one set of constants every return is proportional to is scaled, and
+    the batch, written as a number times the replicas, is found."""
+    src = textwrap.dedent(
+        """
+        import tensorflow as tf
+        strategy = tf.distribute.get_strategy()
+        BATCH_SIZE = 16 * strategy.num_replicas_in_sync
+        LR_START = 0.00001
+        LR_MAX = 0.00005 * strategy.num_replicas_in_sync
+        LR_MIN = 0.00001
+        LR_RAMPUP_EPOCHS = 5
+        LR_SUSTAIN_EPOCHS = 0
+        LR_EXP_DECAY = 0.8
+        def lrfn(epoch):
+            if epoch < LR_RAMPUP_EPOCHS:
+                lr = (LR_MAX - LR_START) / LR_RAMPUP_EPOCHS * epoch + LR_START
+            elif epoch < LR_RAMPUP_EPOCHS + LR_SUSTAIN_EPOCHS:
+                lr = LR_MAX
+            else:
+                lr = (LR_MAX - LR_MIN) * LR_EXP_DECAY ** (epoch - LR_RAMPUP_EPOCHS - LR_SUSTAIN_EPOCHS) + LR_MIN
+            return lr
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH_SIZE)
+        model.compile(loss="mse", optimizer="sgd")
+        model.fit(ds, callbacks=[tf.keras.callbacks.LearningRateScheduler(lrfn, verbose=True)])
+        """
+    )
+    out = run("batch-scale", src, params={"factor": "4"})
+    assert out.changed and "NOT SCALED" not in out.reason, out.reason
+    assert "BATCH_SIZE = 64 * strategy.num_replicas_in_sync\n" in out.code
+    for line in (
+        "LR_START = 4e-05\n",
+        "LR_MAX = 0.0002 * strategy.num_replicas_in_sync\n",
+        "LR_MIN = 4e-05\n",
+    ):
+        assert line in out.code, out.code
+    for line in ("LR_RAMPUP_EPOCHS = 5\n", "LR_EXP_DECAY = 0.8\n"):  # not rates: unchanged
+        assert line in out.code
+    assert "lrfn() returns a rate computed from LR_MAX, LR_START, LR_MIN" in out.reason
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return LR_MAX + 1e-4 * epoch",  # not proportional to any rate
+        "return LR_MAX * LR_DECAY",  # two constants, either could be the rate
+        "return LR_MAX ** 2",
+    ],
+)
+def test_batch_scale_scales_no_constant_of_a_schedule_not_proportional_to_one_set(body: str) -> None:
+    src = textwrap.dedent(
+        f"""
+        import tensorflow as tf
+        LR_MAX = 1e-3
+        LR_DECAY = 0.9
+        def lrfn(epoch):
+            {body}
+        model.compile(loss="mse", optimizer="sgd")
+        model.fit(x, y, batch_size=32, callbacks=[tf.keras.callbacks.LearningRateScheduler(lrfn)])
+        """
+    )
+    out = run("batch-scale", src, params={"factor": "2"})
+    assert "LEARNING RATE NOT SCALED" in out.reason, out.reason
+    assert "LR_MAX = 1e-3\n" in out.code and "LR_DECAY = 0.9\n" in out.code
+
+
 def test_batch_scale_keeps_a_step_counted_schedule_per_example() -> None:
     """ExponentialDecay(decay_steps=10000) counts optimizer steps: with the batch ×2 an epoch has half
     the steps, so decay_steps is halved with the initial rate scaled (the same schedule per example)."""
@@ -1667,6 +1736,68 @@ def test_keras_dataset_utilities_are_pipelines_that_prefetch_themselves() -> Non
     mapped = src.replace("    model.fit", "    dataset_train = dataset_train.map(scale)\n    model.fit")
     out = run("tfdata-prefetch", mapped)
     assert out.status == "changed" and "dataset_train.map(scale).prefetch(tf.data.AUTOTUNE)" in out.code
+
+
+TWO_BUILDERS = """
+import tensorflow as tf
+
+AUTO = tf.data.AUTOTUNE
+
+
+def decode(image, label):
+    return tf.cast(image, tf.float32) / 255.0, label
+
+
+def augment(image, label):
+    return tf.image.random_flip_left_right(image), label
+
+
+def get_validation_dataset():
+    dataset = tf.data.Dataset.from_tensor_slices((val_images, val_labels))
+    dataset = dataset.map(decode, num_parallel_calls=AUTO)
+    dataset = dataset.batch(BATCH_SIZE)
+    dataset = dataset.cache()
+    dataset = dataset.prefetch(AUTO)
+    return dataset
+
+
+def get_training_dataset():
+    dataset = tf.data.Dataset.from_tensor_slices((train_images, train_labels))
+    dataset = dataset.map(decode)
+    dataset = dataset.map(augment, num_parallel_calls=AUTO)
+    dataset = dataset.repeat()
+    dataset = dataset.shuffle(2048)
+    dataset = dataset.batch(BATCH_SIZE)
+    return dataset
+
+
+model.fit(get_training_dataset(), steps_per_epoch=100, validation_data=get_validation_dataset())
+"""
+
+
+def test_tfdata_cache_and_prefetch_tell_the_same_name_in_two_functions_apart() -> None:
+    """Kaggle's TPU starters build ``dataset`` in get_training_dataset() and get_validation_dataset(): the
+    cache fix said "dataset already caches (line 11)" (the validation function's) and left the training
+    pipeline, whose decode TFD102 saw redone every epoch; the prefetch fix would have called it prefetched
+    (the validation function's prefetch). Each function's assignments are now their own pipeline, and a
+    pipeline's earlier stages are read in its own function (the validation one comes first here)."""
+    cache = run("tfdata-cache", TWO_BUILDERS, facts=Facts(loop_kind="keras_fit", input_kind="tf.data"))
+    assert cache.changed, cache.reason
+    assert "    dataset = dataset.map(decode).cache()\n" in cache.code, cache.code
+    assert cache.code.count(".cache()") == 2, cache.code  # the validation one, as it was
+    prefetch = run("tfdata-prefetch", TWO_BUILDERS)
+    assert prefetch.changed, prefetch.reason
+    assert "    return dataset.prefetch(tf.data.AUTOTUNE)\n" in prefetch.code
+    assert prefetch.code.count("prefetch(") == 2
+    both = TWO_BUILDERS.replace(
+        "    dataset = dataset.batch(BATCH_SIZE)\n    return dataset",
+        "    dataset = dataset.batch(BATCH_SIZE)\n    dataset = dataset.prefetch(AUTO)\n    return dataset",
+    )
+    assert_skipped(
+        "tfdata-prefetch",
+        both,
+        "already prefetches (dataset in get_validation_dataset(), dataset in get_training_dataset())",
+    )
 
 
 def test_tfdata_cache_follows_a_pipeline_through_several_names() -> None:
@@ -2911,6 +3042,27 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "steps-per-execution": "steps_per_execution=8 in model.compile() (line 58)",
             "mixed-precision": "kept float32: Dense at line 52 (model)",
             "batch-scale": "fit()'s default 32 made explicit, → 64 (fit at line 63)",
+        },
+    ),
+    # Kaggle's TPU starter template: ``dataset`` built in get_training_dataset() (no cache) and in
+    # get_validation_dataset() (cached, prefetched): the cache fix said "dataset already caches (line 82)",
+    # the validation function's line; BATCH_SIZE = 16 * strategy.num_replicas_in_sync was "no batch size
+    # found", and lrfn()'s rate from LR_START / LR_MAX / LR_MIN constants "not computed from the one it is
+    # given"
+    "kaggle_tpu_starter.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 122)",
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 1 map/interleave (line 69)",
+            "tfdata-cache": "cache() after map() of dataset (line 69)",
+            "xla-jit": "jit_compile=True on model.compile() (line 122)",
+            "mixed-precision": "kept float32: Dense at line 118 (model)",
+            "batch-scale": (
+                "BATCH_SIZE = 32 * strategy.num_replicas_in_sync (was 16 × ...), line 34); learning rate Adam "
+                "at line 122: default 0.001 made explicit, → 0.001414 (square-root scaling for Adam); "
+                "LearningRateScheduler at line 105: lrfn() returns a rate computed from LR_MAX, LR_START, "
+                "LR_MIN (LR_MAX 5e-05 → 7.071e-05; LR_START 1e-05 → 1.414e-05; LR_MIN 1e-05 → 1.414e-05)"
+            ),
         },
     ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),

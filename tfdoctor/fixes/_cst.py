@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import libcst as cst
 
@@ -599,6 +600,27 @@ def assigned_values(node: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
         if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name):
             out.setdefault(a.targets[0].target.value, []).append(a.value)
     return out
+
+
+N = TypeVar("N", bound=cst.CSTNode)
+
+
+def owners(module: cst.Module) -> dict[int, cst.FunctionDef | None]:
+    """id() of each assignment and return -> the innermost function holding it (absent: module level).
+    The names of :class:`Pipelines` are not flow-sensitive: ``dataset`` in get_training_dataset() and in
+    get_validation_dataset() are two pipelines, told apart by this."""
+    out: dict[int, cst.FunctionDef | None] = {}
+    for fdef in function_defs(module):  # outer ones first: an inner function's nodes overwritten after
+        out.update({id(n): fdef for n in walk(fdef.body) if isinstance(n, (cst.Assign, cst.Return))})
+    return out
+
+
+def by_owner(nodes: list[N], owner: dict[int, cst.FunctionDef | None]) -> list[list[N]]:
+    """``nodes`` grouped by the function holding each (:func:`owners`), in order."""
+    groups: dict[int, list[N]] = {}
+    for n in nodes:
+        groups.setdefault(id(owner.get(id(n))), []).append(n)
+    return list(groups.values())
 
 
 def function_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:

@@ -60,6 +60,15 @@ def _number(node: cst.BaseExpression) -> float | None:
     return None
 
 
+def _product_number(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The one number written in a product (``16 * strategy.num_replicas_in_sync`` → ``16``), or None
+    (no product, none or several numbers in it)."""
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+        return None
+    numbers = [f for f in _factors(node) if _number(f) is not None]
+    return numbers[0] if len(numbers) == 1 else None
+
+
 def _env_default(node: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:
     """A setting read from the environment with a numeric default (``int(os.environ.get("BATCH_SIZE",
     64))``, ``float(os.getenv("LR", "1e-3"))``, as scripts run in containers write it): the default's node
@@ -223,6 +232,40 @@ def _rate_factor(
         uses = sum(isinstance(n, cst.Name) and n.value == f.value for n in walk(fn.body))
         if len(sets) == 1 and (v := _number(sets[0])) is not None and uses == 2:  # its assignment, this use
             return sets[0], f.value, v
+    return None
+
+
+def _degree(e: cst.BaseExpression, rates: frozenset[str], given: set[str]) -> int | None:
+    """The degree of ``e`` in the names ``rates`` and the rate a schedule is given (``given``): 1 for a
+    rate, 0 for what does not depend on one (numbers, the epoch, other names), None where ``e`` is not a
+    homogeneous polynomial of them (``LR_MAX + 1``, a rate in an exponent). A schedule's return of degree
+    1 scales with its rates: ``(LR_MAX - LR_START) / LR_RAMPUP_EPOCHS * epoch + LR_START``."""
+    if isinstance(e, cst.Name):
+        return 1 if e.value in rates or e.value in given else 0
+    if isinstance(e, (cst.Integer, cst.Float, cst.Attribute, cst.Subscript, cst.SimpleString)):
+        return 0
+    if isinstance(e, cst.UnaryOperation):
+        return _degree(e.expression, rates, given)
+    if isinstance(e, cst.IfExp):
+        a, b = _degree(e.body, rates, given), _degree(e.orelse, rates, given)
+        return a if a == b else None
+    if isinstance(e, cst.Call):
+        if (call_name(e) or "") in ("float", "max", "min") and e.args:  # max(LR_MIN, ...)
+            ds = {_degree(a.value, rates, given) for a in e.args}
+            return ds.pop() if len(ds) == 1 else None
+        ok = all(_degree(a.value, rates, given) == 0 for a in e.args)
+        return 0 if ok and _degree(e.func, rates, given) == 0 else None
+    if isinstance(e, cst.BinaryOperation):
+        a, b = _degree(e.left, rates, given), _degree(e.right, rates, given)
+        if a is None or b is None:
+            return None
+        if isinstance(e.operator, (cst.Add, cst.Subtract)):
+            return a if a == b else None
+        if isinstance(e.operator, cst.Multiply):
+            return a + b
+        if isinstance(e.operator, cst.Divide):
+            return a - b
+        return 0 if a == b == 0 else None  # **, //, %: of rate-free values only
     return None
 
 
@@ -409,12 +452,24 @@ class BatchScaleCodemod(FixCodemod):
                 self.edits[id(env_value)] = _fmt(v * self.factor, env_value)
                 self.batch_ref = name
                 return f"{name}: ${var}'s default {v:g} → {v * self.factor:g}, line {self.line(s)}"
-            if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and (v := _number(s.value)) is not None:
+            # BATCH_SIZE = 32, or a number times the replicas (Kaggle's TPU starters: BATCH_SIZE = 16 *
+            # strategy.num_replicas_in_sync): the number written is the one scaled
+            number = s.value if _number(s.value) is not None else _product_number(s.value)
+            if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and number is not None:
+                v = _number(number)
+                assert v is not None
                 if name not in read:  # keras-io's distillation sets batch_size = 64, uses none
                     unread = unread or (name, s)
                     continue
-                self.edits[id(s.value)] = _fmt(v * self.factor, s.value)
+                self.edits[id(number)] = _fmt(v * self.factor, number)
                 self.batch_ref = name
+                if number is not s.value:
+                    rest = (
+                        cst.Module([])
+                        .code_for_node(s.value)
+                        .replace(cst.Module([]).code_for_node(number), f"{v * self.factor:g}", 1)
+                    )
+                    return f"{name} = {rest} (was {v:g} × ...), line {self.line(s)}"
                 return f"{s.targets[0].target.value} = {v * self.factor:g}, line {self.line(s)}"
         for dct in walk(tree):  # config = {"batch_size": 32, ...}
             if isinstance(dct, cst.Dict):
@@ -789,14 +844,84 @@ class BatchScaleCodemod(FixCodemod):
             if opaque:
                 for k in set(self.edits) - before:
                     del self.edits[k]
-                scaled = []
-                missed.append(
-                    f"{where}: {fn.name.value}() returns a rate not computed from the one it is given"
-                )
+                scaled = self._constant_rates(tree, fn, params, scale)
+                if not scaled:
+                    missed.append(
+                        f"{where}: {fn.name.value}() returns a rate not computed from the one it is given"
+                    )
             elif scaled:
                 self.schedule_fns.add(fn.name.value)
             if scaled:
                 done.append(f"{where}: {fn.name.value}() returns {', '.join(dict.fromkeys(scaled))}")
+
+    def _constant_rates(
+        self, tree: cst.Module, fn: cst.FunctionDef, params: set[str], scale: float
+    ) -> list[str]:
+        """A schedule computing its rate from the module's constants, as Kaggle's TPU starters write
+        ``lrfn(epoch)`` (``LR_START``, ``LR_MAX = 0.00005 * strategy.num_replicas_in_sync``, ``LR_MIN``, a
+        ramp-up and an exponential decay): the one set of those constants in which every rate it returns
+        (a local name followed to its assignments) is of degree 1 (:func:`_degree`) is scaled, each
+        constant's number; [] (nothing edited) where no such set, or more than one, exists."""
+        module_values = {
+            a.targets[0].target.value: a.value
+            for a in (s.body[0] for s in tree.body if isinstance(s, cst.SimpleStatementLine))
+            if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)
+        }
+        once = Counter(
+            t.target.value
+            for a in walk(tree)
+            if isinstance(a, cst.Assign)
+            for t in a.targets
+            if isinstance(t.target, cst.Name)
+        )
+        local = assigned_values(fn.body)
+        returned: list[cst.BaseExpression] = []
+        for r in walk(fn.body):
+            if isinstance(r, cst.Return) and r.value is not None:
+                if isinstance(r.value, cst.Name) and r.value.value in local:
+                    returned += local[r.value.value]
+                else:
+                    returned.append(r.value)
+        if not returned or any(
+            isinstance(n, cst.AugAssign)
+            and not isinstance(n.operator, (cst.MultiplyAssign, cst.DivideAssign))
+            for n in walk(fn.body)
+        ):
+            return []
+        numbers: dict[str, cst.BaseExpression] = {}  # a constant read in the rates -> its number's node
+        for n in (m for v in returned for m in walk(v)):
+            if (
+                isinstance(n, cst.Name)
+                and n.value not in local
+                and n.value not in params
+                and once[n.value] == 1
+                and (value := module_values.get(n.value)) is not None
+                and (num := value if _number(value) is not None else _product_number(value)) is not None
+            ):
+                numbers[n.value] = num
+        names = sorted(numbers)
+        if not names or len(names) > 10:
+            return []
+        found = [
+            rates
+            for k in range(1, 1 << len(names))
+            if all(
+                _degree(v, rates := frozenset(n for i, n in enumerate(names) if k >> i & 1), set()) == 1
+                for v in returned
+            )
+        ]
+        if len(found) != 1:
+            return []
+        scaled = []
+        for name in (n for n in numbers if n in found[0]):  # in the order the function reads them
+            node = numbers[name]
+            v = _number(node)
+            assert v is not None
+            self.edits[id(node)] = _fmt(v * scale, node)
+            scaled.append(f"{name} {v:g} → {v * scale:.4g}")
+        return [
+            f"a rate computed from {', '.join(n for n in numbers if n in found[0])} ({'; '.join(scaled)})"
+        ]
 
     def _local_rate(self, fn: cst.FunctionDef, name: str, params: set[str], scale: float) -> list[str] | None:
         """A schedule that returns a name of its own, as Keras's ``cifar10_resnet.py`` writes it
@@ -1259,7 +1384,8 @@ class BatchScale(Fix):
 
     What it changes: the batch size where the script sets it (an argparse ``--batch-size`` or absl
     ``flags.DEFINE_integer("batch_size", ...)`` default, a
-    ``BATCH_SIZE = N`` constant the script reads (or its default when it reads the environment,
+    ``BATCH_SIZE = N`` constant the script reads (or the number in ``BATCH_SIZE = 16 *
+    strategy.num_replicas_in_sync``, as Kaggle's TPU starters write it; or its default when it reads the environment,
     ``int(os.environ.get("BATCH_SIZE", 64))``; skipped when the variable is set), a ``{"batch_size": N}``
     config dict, a config class's
     field (``@dataclass class TrainConfig: batch_size: int = 64``, read as ``cfg.batch_size``) or attribute
@@ -1290,7 +1416,10 @@ class BatchScale(Fix):
     optimizer is built. A ``LearningRateScheduler(decay)`` sets the rate every epoch: the numbers ``decay``
     returns are scaled too (a rate computed from the ``lr`` it is given follows the scaled one; so does a
     local rate of its own, Keras's ``cifar10_resnet.py``'s ``lr = 1e-3`` then ``lr *= 1e-1``, whose number is
-    scaled, and an optimizer built from ``decay(0)``). A loop, or
+    scaled, and an optimizer built from ``decay(0)``; and module constants it computes every rate from,
+    Kaggle's ``lrfn(epoch)`` ramping from ``LR_START`` to ``LR_MAX`` and decaying to ``LR_MIN``: the one set of
+    constants every rate returned is proportional to is scaled, ``LR_RAMPUP_EPOCHS`` and ``LR_EXP_DECAY``
+    left). A loop, or
     a callback's ``on_*`` method, that sets the rate itself (``optimizer.learning_rate = lr``) is said:
     computed from a constant scaled here, its step counts are not divided; else LEARNING RATE NOT SCALED.
     The summary line says which rule was used for which optimizer. A learning rate that cannot

@@ -19,6 +19,7 @@ from tfdoctor.fixes._cst import (
     Pipelines,
     aliases,
     attr_name,
+    by_owner,
     call_name,
     dotted,
     feeding,
@@ -26,6 +27,7 @@ from tfdoctor.fixes._cst import (
     method_chain,
     names_in,
     names_read,
+    owners,
     source_kind,
     walk,
 )
@@ -618,9 +620,7 @@ class CacheCodemod(FixCodemod):
         notes: dict[int, tuple[str, list[str], str | None]] = {}
         # id() of each assignment -> the innermost function holding it (None: module level); the names
         # of pipelines are not flow-sensitive: ``ds`` in two functions are two pipelines
-        owner: dict[int, cst.FunctionDef | None] = {}
-        for fdef in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):  # outer ones first
-            owner.update({id(n): fdef for n in walk(fdef.body) if isinstance(n, cst.Assign)})
+        owner = owners(tree)
         # a shuffle statement moved down past the deterministic loads it ran before (ds = ds.shuffle(n),
         # alone or under ``if training:``): id() of that statement -> (id() of the statement it goes
         # after, id() of the plan's value it serves)
@@ -639,7 +639,11 @@ class CacheCodemod(FixCodemod):
         # ``next(iter(normalized_ds))``) is left alone, where the pipelines feeding training are known
         _, fed = feeding(tree, pipes)
         unfed = [n for n in pipes.assigns if n not in fed]
-        for name, assigns in pipes.assigns.items():
+        # a name's assignments in each function apart (Kaggle's TPU starters: ``dataset = ...`` in both
+        # get_training_dataset() and get_validation_dataset(), only the second caching)
+        scoped = [(name, group) for name, every in pipes.assigns.items() for group in by_owner(every, owner)]
+        self.owner: dict[int, cst.FunctionDef | None] = owner
+        for name, assigns in scoped:
             if name not in fed:
                 continue
             # the chain itself, or what the function it calls returns (``prepare_dataset(...)``)
@@ -1046,7 +1050,14 @@ class CacheCodemod(FixCodemod):
     ) -> list[cst.Assign]:
         """The assignments above ``line`` that built the dataset ``name`` reads, source first: those of
         ``name`` itself and, when none of them starts from a source, those of the name they read."""
-        own = [b for b in pipes.assigns.get(name, []) if b is not skip and self.line(b) < line]
+        # Python's scopes: the name's assignments in the function of ``skip`` where it has any (the same
+        # name in another function is another pipeline), else the module's
+        every = [b for b in pipes.assigns.get(name, []) if b is not skip and self.line(b) < line]
+        scope = self.owner.get(id(skip))
+        own = [b for b in every if self.owner.get(id(b)) is scope] or [
+            b for b in every if self.owner.get(id(b)) is None
+        ]
+        own = own or every
         if not own or any(pipes.stages(b.value)[0] is not None for b in own):
             return own
         first = min(own, key=self.line)

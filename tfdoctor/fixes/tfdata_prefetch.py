@@ -14,11 +14,13 @@ from tfdoctor.fixes._cst import (
     COMBINATORS,
     Pipelines,
     aliases,
+    by_owner,
     call_name,
     chain_append,
     consumers,
     expr,
     method_chain,
+    owners,
     source_kind,
     walk,
 )
@@ -97,15 +99,25 @@ class PrefetchCodemod(FixCodemod):
                 if isinstance(root, cst.Name) and root.value in pipes.names:
                     returns.setdefault(root.value, []).append(r)
         done: list[str] = []
+        # a name's assignments and returns in each function apart (Kaggle's TPU starters: ``dataset``
+        # in get_training_dataset() and get_validation_dataset(), only the second prefetching)
+        owner = owners(tree)
+        scoped: list[tuple[str, list[cst.Assign], list[cst.Return]]] = []
         for name in sorted(feeding):
-            assigns = pipes.assigns.get(name, [])
+            groups = by_owner([*pipes.assigns.get(name, []), *returns.get(name, [])], owner)
+            for group in groups:
+                fn = owner.get(id(group[0]))
+                label = f"{name} in {fn.name.value}()" if len(groups) > 1 and fn is not None else name
+                assigns_of = [a for a in group if isinstance(a, cst.Assign)]
+                scoped.append((label, assigns_of, [r for r in group if isinstance(r, cst.Return)]))
+        for name, assigns, returned in scoped:
             if not assigns:
                 continue
             # ``train_dataset = prepare_dataset(...)``: the chains that function returns end the pipeline
             built = [r for a in assigns for r in pipes.returned_by(a.value)]
             ends = [
                 *(a.value for a in assigns),
-                *(r.value for r in [*returns.get(name, []), *built] if r.value is not None),
+                *(r.value for r in [*returned, *built] if r.value is not None),
             ]
             for r in built:  # ``return ds``: the function's own pipeline, as its assignments build it
                 head = method_chain(r.value)[0] if r.value is not None else None
@@ -115,8 +127,8 @@ class PrefetchCodemod(FixCodemod):
             if any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1]):
                 done.append(name)
                 continue
-            if name in returns or built:
-                self.targets.update(id(r) for r in [*returns.get(name, []), *built])
+            if returned or built:
+                self.targets.update(id(r) for r in [*returned, *built])
                 continue
             if src := _prefetching_source(pipes, assigns):
                 done.append(f"{name}: {src}() prefetches itself")
@@ -168,7 +180,9 @@ class Prefetch(Fix):
     preprocess images"; a function defined once), unless any assignment of that pipeline, or that
     returned chain, already prefetches, or it is a ``tf.data.Dataset.zip`` (``sample_from_datasets``,
     ``choose_from_datasets``) of the script's pipelines with nothing after it and each of those prefetches
-    (keras-io's SimSiam zips two pipelines ending in ``.prefetch(AUTO)``). Elements and their order are
+    (keras-io's SimSiam zips two pipelines ending in ``.prefetch(AUTO)``). A name assigned in two
+    functions is two pipelines (Kaggle's TPU starters build ``dataset`` in ``get_training_dataset()`` and in
+    ``get_validation_dataset()``; the tfdata-cache fix reads them apart too). Elements and their order are
     unchanged.
 
     Measured: tf.data itself injects an autotuned prefetch at the end of most pipelines (its
