@@ -566,6 +566,68 @@ def test_generator_cache_says_why_a_generator_method_is_not_cached() -> None:
     )
 
 
+KFOLD = """
+import numpy as np
+from tensorflow import keras
+from tensorflow.keras import backend as K
+
+
+def kfold_split(n, n_splits):
+    folds = np.array_split(np.random.permutation(n), n_splits)
+    for k in range(n_splits):
+        yield np.concatenate([f for j, f in enumerate(folds) if j != k]), folds[k]
+
+
+def batches(x, y, size):
+    for i in range(0, len(x), size):
+        yield normalise(x[i : i + size]), y[i : i + size]
+
+
+def normalise(x):
+    return (x - x.mean()) / x.std()
+
+
+for fold, (tr, va) in enumerate(kfold_split(len(X), 5)):
+    K.clear_session()
+    model = build_model()
+    model.fit(X[tr], y[tr], validation_data=(X[va], y[va]), batch_size=256)
+"""
+
+
+def test_generator_cache_tells_a_fold_splitter_from_a_batch_generator() -> None:
+    """Kaggle's K-fold notebooks: ``for fold, (tr, va) in enumerate(kfold_split(...)):`` around a whole
+    ``fit()``: the generator hands out folds. generator-cache said "the generator(s) kfold_split() call no
+    function of the script ... per-example work written inline in the generator is not cached", as if it
+    made batches. A generator a loop over batches iterates (the step in its body) is still a source."""
+    assert_skipped(
+        "generator-cache",
+        KFOLD.replace(KFOLD[KFOLD.index("def batches") : KFOLD.index("for fold")], ""),
+        "no Python generator of batches in the script: kfold_split() (the loop at line 12) hands out what a "
+        "loop around a whole training iterates (folds, epochs)",
+    )
+    custom = KFOLD.replace(
+        "    model.fit(X[tr], y[tr], validation_data=(X[va], y[va]), batch_size=256)\n",
+        "    for xb, yb in batches(X[tr], y[tr], 256):\n        train_step(xb, yb)\n",
+    )
+    out = run("generator-cache", custom)
+    assert out.changed, out.reason  # normalise(), the work batches() calls, is cached
+    assert "normalise()" in out.reason and "kfold_split" not in out.reason, out.reason
+
+
+def test_mixed_precision_sets_the_policy_again_after_clear_session() -> None:
+    """Keras's ``clear_session()`` resets the global dtype policy to float32 (checked, Keras 3.15): a K-fold
+    notebook calls it before each fold's ``build_model()``, so the policy set after the imports never
+    reached a model; the trial's facts said "not applied: the dtype policy float32". It is now set again
+    after each clear_session() statement."""
+    out = run("mixed-precision", KFOLD, hardware=BF16)
+    assert out.changed, out.reason
+    assert (
+        '    K.clear_session()\n    keras.mixed_precision.set_global_policy("mixed_bfloat16")\n    model = build_model()'
+        in out.code
+    ), out.code
+    assert "set again after clear_session() (line 22), which resets it to float32" in out.reason
+
+
 # -- mixed-precision -------------------------------------------------------------------------------
 NOTEBOOK = '''
 """# A notebook export"""
@@ -3063,6 +3125,18 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
                 "LearningRateScheduler at line 105: lrfn() returns a rate computed from LR_MAX, LR_START, "
                 "LR_MIN (LR_MAX 5e-05 → 7.071e-05; LR_START 1e-05 → 1.414e-05; LR_MIN 1e-05 → 1.414e-05)"
             ),
+        },
+    ),
+    # Kaggle's K-fold tabular notebooks: K.clear_session() before each fold's build_model() reset the
+    # policy set after the imports (the trial: "not applied: the dtype policy float32"); kfold_split() was
+    # taken for a batch generator by generator-cache
+    "kfold_tabular.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 58)",
+            "xla-jit": "jit_compile=True on model.compile() (line 58)",
+            "mixed-precision": "set again after clear_session() (line 72), which resets it to float32",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 512, line 21); learning rate Adam at line 59: LR (line 22)",
         },
     ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),

@@ -22,7 +22,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod
-from tfdoctor.fixes._cst import insert_after_imports, names_in, unique_name, walk
+from tfdoctor.fixes._cst import attr_name, insert_after_imports, names_in, unique_name, walk
 from tfdoctor.fixes._purity import ClassInfo, Module, Plan, _bound_in, class_info, prefix_plan
 from tfdoctor.fixes.generator_prefetch import _generator_methods, _is_generator, _step_names, runs_step
 
@@ -140,6 +140,36 @@ ADVICE = (
 )
 
 
+def _driving_loops(tree: cst.Module, steps: set[str]) -> dict[str, cst.For]:
+    """Generator names every call of which is what a ``for`` loop that trains iterates (Kaggle's K-fold
+    notebooks: ``for fold, (tr, va) in enumerate(kfold_split(...)):`` around ``model.fit(...)``): name ->
+    the first such loop. Such a generator hands out folds, not batches."""
+    calls: Counter[str] = Counter(
+        c.func.value for c in walk(tree) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)
+    )
+    looped: Counter[str] = Counter()
+    first: dict[str, cst.For] = {}
+    for loop in walk(tree):
+        # a whole training per item: a fit() in the body, or an inner loop running the step (a loop over
+        # batches runs the step itself, per item)
+        if not (
+            isinstance(loop, cst.For)
+            and (
+                any(
+                    isinstance(c, cst.Call) and attr_name(c) in ("fit", "fit_generator")
+                    for c in walk(loop.body)
+                )
+                or any(isinstance(i, cst.For) and runs_step(i.body, steps) for i in walk(loop.body))
+            )
+        ):
+            continue
+        for c in walk(loop.iter):
+            if isinstance(c, cst.Call) and isinstance(c.func, cst.Name):
+                looped[c.func.value] += 1
+                first.setdefault(c.func.value, loop)
+    return {name: first[name] for name in looped if looped[name] == calls[name]}
+
+
 @dataclass
 class _Target:
     """A function a generator calls (or the generator itself): where it is and how to name it."""
@@ -232,7 +262,16 @@ class GeneratorCacheCodemod(FixCodemod):
         functions) and the ``__getitem__`` methods; not a generator that trains (:meth:`_trains`), whose
         label goes to ``self.training_generators``."""
         steps = _step_names(tree)
-        return [t for t in self._all_callers(tree, mod) if not self._trains(t, steps)]
+        drives = _driving_loops(tree, steps)
+        out = []
+        for t in self._all_callers(tree, mod):
+            if self._trains(t, steps):
+                continue
+            if t.cls is None and (loop := drives.get(t.fn.name.value)) is not None:
+                self.driving_generators.append(f"{t.label}() (the loop at line {self.line(loop)})")
+                continue
+            out.append(t)
+        return out
 
     def _trains(self, t: _Target, steps: set[str]) -> bool:
         """A generator that runs the training step itself and yields metrics (a university course's
@@ -325,7 +364,15 @@ class GeneratorCacheCodemod(FixCodemod):
             raise SkipFile("the script already uses tfdoctor's cache (tfdoctor_memoize)")
         mod = Module(tree)
         self.training_generators = []
+        self.driving_generators: list[str] = []
         callers = self._callers(tree, mod)
+        if not callers and self.driving_generators:
+            raise SkipFile(
+                "no Python generator of batches in the script: "
+                + ", ".join(self.driving_generators)
+                + " hands out what a loop around a whole training iterates (folds, epochs), not the batches "
+                "it trains on"
+            )
         if not callers:
             trained = {n.split(".")[-1] for n in self.training_generators}
             methods = [f"{n}()" for n in _generator_methods(tree) if n not in trained]
@@ -543,6 +590,8 @@ class GeneratorCache(Fix):
     module-level function they call is cached as above; a function nested beside them gets a
     module-level ``_main_<f>_prefix`` when that prefix reads no name of the enclosing function (else it
     is left alone, with the reason). Per-example work written inline in the generator is not cached.
+    A generator a loop around a whole training iterates (a K-fold split around ``fit()``) hands out
+    folds, not batches: it is not a source, and the skip says so.
 
     Pure and deterministic, decided statically and conservatively: a statement reads only locals
     assigned before it, parameters that are not random sources (a parameter named or annotated like

@@ -113,6 +113,7 @@ class MixedPrecisionCodemod(FixCodemod):
         self.keras = al.keras or "keras"
         self.add_keras = al.keras is None
         self.new_policy: dict[int, str] = {}  # id(the policy's string) -> the policy replacing it
+        self.reset_after: dict[int, int] = {}  # id(a clear_session() statement) -> its line
         # the layer calls (by id) given dtype="float32": output layers and Normalization layers
         self.outputs: set[int] = set()
         # id(an expression a subclass's call() returns, or an activation's input there) -> cast to float32
@@ -170,6 +171,20 @@ class MixedPrecisionCodemod(FixCodemod):
         where = (
             f"before line {self.line(body[self.at])}" if self.at < len(body) else "at the end of the imports"
         )
+        # Keras's clear_session() resets the global policy to float32 (Kaggle's K-fold notebooks call it
+        # before each fold's build_model()): the policy is set again after each such statement
+        self.reset_after = {
+            id(stmt): self.line(stmt)
+            for stmt in walk(tree)
+            if isinstance(stmt, cst.SimpleStatementLine)
+            and any(
+                isinstance(c, cst.Call) and (call_name(c) or "").split(".")[-1] == "clear_session"
+                for c in walk(stmt)
+            )
+        }
+        if self.reset_after:
+            lines = ", ".join(map(str, self.reset_after.values()))
+            notes.append(f"set again after clear_session() (line {lines}), which resets it to float32")
         self.summary = (
             f"{self.keras}.mixed_precision.set_global_policy({self.policy!r}) {where}; " + "; ".join(notes)
         )
@@ -329,6 +344,15 @@ class MixedPrecisionCodemod(FixCodemod):
             notes.append(f"kept float32: {cls} at line{'s' if len(found) > 1 else ''} {lines} ({why})")
         return notes
 
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
+        if id(original_node) not in self.reset_after:
+            return updated_node
+        again = cst.parse_statement(f'{self.keras}.mixed_precision.set_global_policy("{self.policy}")\n')
+        assert isinstance(again, cst.SimpleStatementLine)
+        return cst.FlattenSentinel([updated_node, again])
+
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         updated = super().on_leave(original_node, updated_node)
         if id(original_node) in self.casts and isinstance(updated, cst.BaseExpression):
@@ -354,7 +378,9 @@ class MixedPrecision(Fix):
 
     What it changes: ``keras.mixed_precision.set_global_policy(...)`` right after the script's leading
     imports (after the statement importing Keras when that comes later, as in a notebook export), so
-    before any model is built; imports further down the file do not move it. ``dtype="float32"`` goes
+    before any model is built; imports further down the file do not move it; after each
+    ``clear_session()`` statement it is set again (Keras resets the global policy to float32 there, and
+    K-fold notebooks call it before each fold's model). ``dtype="float32"`` goes
     on the output layer of each model that computes the loss: the layer producing the model's output
     (the ``Activation("softmax")`` after the last ``Dense``, each output of a functional model, where
     it is built when made first and called later (``head = Dense(1)`` ... ``outputs = head(x)``), the
