@@ -666,6 +666,7 @@ def test_a_step_begins_with_its_epoch_in_every_window(tmp_path):
     assert steps[2].start_ns == steps[1].end_ns + 1000
     assert steps[4].start_ns == steps[3].end_ns + 1000
     assert [c for c in markers.calls if c[0] == "step"] == [("step", 3), ("step", 4)]  # opened once each
+    assert [s.epoch_start for s in steps] == [False, False, True, False, True]  # a new epoch's first step
     # an epoch begun before anything else, or while a step computes, moves nothing
     clock = StepClock(Windows(1, 2, 0), tmp_path / "b.jsonl", None, clock=lambda: now[0])
     clock.epoch_begin()
@@ -675,6 +676,7 @@ def test_a_step_begins_with_its_epoch_in_every_window(tmp_path):
     clock.epoch_begin()
     clock.end_step()
     assert _read(tmp_path / "b.jsonl")[0].duration_ns == 7
+    assert not _read(tmp_path / "b.jsonl")[0].epoch_start
 
 
 def test_the_time_floor_counts_the_steps_not_what_ran_between_epochs(tmp_path):

@@ -449,12 +449,15 @@ def step_line(
     loss: float | None,
     examples: int | None,
     phase: int | None = None,
+    epoch_start: bool = False,
 ) -> str:
     """One line of ``steps.jsonl``: a :class:`~tfdoctor.model.StepTiming` as JSON, formatted without
     building the model (see :meth:`StepClock.end_step`). A loss that is NaN or infinite is kept as such
     (``NaN``), where the model's own JSON would write ``null`` and the loss check could no longer tell
     a diverged step from a step without a loss."""
-    tail = "" if phase is None else f',"phase":{phase}'
+    tail = (
+        "" if phase is None else f',"phase":{phase}'
+    ) + f',"epoch_start":{"true" if epoch_start else "false"}'
     return (
         f'{{"index":{index},"window":"{window}","start_ns":{start_ns},"end_ns":{end_ns},'
         f'"input_wait_ns":{input_wait_ns},"between_ns":{between_ns},"loss":{_num(loss)},'
@@ -512,6 +515,8 @@ class StepClock:
         self._input_open = False
         self._step_open = False
         self._loop_work = False  # see loop_work
+        # the step in progress is the first of a Keras epoch (see epoch_begin): its iterator is new
+        self._epoch_start = False
         # unbuffered: one write() a step, nothing left in a buffer when the process dies
         self._steps_file = open(steps_path, "ab", buffering=0)  # noqa: SIM115 - lives with the clock
 
@@ -537,6 +542,10 @@ class StepClock:
             if self.markers is not None:
                 self.markers.close_input()
 
+    def discard_compute(self, t: int) -> None:
+        """The compute marked at ``t`` did not happen (a fit batch begun that ran out of data)."""
+        self.compute_ns = [c for c in self.compute_ns if c != t]
+
     def epoch_begin(self, t: int | None = None) -> None:
         """Keras began an epoch of ``fit``: the step in progress, which has not begun computing, begins
         here. What ran since the last batch of the epoch before (validation, epoch-end callbacks such as
@@ -552,6 +561,7 @@ class StepClock:
         t = self.clock() if t is None else t
         self.start_ns = max(self.start_ns, t)
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > self.start_ns]
+        self._epoch_start = True
 
     def loop_work(self) -> None:
         """What the step in progress waited for before its compute is the loop's own work, not input:
@@ -600,7 +610,11 @@ class StepClock:
         window = self.windows.of(self.index)
         index, end = self.index, max(t, start)
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
-        self._write(step_line(index, window, start, end, wait, gap - wait, loss, examples, self.phase))
+        self._write(
+            step_line(
+                index, window, start, end, wait, gap - wait, loss, examples, self.phase, self._epoch_start
+            )
+        )
         if self._input_open and self.markers is not None:
             self.markers.close_input()
         self._input_open = False
@@ -706,6 +720,7 @@ class StepClock:
     def _begin(self, t: int) -> None:
         self.start_ns = t
         self._loop_work = False
+        self._epoch_start = False
         if self.first_start_ns is None:
             self.first_start_ns = t
         if self.profiling and self.markers is not None:

@@ -508,6 +508,7 @@ class Tracker:
         self.soft_stop_fit = False
         self.fit_model: int | None = None  # id() of the model the last fit() trained (see _note_phase)
         self.fit_call_batches = 0  # batches the script's fit() call in progress (or the last) ran
+        self.fit_batch_open: int | None = None  # when the fit batch begun and not yet ended began
         #: (api, site) -> what Facts.keras_batch_calls says of it (see keras_batch_call)
         self.batch_calls: dict[tuple[str, str], dict[str, Any]] = {}
         self.fit_per_batch = False  # the fit() call in progress is one of a fit() per batch
@@ -727,7 +728,9 @@ class Tracker:
             return
         self.counts["fit_batches"] += 1
         self.fit_call_batches += 1
-        self.clock.compute_start()
+        now = self.clock.clock()
+        self.fit_batch_open = now
+        self.clock.compute_start(now)
 
     def keras_batch_call(
         self, api: str, frame: types.FrameType | None, x: Any, batch_size: Any, seconds: float
@@ -778,6 +781,13 @@ class Tracker:
     def fit_epoch_begin(self) -> None:
         self.fit_seen, self.fit_mean = 0, 0.0
         self.tracked_prev = {}
+        if self.fit_batch_open is not None:
+            # the epoch before ended in a batch begun and never ended: a dataset of unknown cardinality
+            # (window/flat_map, filter, from_generator) ends when its iterator runs out, inside the batch
+            # after the last; that batch computed nothing, and its start must not keep the next epoch's
+            # first step from beginning with its epoch (and validation out of it)
+            self.clock.discard_compute(self.fit_batch_open)
+            self.fit_batch_open = None
         if self.in_fit == 1 and self.on_main():
             if self.fit_per_batch:  # the step goes on from the last call's batch (see fit_begin)
                 self.clock.loop_work()
@@ -789,6 +799,7 @@ class Tracker:
         batches when Keras knows them (its callbacks' ``params["steps"]``)."""
         if self.in_fit != 1 or not self.on_main():
             return
+        self.fit_batch_open = None
         loss = logs if isinstance(logs, dict) else None  # scalar_loss reads "loss", else the named losses
         bs = self.facts.get("fit_batch_size")
         spe = self.facts.get("steps_per_execution") or 1
