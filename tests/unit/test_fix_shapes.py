@@ -1860,6 +1860,24 @@ def test_tfdata_cache_and_prefetch_tell_the_same_name_in_two_functions_apart() -
         both,
         "already prefetches (dataset in get_validation_dataset(), dataset in get_training_dataset())",
     )
+    # the DeepLearning.AI course's windowed_dataset(): ``dataset`` in the function ends in prefetch(1), and
+    # the module's ``dataset = windowed_dataset(...)`` is that pipeline, read in the function it returns from
+    course = d(
+        """
+        import tensorflow as tf
+        def windowed_dataset(series, window_size, batch_size):
+            dataset = tf.data.Dataset.from_tensor_slices(series)
+            dataset = dataset.window(window_size + 1, shift=1, drop_remainder=True)
+            dataset = dataset.flat_map(lambda window: window.batch(window_size + 1))
+            dataset = dataset.batch(batch_size).prefetch(1)
+            return dataset
+        dataset = windowed_dataset(x_train, 20, 32)
+        model.fit(dataset, epochs=20)
+        """
+    )
+    assert_skipped(
+        "tfdata-prefetch", course, "already prefetches (dataset in windowed_dataset(), dataset (module))"
+    )
 
 
 def test_tfdata_cache_follows_a_pipeline_through_several_names() -> None:
@@ -3137,6 +3155,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "xla-jit": "jit_compile=True on model.compile() (line 58)",
             "mixed-precision": "set again after clear_session() (line 72), which resets it to float32",
             "batch-scale": "batch size ×2 (BATCH_SIZE = 512, line 21); learning rate Adam at line 59: LR (line 22)",
+        },
+    ),
+    # the DeepLearning.AI course's windowed_dataset(): window/flat_map (unknown cardinality, a shuffle
+    # buffer refilled at each epoch), ``dataset`` both in the function and at module level (prefetch(1)
+    # in the function: the prefetch fix must read it there), clear_session() after the imports
+    "windowed_dataset.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 86)",
+            "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 2 map/interleave (line 62, line 90)",
+            "xla-jit": "jit_compile=True on model.compile() (line 86)",
+            "mixed-precision": "set again after clear_session() (line 67), which resets it to float32",
+            "batch-scale": "batch size ×2 (batch_size = 64, line 54); learning rate SGD at line 85: 1e-05 → 2e-05",
         },
     ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),

@@ -107,10 +107,12 @@ class PrefetchCodemod(FixCodemod):
             groups = by_owner([*pipes.assigns.get(name, []), *returns.get(name, [])], owner)
             for group in groups:
                 fn = owner.get(id(group[0]))
-                label = f"{name} in {fn.name.value}()" if len(groups) > 1 and fn is not None else name
+                label = (
+                    name if len(groups) == 1 else f"{name} in {fn.name.value}()" if fn else f"{name} (module)"
+                )
                 assigns_of = [a for a in group if isinstance(a, cst.Assign)]
                 scoped.append((label, assigns_of, [r for r in group if isinstance(r, cst.Return)]))
-        for name, assigns, returned in scoped:
+        for label, assigns, returned in scoped:
             if not assigns:
                 continue
             # ``train_dataset = prepare_dataset(...)``: the chains that function returns end the pipeline
@@ -121,21 +123,24 @@ class PrefetchCodemod(FixCodemod):
             ]
             for r in built:  # ``return ds``: the function's own pipeline, as its assignments build it
                 head = method_chain(r.value)[0] if r.value is not None else None
-                if isinstance(head, cst.Name) and head.value != name:
-                    ends += [b.value for b in pipes.assigns.get(head.value, [])]
+                if isinstance(head, cst.Name):  # (the name's assignments in that function, where it has any)
+                    every = pipes.assigns.get(head.value, [])
+                    ends += [b.value for b in every if owner.get(id(b)) is owner.get(id(r))] or [
+                        b.value for b in every
+                    ]
                 ends += [b.value for b in pipes.built_by(r)]  # ``ds = ds.prefetch(...)`` in a transformer
             if any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1]):
-                done.append(name)
+                done.append(label)
                 continue
             if returned or built:
                 self.targets.update(id(r) for r in [*returned, *built])
                 continue
             if src := _prefetching_source(pipes, assigns):
-                done.append(f"{name}: {src}() prefetches itself")
+                done.append(f"{label}: {src}() prefetches itself")
                 continue
             if inputs := _prefetching_inputs(pipes, assigns):
                 kind = source_kind(pipes.stages(assigns[-1].value)[0])
-                done.append(f"{name}: {kind}() of {' and '.join(inputs)}, each prefetching")
+                done.append(f"{label}: {kind}() of {' and '.join(inputs)}, each prefetching")
                 continue
             self.targets.add(id(assigns[-1]))
         if not self.targets:
