@@ -3159,12 +3159,15 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
     ),
     # the DeepLearning.AI course's windowed_dataset(): window/flat_map (unknown cardinality, a shuffle
     # buffer refilled at each epoch), ``dataset`` both in the function and at module level (prefetch(1)
-    # in the function: the prefetch fix must read it there), clear_session() after the imports
+    # in the function: the prefetch fix must read it there), clear_session() after the imports; the cache
+    # said "the pipeline already ran window(): a cache after it would replay it every epoch" (window() is
+    # the same every epoch): now the shuffle moves after the element-wise split and the cache before it
     "windowed_dataset.py": (
         _FIT,
         {
             "steps-per-execution": "steps_per_execution=8 in model.compile() (line 86)",
             "tfdata-parallel-map": "num_parallel_calls=tf.data.AUTOTUNE on 2 map/interleave (line 62, line 90)",
+            "tfdata-cache": "cache() after map() of dataset (line 62)",
             "xla-jit": "jit_compile=True on model.compile() (line 86)",
             "mixed-precision": "set again after clear_session() (line 67), which resets it to float32",
             "batch-scale": "batch size ×2 (batch_size = 64, line 54); learning rate SGD at line 85: 1e-05 → 2e-05",

@@ -1092,10 +1092,10 @@ class CacheCodemod(FixCodemod):
 
     def _replayed(self, op: str, call: cst.Call, purity: _Purity) -> str | None:
         """Why a stage an earlier assignment ran may not come before the cache ("" for "it is not per
-        element and deterministic"), or None when it may (a deterministic map/filter, shard, take, skip)."""
-        if op in ("shard", "take", "skip", "batch", "padded_batch", "unbatch", "prefetch"):
+        element and deterministic"), or None when it may (a deterministic map/filter/flat_map, shard, take, skip, batch, window)."""
+        if op in ("shard", "take", "skip", "batch", "padded_batch", "unbatch", "prefetch", "window"):
             return None  # the same elements in the same order every epoch (a shuffle before is caught itself)
-        if op in DETERMINISTIC_OPS and call.args:
+        if (op in DETERMINISTIC_OPS or op == "flat_map") and call.args:
             why = purity.fn_random(call.args[0].value)
             if why == "":
                 return None
@@ -1276,7 +1276,7 @@ class Cache(Fix):
 
     A pipeline built over several assignments (``ds = ds.shuffle(...).map(...)``) is followed to the
     name's in-memory source; the cache may follow what the earlier assignments ran only when each stage
-    is a deterministic map/filter, ``shard``, ``take`` or ``skip``: after a shuffle, a random map or any
+    is a deterministic map/filter/flat_map, ``shard``, ``take``, ``skip``, ``batch`` or ``window``: after a shuffle, a random map or any
     other stage the cache would replay one order, one draw, every epoch. A source combining the script's
     own pipelines (``tf.data.Dataset.zip((a, b))``, ``sample_from_datasets``, ``choose_from_datasets``) is
     followed into each of them the same way: in memory when every one reads an in-memory source, and
