@@ -235,28 +235,29 @@ def _rate_factor(
     return None
 
 
-def _degree(e: cst.BaseExpression, rates: frozenset[str], given: set[str]) -> int | None:
-    """The degree of ``e`` in the names ``rates`` and the rate a schedule is given (``given``): 1 for a
-    rate, 0 for what does not depend on one (numbers, the epoch, other names), None where ``e`` is not a
-    homogeneous polynomial of them (``LR_MAX + 1``, a rate in an exponent). A schedule's return of degree
-    1 scales with its rates: ``(LR_MAX - LR_START) / LR_RAMPUP_EPOCHS * epoch + LR_START``."""
+def _degree(e: cst.BaseExpression, rates: frozenset[str]) -> int | None:
+    """The degree of ``e`` in the names ``rates``: 1 for a rate, 0 for what does not depend on one
+    (numbers, the epoch, other names: a local computed from a rate too, so a sum with one then has no
+    degree and nothing is scaled), None where ``e`` is not a homogeneous polynomial of them (``LR_MAX +
+    1``, a rate in an exponent). A schedule's return of degree 1 scales with its rates:
+    ``(LR_MAX - LR_START) / LR_RAMPUP_EPOCHS * epoch + LR_START``."""
     if isinstance(e, cst.Name):
-        return 1 if e.value in rates or e.value in given else 0
+        return 1 if e.value in rates else 0
     if isinstance(e, (cst.Integer, cst.Float, cst.Attribute, cst.Subscript, cst.SimpleString)):
         return 0
     if isinstance(e, cst.UnaryOperation):
-        return _degree(e.expression, rates, given)
+        return _degree(e.expression, rates)
     if isinstance(e, cst.IfExp):
-        a, b = _degree(e.body, rates, given), _degree(e.orelse, rates, given)
+        a, b = _degree(e.body, rates), _degree(e.orelse, rates)
         return a if a == b else None
     if isinstance(e, cst.Call):
         if (call_name(e) or "") in ("float", "max", "min") and e.args:  # max(LR_MIN, ...)
-            ds = {_degree(a.value, rates, given) for a in e.args}
+            ds = {_degree(a.value, rates) for a in e.args}
             return ds.pop() if len(ds) == 1 else None
-        ok = all(_degree(a.value, rates, given) == 0 for a in e.args)
-        return 0 if ok and _degree(e.func, rates, given) == 0 else None
+        ok = all(_degree(a.value, rates) == 0 for a in e.args)
+        return 0 if ok and _degree(e.func, rates) == 0 else None
     if isinstance(e, cst.BinaryOperation):
-        a, b = _degree(e.left, rates, given), _degree(e.right, rates, given)
+        a, b = _degree(e.left, rates), _degree(e.right, rates)
         if a is None or b is None:
             return None
         if isinstance(e.operator, (cst.Add, cst.Subtract)):
@@ -906,7 +907,7 @@ class BatchScaleCodemod(FixCodemod):
             rates
             for k in range(1, 1 << len(names))
             if all(
-                _degree(v, rates := frozenset(n for i, n in enumerate(names) if k >> i & 1), set()) == 1
+                _degree(v, rates := frozenset(n for i, n in enumerate(names) if k >> i & 1)) == 1
                 for v in returned
             )
         ]
