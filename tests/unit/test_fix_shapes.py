@@ -3173,6 +3173,29 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "batch-scale": "batch size ×2 (batch_size = 64, line 54); learning rate SGD at line 85: 1e-05 → 2e-05",
         },
     ),
+    # eriklindernoren/Keras-GAN: a GAN class, generator.predict(noise) and three train_on_batch calls a
+    # step, batch_size given at train()'s call; works as it should (keras-on-batch 6.06x end to end)
+    "keras_gan.py": (
+        Facts(
+            loop_kind="custom",
+            step_kind="tf.function",
+            keras_batch_calls=[
+                KerasBatchCall(
+                    api="predict",
+                    site="keras_gan.py:112",
+                    code="gen_imgs = self.generator.predict(noise)",
+                    calls=24,
+                    rows=32,
+                )
+            ],
+        ),
+        {
+            "keras-on-batch": "predict() -> predict_on_batch() at line 112 (32 row(s) a call)",
+            "xla-jit": "jit_compile=True on self.discriminator.compile() (line 29); self.combined.compile() (line 47)",
+            "mixed-precision": "kept float32: Dense at line 78 (model)",
+            "batch-scale": "batch size ×2 (32 → 64, line 135); learning rate Adam at line 25: 0.0002 → 0.0002828",
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The
