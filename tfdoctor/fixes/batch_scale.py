@@ -60,9 +60,12 @@ def _number(node: cst.BaseExpression) -> float | None:
     return None
 
 
-def _product_number(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The one number written in a product (``16 * strategy.num_replicas_in_sync`` → ``16``), or None
-    (no product, none or several numbers in it)."""
+def _written_number(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The number to scale in a value: the value itself when it is one, else the one number written in a
+    product (``16 * strategy.num_replicas_in_sync`` → ``16``); None (no product, none or several numbers
+    in it)."""
+    if _number(node) is not None:
+        return node
     if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
         return None
     numbers = [f for f in _factors(node) if _number(f) is not None]
@@ -455,7 +458,7 @@ class BatchScaleCodemod(FixCodemod):
                 return f"{name}: ${var}'s default {v:g} → {v * self.factor:g}, line {self.line(s)}"
             # BATCH_SIZE = 32, or a number times the replicas (Kaggle's TPU starters: BATCH_SIZE = 16 *
             # strategy.num_replicas_in_sync): the number written is the one scaled
-            number = s.value if _number(s.value) is not None else _product_number(s.value)
+            number = _written_number(s.value)
             if (BATCH_NAME.match(name) or BATCH_CONST.search(name)) and number is not None:
                 v = _number(number)
                 assert v is not None
@@ -604,7 +607,7 @@ class BatchScaleCodemod(FixCodemod):
         sched_missed: list[str] = []
         self.summed = self._summed_loss(tree)
         if opts and self._scale(opts[0][1]) != 1:
-            self._schedulers(tree, self._scale(opts[0][1]), sched_done, sched_missed)
+            self._schedulers(tree, self._scale(opts[0][1]), consts, sched_done, sched_missed)
         for call, name, string in opts:
             rule = "linear" if name in LINEAR else "square-root"
             scale = self._scale(name)
@@ -779,7 +782,14 @@ class BatchScaleCodemod(FixCodemod):
                     return f"{name}(...) at line {self.line(t)}"
         return None
 
-    def _schedulers(self, tree: cst.Module, scale: float, done: list[str], missed: list[str]) -> None:
+    def _schedulers(
+        self,
+        tree: cst.Module,
+        scale: float,
+        consts: dict[str, list[cst.Assign]],
+        done: list[str],
+        missed: list[str],
+    ) -> None:
         """``keras.callbacks.LearningRateScheduler(decay)``: the rate ``decay(epoch[, lr])`` returns replaces
         the optimizer's every epoch (TensorFlow's distributed-training tutorial returns 1e-3, 1e-4, 1e-5).
         Its numbers returned are scaled; a rate computed from the ``lr`` it is given follows the scaled
@@ -845,7 +855,7 @@ class BatchScaleCodemod(FixCodemod):
             if opaque:
                 for k in set(self.edits) - before:
                     del self.edits[k]
-                scaled = self._constant_rates(tree, fn, params, scale)
+                scaled = self._constant_rates(tree, fn, params, scale, consts)
                 if not scaled:
                     missed.append(
                         f"{where}: {fn.name.value}() returns a rate not computed from the one it is given"
@@ -856,18 +866,19 @@ class BatchScaleCodemod(FixCodemod):
                 done.append(f"{where}: {fn.name.value}() returns {', '.join(dict.fromkeys(scaled))}")
 
     def _constant_rates(
-        self, tree: cst.Module, fn: cst.FunctionDef, params: set[str], scale: float
+        self,
+        tree: cst.Module,
+        fn: cst.FunctionDef,
+        params: set[str],
+        scale: float,
+        consts: dict[str, list[cst.Assign]],
     ) -> list[str]:
         """A schedule computing its rate from the module's constants, as Kaggle's TPU starters write
         ``lrfn(epoch)`` (``LR_START``, ``LR_MAX = 0.00005 * strategy.num_replicas_in_sync``, ``LR_MIN``, a
         ramp-up and an exponential decay): the one set of those constants in which every rate it returns
         (a local name followed to its assignments) is of degree 1 (:func:`_degree`) is scaled, each
-        constant's number; [] (nothing edited) where no such set, or more than one, exists."""
-        module_values = {
-            a.targets[0].target.value: a.value
-            for a in (s.body[0] for s in tree.body if isinstance(s, cst.SimpleStatementLine))
-            if isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)
-        }
+        constant's number (``consts``: the module's, as :meth:`_learning_rates` reads them); [] (nothing
+        edited) where no such set, or more than one, exists."""
         once = Counter(
             t.target.value
             for a in walk(tree)
@@ -896,8 +907,8 @@ class BatchScaleCodemod(FixCodemod):
                 and n.value not in local
                 and n.value not in params
                 and once[n.value] == 1
-                and (value := module_values.get(n.value)) is not None
-                and (num := value if _number(value) is not None else _product_number(value)) is not None
+                and len(defs := consts.get(n.value, [])) == 1
+                and (num := _written_number(defs[0].value)) is not None
             ):
                 numbers[n.value] = num
         names = sorted(numbers)

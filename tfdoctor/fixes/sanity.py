@@ -481,7 +481,8 @@ def batch_dependent(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTimi
     loss over the batch's pairs grows with the log of the batch; 6.88-7.06 in 13 reference runs at 80
     images a step, 7.64-7.75 at 166, and batch ×2 was rejected as "loss above the reference's"). A mean
     loss starts where the reference's did whatever the batch; a sum is :func:`batch_summed`'s."""
-    starts = [v for r in refs if (v := losses(r).get(0)) is not None and math.isfinite(v)]
+    runs = [losses(r) for r in refs]
+    starts = [v for r in runs if (v := r.get(0)) is not None and math.isfinite(v)]
     trial = next((s for s in new if s.index == 0), None)
     if len(starts) < BATCH_DEPENDENT_RUNS or trial is None or trial.loss is None:
         return None
@@ -495,7 +496,7 @@ def batch_dependent(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTimi
     # a seeded script's reference runs start at one value (no spread), and another batch is other examples:
     # its first loss is another draw of the early steps' (a corpus CNN: 4.254 in 19 runs at 32 a step, 2.35-
     # 4.25 over their first 5 steps, 3.59 at 64), not a loss of another kind
-    early = [v for r in refs for i, v in losses(r).items() if i < BATCH_DEPENDENT_EARLY and math.isfinite(v)]
+    early = [v for r in runs for i, v in r.items() if i < BATCH_DEPENDENT_EARLY and math.isfinite(v)]
     if early and min(early) <= trial.loss <= max(early):
         return None
     sizes = [s.examples for r in refs for s in r if s.index == 0 and s.examples]

@@ -620,7 +620,8 @@ class CacheCodemod(FixCodemod):
         notes: dict[int, tuple[str, list[str], str | None]] = {}
         # id() of each assignment -> the innermost function holding it (None: module level); the names
         # of pipelines are not flow-sensitive: ``ds`` in two functions are two pipelines
-        owner = owners(tree)
+        self.owner: dict[int, cst.FunctionDef | None] = owners(tree)
+        owner = self.owner
         # a shuffle statement moved down past the deterministic loads it ran before (ds = ds.shuffle(n),
         # alone or under ``if training:``): id() of that statement -> (id() of the statement it goes
         # after, id() of the plan's value it serves)
@@ -642,7 +643,6 @@ class CacheCodemod(FixCodemod):
         # a name's assignments in each function apart (Kaggle's TPU starters: ``dataset = ...`` in both
         # get_training_dataset() and get_validation_dataset(), only the second caching)
         scoped = [(name, group) for name, every in pipes.assigns.items() for group in by_owner(every, owner)]
-        self.owner: dict[int, cst.FunctionDef | None] = owner
         for name, assigns in scoped:
             if name not in fed:
                 continue
