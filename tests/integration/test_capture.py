@@ -1165,15 +1165,18 @@ def test_what_runs_between_epochs_is_in_no_profiled_step_and_a_rare_long_step_no
     a = analyze(load(res.trace_files[0]), res.steps)
     assert a.breakdown is not None and a.breakdown.source == "tfdoctor markers"
     # the step held 1 s is left out of the shares, which describe the typical step, and said so; an
-    # epoch's first step (12: the old iterator freed as the epoch begins) may stand out as well on a
-    # loaded machine, and is then left out and named too; no other step is
+    # epoch's first step (8 or 12, at 4 batches an epoch: the old iterator freed as the epoch begins) may
+    # stand out as well on a loaded machine, and is then left out and named too (a CI run under load left
+    # out step 8); no other step is
     kept = [s.step for s in a.breakdown.steps]
     out = sorted(set(range(6, 14)) - set(kept))
-    assert out in ([9], [9, 12]), kept
+    assert 9 in out and set(out) <= {8, 9, 12}, kept
     assert max(s.total_ms for s in a.breakdown.steps) < 900, [s.total_ms for s in a.breakdown.steps]
     note = next(n for n in a.breakdown.notes if "left out of the breakdown" in n)
     assert note.startswith(f"{len(out)} of 8 profiled steps left out of the breakdown"), note
-    assert "step 9 took 1." in note and ("step 12 took" in note) == (12 in out), note
+    assert "step 9 took 1." in note, note
+    for first in (8, 12):
+        assert (f"step {first} took" in note) == (first in out), note
 
 
 def test_a_run_says_how_much_of_the_machine_other_processes_kept_busy(tfd_home):
