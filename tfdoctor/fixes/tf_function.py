@@ -17,6 +17,7 @@ from tfdoctor.fixes._cst import (
     call_name,
     dotted,
     expr,
+    function_defs,
     kwarg,
     names_in,
     own_nodes,
@@ -610,6 +611,7 @@ class TfFunctionCodemod(FixCodemod):
             if any(_is_step_body(lp.body) for lp in loops):
                 continue  # the function holds the training loop itself: handled as an inline body
             candidates.append(fn)
+        candidates = self._outermost(tree, candidates)
         if self.ran:
             candidates.sort(key=lambda f: not self._holds_ran_line(f))
         compiled: list[str] = []
@@ -702,6 +704,33 @@ class TfFunctionCodemod(FixCodemod):
                 "trace per new shape otherwise)"
             )
         return new
+
+    def _outermost(self, tree: cst.Module, candidates: list[cst.FunctionDef]) -> list[cst.FunctionDef]:
+        """``candidates`` less those another candidate calls, directly or through the file's other
+        functions: a tape inside a function the step calls (a physics-informed loss's derivatives of the
+        model's output, a gradient penalty) is part of that step; compiling it alone would leave the step
+        eager and put a function call on its tape. A caller the run's hooks did not see run does not
+        count (a function of another script path in the same file)."""
+        calls: dict[str, set[str]] = {}
+        for fn in function_defs(tree):
+            called = {n for c in walk(fn.body) if isinstance(c, cst.Call) and (n := attr_name(c)) is not None}
+            calls.setdefault(fn.name.value, set()).update(called)
+
+        def reach(name: str) -> set[str]:
+            seen: set[str] = set()
+            todo = list(calls.get(name, ()))
+            while todo:
+                n = todo.pop()
+                if n not in seen:
+                    seen.add(n)
+                    todo += calls.get(n, ())
+            return seen
+
+        inner: set[str] = set()
+        for fn in candidates:
+            if not self.ran or self._holds_ran_line(fn):
+                inner |= reach(fn.name.value) - {fn.name.value}
+        return [fn for fn in candidates if fn.name.value not in inner] or candidates
 
     def _counter_call_args(self, tree: cst.Module, fn: cst.FunctionDef, method: bool) -> None:
         """Where the decorated step is called with a loop counter (``train_step(x, y, epoch)`` inside
@@ -1249,7 +1278,8 @@ class TfFunction(Fix):
 
     What it changes: the function holding ``GradientTape`` / ``apply_gradients`` (or Keras 3's
     ``optimizer.apply(grads, vars)``) gets ``@tf.function``; a method (``Trainer.step(self, x, y)``)
-    too. When the step is written inline in the training loop, those statements (from the ``with
+    too. A function with a tape that such a function calls (a physics-informed loss's derivatives of the
+    model's output, a gradient penalty) is part of that step, not the step. When the step is written inline in the training loop, those statements (from the ``with
     tf.GradientTape()`` block to the optimizer update) are extracted into ``train_step(...)``, defined
     just before the loop: values the loop changes every iteration become its parameters, values used
     after it are returned (never the tape: a step whose tape is used after the update is not cut).

@@ -306,6 +306,18 @@ def _is_floating(v: Any) -> bool:
     )
 
 
+def _of_variables(sources: Any, nest: Any) -> bool:
+    """Whether a ``tape.gradient`` call differentiates with respect to variables (the training gradient)
+    rather than only tensors (a derivative of the model's output with respect to its inputs: a physics-
+    informed loss's u_x, a gradient penalty, a saliency map), which is part of the step, not its end.
+    A Keras 3 variable is not a ``tf.Variable``: anything with ``assign`` counts."""
+    try:
+        flat = nest.flatten(sources)
+    except Exception:  # an odd structure: keep the old behaviour (a training gradient)
+        return True
+    return not flat or any(hasattr(s, "assign") for s in flat)
+
+
 def _is_scalar(v: Any) -> bool:
     if isinstance(v, (int, float)):
         return True
@@ -467,6 +479,7 @@ class Tracker:
         self.step_batch: int | None = None
         self.fit_samples: int | None = None  # the examples an epoch of fit on arrays trains on
         self.step_saw_tfdata = False
+        self.in_predict = 0  # inside a predict() the script called (its own dataset of the arrays)
         self.step_saw_function = False
         self.iter_datasets: dict[int, Any] = {}
         #: id(iterator) -> replicas that each take one element of its dataset per step (a tf.distribute
@@ -1015,8 +1028,11 @@ class Tracker:
         """``target`` itself, or the loss it scales when LossScaleOptimizer.scale_loss made it."""
         return next((loss for scaled, loss in self.scaled_losses if scaled is target), target)
 
-    def tape_gradient(self, target: Any) -> None:
+    def tape_gradient(self, target: Any, sources: Any) -> None:
         if self.in_fit or self.clock.stopped or self.waiting_for_phase():
+            return
+        if not _of_variables(sources, self.modules["tf"].nest):
+            self.counts["input_gradient"] += 1  # a derivative inside the step: neither its end nor its loss
             return
         self.counts["tape_gradient"] += 1
         if self.scaled_losses:
@@ -1279,6 +1295,8 @@ class Tracker:
         self.clock.touch()
         if t0 is not None and t1 is not None and not self.fn_stack:
             self.clock.note_fetch(t0, t1)
+        if self.in_predict:
+            return
         self.step_saw_tfdata = True
         ds = self.iter_datasets.get(id(iterator))
         if ds is not None and not self.fn_stack:
@@ -1925,7 +1943,8 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     def make_gradient(orig: Callable[..., Any]) -> Callable[..., Any]:
         def gradient(self: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
             out = orig(self, target, *args, **kwargs)
-            tracker._guard("tape gradient", lambda: tracker.tape_gradient(target))
+            sources = args[0] if args else kwargs.get("sources")
+            tracker._guard("tape gradient", lambda: tracker.tape_gradient(target, sources))
             return out
 
         return gradient
@@ -2113,7 +2132,11 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                 if tracker.in_fit or (tracker.clock.stopped and gap is None):  # a callback's: fit's own time
                     return orig(self, *args, **kwargs)
                 t0 = time.perf_counter()
-                out = orig(self, *args, **kwargs)
+                tracker.in_predict += 1  # the dataset predict() makes of its arrays is not the loop's input
+                try:
+                    out = orig(self, *args, **kwargs)
+                finally:
+                    tracker.in_predict -= 1
                 seconds = time.perf_counter() - t0
                 x = args[0] if args else kwargs.get("x")
                 frame = sys._getframe(1)
