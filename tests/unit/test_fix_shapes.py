@@ -3269,6 +3269,20 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "mixed-precision": "kept float32: Dense at line 37 (PhysicsInformedNN.u_model)",
         },
     ),
+    # TensorFlow's "Neural machine translation with attention" (2019-2021): Encoder / Decoder models, a
+    # BahdanauAttention layer, a tf.function train_step unrolling teacher forcing over the target's
+    # positions, the hidden state sized by BATCH_SIZE, dataset.take(steps_per_epoch) each epoch, a
+    # checkpoint every 2 epochs: right as it is (xla 1.39x and batch x2 kept end to end)
+    "nmt_attention.py": (
+        _FN,
+        {
+            "tfdata-prefetch": ".prefetch(tf.data.AUTOTUNE) at the end of the pipeline (line 38)",
+            "xla-jit": "jit_compile=True on @tf.function on train_step() (line 159)",
+            "mixed-precision": "Dense at line 109 (Decoder)",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 128, line 32); learning rate Adam at line 138: default 0.001 "
+            "made explicit, → 0.001414",
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The
