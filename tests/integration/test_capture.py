@@ -524,12 +524,41 @@ def test_fit_facts_read_the_rate_a_learning_rate_scheduler_sets(tfd_home, tmp_pa
     that sets 0.1 at each epoch's begin. The facts read 0.0 at fit's call, so a batch-scale trial that
     scaled the schedule (0.1 → 0.8) showed only "changed batch size 28 → 224"; the rate is read again at
     the first training batch, after the scheduler set it. Without a scheduler the rate read at fit's
-    call stands (the mirrored test above, and a warm-up callback's own per-batch rates are not taken)."""
+    call stands (the mirrored test above). A callback of the script's own that sets the rate before each
+    batch (ageron's 1cycle) is read the same way: the optimizer's own rate is overwritten at once, so a
+    batch-scale trial that scaled the callback's max_rate showed "learning rate 0.001 → 0.002", the
+    optimizer's, which no batch trained with; a warm-up from 0.0 keeps the rate read at fit's call."""
     script = tmp_path / "scheduled.py"
     script.write_text(SCHEDULED_FIT)
     res, _ = capture(tfd_home, script, profile=False, steps=10)
     assert res.ok, res.error
     assert res.facts.optimizer == "SGD" and res.facts.learning_rate == pytest.approx(0.1)
+    for first, expected in (("0.005", 0.005), ("0.0", 0.001)):
+        script.write_text(ONE_CYCLE_FIT.replace("FIRST", first))
+        res, _ = capture(tfd_home, script, profile=False, steps=10)
+        assert res.ok, res.error
+        assert res.facts.learning_rate == pytest.approx(expected), first
+
+
+ONE_CYCLE_FIT = """
+import numpy as np
+from tensorflow import keras
+
+
+class OneCycle(keras.callbacks.Callback):
+    def __init__(self, start_rate):
+        self.start_rate, self.iteration = start_rate, 0
+
+    def on_batch_begin(self, batch, logs):
+        self.model.optimizer.learning_rate = self.start_rate + 0.001 * self.iteration
+        self.iteration += 1
+
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+model.compile(optimizer=keras.optimizers.SGD(learning_rate=1e-3), loss="mse")
+model.fit(np.ones((1024, 8), np.float32), np.ones((1024, 1), np.float32), batch_size=16, epochs=2, verbose=0,
+          callbacks=[OneCycle(FIRST)])
+"""
 
 
 FIT_LOGS = """

@@ -1633,6 +1633,50 @@ def test_batch_scale_says_where_a_loop_sets_the_rate_itself() -> None:
     assert "from LR, scaled" in out.reason and "NOT SCALED" not in out.reason
     out = run("batch-scale", textwrap.dedent(callback).replace("TARGET", "1e-3"), params={"factor": "2"})
     assert "LEARNING RATE NOT SCALED" in out.reason
+    # built with a step count computed from the batch size: the batch is no rate (it said "from
+    # BATCH_SIZE, scaled")
+    out = run(
+        "batch-scale",
+        textwrap.dedent(callback).replace("TARGET", "1e-3, warmup_steps=6400 // BATCH_SIZE"),
+        params={"factor": "2"},
+    )
+    assert "LEARNING RATE NOT SCALED" in out.reason and "from BATCH_SIZE" not in out.reason
+
+
+def test_batch_scale_scales_the_rates_a_rate_setting_callback_is_built_with() -> None:
+    # ageron/handson-ml2 chapter 11: the 1cycle callback sets the rate every batch from max_rate (its
+    # start and last rates are fractions of it); the optimizer's own rate is overwritten at once
+    src = """
+    import math
+    from tensorflow import keras
+
+    class OneCycleScheduler(keras.callbacks.Callback):
+        def __init__(self, iterations, max_rate, start_rate=None, last_rate=None):
+            self.iterations, self.max_rate, self.iteration = iterations, max_rate, 0
+            self.start_rate = start_rate or max_rate / 10
+
+        def on_batch_begin(self, batch, logs):
+            self.iteration += 1
+            self.model.optimizer.learning_rate = self.start_rate + (self.max_rate - self.start_rate) * 0.5
+
+    class StepDecay(keras.callbacks.Callback):
+        def __init__(self, initial_lr, decay_rate, every):
+            self.initial_lr, self.decay_rate, self.every = initial_lr, decay_rate, every
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.model.optimizer.learning_rate = self.initial_lr * self.decay_rate ** (epoch // self.every)
+
+    model.compile(loss="mse", optimizer=keras.optimizers.SGD(learning_rate=1e-3))
+    batch_size = 128
+    onecycle = OneCycleScheduler(math.ceil(18000 / batch_size) * 25, max_rate=0.05)
+    model.fit(x, y, epochs=25, batch_size=batch_size, callbacks=[onecycle, StepDecay(0.01, 0.5, 10)])
+    """
+    out = run("batch-scale", src, params={"factor": "2"})
+    assert out.status == "changed", out.reason
+    assert "max_rate=0.05 → 0.1 (line 22)" in out.reason, out.reason
+    assert "initial_lr=0.01 → 0.02 (line 23)" in out.reason, out.reason
+    assert "NOT SCALED" not in out.reason
+    assert "max_rate=0.1)" in out.code and "StepDecay(0.02, 0.5, 10)" in out.code  # decay_rate is no rate
 
 
 def test_batch_scale_follows_absl_flags() -> None:
@@ -3281,6 +3325,17 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "mixed-precision": "Dense at line 109 (Decoder)",
             "batch-scale": "batch size ×2 (BATCH_SIZE = 128, line 32); learning rate Adam at line 138: default 0.001 "
             "made explicit, → 0.001414",
+        },
+    ),
+    # ageron/handson-ml2 chapter 11: a 1cycle callback sets the rate before every batch from max_rate
+    # (the optimizer's own rate is overwritten at once); batch-scale said "from batch_size, scaled" (the
+    # batch constant counted as a scaled rate) and left max_rate: now max_rate is scaled where it is built
+    "onecycle.py": (
+        _FIT,
+        {
+            "xla-jit": "jit_compile=True on model.compile() (line 56)",
+            "mixed-precision": "kept float32: Dense at line 54 (model)",
+            "batch-scale": "from OneCycleScheduler(...)'s max_rate=0.05 → 0.1 (line 61), scaled (linear scaling)",
         },
     ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),

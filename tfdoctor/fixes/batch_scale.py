@@ -103,6 +103,27 @@ def _env_number(node: cst.BaseExpression) -> float | None:
     return _number(node)
 
 
+#: the first word of a callback's parameter ``<word>_rate`` that is a learning rate (``max_rate``)
+_RATE_WORDS = frozenset(
+    {"max", "min", "start", "last", "base", "init", "initial", "peak", "final", "target", "end"}
+)
+#: words that make a parameter a factor or a probability, not a rate (``decay_rate``, ``lr_decay``)
+_NOT_RATE = frozenset(
+    {"decay", "drop", "dropout", "factor", "gamma", "mult", "multiplier", "patience", "steps"}
+)
+
+
+def _rate_param(name: str) -> bool:
+    """A callback parameter named for a learning rate: ``lr``, ``max_lr``, ``learning_rate``,
+    ``max_rate``, ``rate``; not ``decay_rate``, ``lr_decay``, ``dropout_rate``."""
+    words = name.lower().split("_")
+    if not name or _NOT_RATE & set(words):
+        return False
+    if "lr" in words or "learning" in words or words == ["rate"]:
+        return True
+    return len(words) == 2 and words[1] == "rate" and words[0] in _RATE_WORDS
+
+
 def _fmt(value: float, like: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(like, cst.SimpleString):  # an environment variable's default: "64" -> "128"
         text = cst.Module([]).code_for_node(_fmt(value, cst.parse_expression(str(like.evaluated_value))))
@@ -712,10 +733,18 @@ class BatchScaleCodemod(FixCodemod):
             return NO_OPTIMIZER, "no optimizer found"
         done += sched_done
         missed += sched_missed
-        scaled_names = self._scaled_names(consts)
+        scaled_names = self._scaled_names(consts) - {self.batch_ref or ""}  # rates, not the batch
         for where, text, names in self._rates_set_in_loops(tree):
             who, at = where.split(" at ", 1)
             via = sorted(names & scaled_names)
+            if not via and "." in who and (built := self._callback_rates(tree, who.split(".")[0], opts)):
+                done.append(f"{who} sets the rate itself at {at} ({text}) from {built}")
+                self.warn(
+                    f"{who} sets the learning rate itself at {at} ({text}): a warm-up or decay it counts in "
+                    f"steps now runs {self.factor}x slower per example: divide those step counts by {self.factor} "
+                    "(where they are computed from the batch size, they already are)"
+                )
+                continue
             if not via:
                 missed.append(
                     f"{who} sets the rate itself at {at} ({text}), from no rate scaled here: it replaces the "
@@ -968,6 +997,40 @@ class BatchScaleCodemod(FixCodemod):
     def _scaled_names(self, consts: dict[str, list[cst.Assign]]) -> set[str]:
         """Module names whose one assignment is a number this fix scaled (``BASE_LR = 1e-3``)."""
         return {name for name, defs in consts.items() if len(defs) == 1 and id(defs[0].value) in self.edits}
+
+    def _callback_rates(
+        self, tree: cst.Module, cls: str, opts: list[tuple[cst.Call, str, cst.SimpleString | None]]
+    ) -> str:
+        """Scale the rates a callback class that sets the optimizer's rate itself is built with
+        (ageron's ``OneCycleScheduler(iterations, max_rate=0.05)``: its start and last rates are
+        fractions of ``max_rate``): each number given at ``cls(...)`` for a parameter named like a rate
+        (``*rate*``, ``*lr*``), by keyword or by position in its ``__init__``. What was done, or "" where
+        nothing was (no such number, or optimizers of different scaling rules)."""
+        rules = {"linear" if name in LINEAR else "square-root" for _, name, _ in opts}
+        if len(rules) != 1:
+            return ""
+        rule = rules.pop()
+        scale = self._scale(opts[0][1])
+        params: list[str] = []
+        for c in walk(tree):
+            if isinstance(c, cst.ClassDef) and c.name.value == cls:
+                for fn in c.body.body:
+                    if isinstance(fn, cst.FunctionDef) and fn.name.value == "__init__":
+                        params = [p.name.value for p in fn.params.params][1:]  # less self
+        changes: list[str] = []
+        for c in walk(tree):
+            if not (isinstance(c, cst.Call) and call_name(c) == cls):
+                continue
+            for i, a in enumerate(c.args):
+                name = a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else "")
+                v = _number(a.value)
+                if not _rate_param(name) or v is None or id(a.value) in self.edits:
+                    continue
+                self.edits[id(a.value)] = _fmt(v * scale, a.value)
+                changes.append(f"{name}={v:g} → {v * scale:.4g} (line {self.line(c)})")
+        if not changes:
+            return ""
+        return f"{cls}(...)'s {', '.join(changes)}, scaled ({rule} scaling)"
 
     def _rates_set_in_loops(self, tree: cst.Module) -> list[tuple[str, str, set[str]]]:
         """Where a loop, or a callback's ``on_*`` method, sets the optimizer's rate by hand
@@ -1433,7 +1496,10 @@ class BatchScale(Fix):
     constants every rate returned is proportional to is scaled, ``LR_RAMPUP_EPOCHS`` and ``LR_EXP_DECAY``
     left). A loop, or
     a callback's ``on_*`` method, that sets the rate itself (``optimizer.learning_rate = lr``) is said:
-    computed from a constant scaled here, its step counts are not divided; else LEARNING RATE NOT SCALED.
+    computed from a constant scaled here, its step counts are not divided; a callback built with rates
+    (ageron's 1cycle ``OneCycleScheduler(iterations, max_rate=0.05)``, a ``StepDecay(initial_lr, ...)``)
+    gets each number given for a parameter named for a rate (``max_rate``, ``*lr*``, ``learning_rate``;
+    not ``decay_rate``) scaled where it is built; else LEARNING RATE NOT SCALED.
     The summary line says which rule was used for which optimizer. A learning rate that cannot
     be scaled is never left silently: the summary says LEARNING RATE NOT SCALED and the patch carries a
     comment above the batch size. A batch size or learning rate given on the command line is not

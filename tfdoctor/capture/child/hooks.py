@@ -942,15 +942,19 @@ class Tracker:
                 self.lr_later = opt
 
     def note_scheduled_rate(self, model: Any) -> None:
-        """At the first training batch of a ``fit`` with a ``LearningRateScheduler``: the rate its
-        ``on_epoch_begin`` set, in place of the one read at ``fit``'s call (machinelearningmastery's
+        """At the first training batch of a ``fit`` with a ``LearningRateScheduler`` or a callback of the
+        script's own: the rate its ``on_epoch_begin`` (or ``on_batch_begin``) set, in place of the one read
+        at ``fit``'s call (a 1cycle callback overwrites the optimizer's rate before each batch; machinelearningmastery's
         ``SGD(learning_rate=0.0)`` with a ``step_decay`` schedule read 0.0, and a batch-scale trial's
-        0.1 → 0.8 did not show). Only for the optimizer the facts' rate came from."""
+        0.1 → 0.8 did not show). Only for the optimizer the facts' rate came from, and not a 0.0 (a
+        warm-up from zero: the same in every run, the rate given at fit's call shows a change)."""
         self.lr_at_first_batch = False
         opt = getattr(model, "optimizer", None)
         opt = getattr(opt, "inner_optimizer", None) or opt
         if opt is not None and id(opt) == self.lr_noted_from and self.lr_later is None:
-            self.facts["learning_rate"] = learning_rate(opt)
+            rate = learning_rate(opt)
+            if rate or not self.facts.get("learning_rate"):
+                self.facts["learning_rate"] = rate
 
     def _note_fit_apply(self, opt: Any) -> None:
         """The first optimizer applied inside ``fit`` (while its step traces): where it is not the model's
@@ -2097,10 +2101,12 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                         tracker.fit_end()
                 given = args_l[5] if len(args_l) > 5 else kwargs.get("callbacks")
                 given = getattr(given, "callbacks", given)  # a CallbackList's own list
-                # the rate this fit's optimizer noted is set by a LearningRateScheduler at each epoch's
-                # begin: read it again at the first batch (the scheduler's callbacks run before ours)
+                # the rate this fit's optimizer noted may be set by a LearningRateScheduler at each
+                # epoch's begin, or by a callback of the script's own (ageron's 1cycle sets it before each
+                # batch): read it again at the first batch (their callbacks run before ours)
                 tracker.lr_at_first_batch = not noted and any(
                     type(c).__name__ == "LearningRateScheduler"
+                    or not type(c).__module__.startswith(("keras", "tensorflow", "tf_keras"))
                     for c in (given if isinstance(given, (list, tuple)) else [])
                 )
                 tracker.in_fit = max(tracker.in_fit, 1)
