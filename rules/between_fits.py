@@ -33,6 +33,19 @@ SHORT = {
     "fit_steps": 4000,
 }
 
+#: a federated-averaging loop (tests/data/shapes/fedavg.py) as the profile run saw it: between two clients'
+#: fit() calls 0.2 s (scaling the weights, clear_session, a new local model built and compiled), then the
+#: next client's fit() took 0.43 s to its first batch (its train function traced for the new model)
+FEDAVG = {
+    "seconds": 0.2,
+    "ended_by": "next_fit",
+    "limit_s": 30.0,
+    "fit_site": "fedavg.py:161",
+    "fit_steps": 38,
+    "next_fit_model": "new",
+    "next_fit_first_batch_s": 0.43,
+}
+
 #: Keras predict()'s default batch_size: a call on no more rows runs one batch
 PREDICT_BATCH = 32
 
@@ -52,26 +65,37 @@ class WorkBetweenFits(Rule):
         once per epoch, then its own work: generating samples, evaluating, plotting). The profile run's
         planned steps ended inside such a ``fit()``: tfdoctor ended that ``fit()`` there and timed what the
         script did next, until the loop's next ``fit()`` (or 30 s, the script's end, or its opening a
-        file for writing, where the run stops before the write), counting its Keras ``predict()`` calls.
-        It fires when that work takes 20 % or more of the loop's time (the gap against the steps one
-        ``fit()`` runs at the measured step time).
+        file for writing, where the run stops before the write), counting its Keras ``predict()`` calls,
+        and then that next ``fit()`` up to the end of its first batch, noting whether it trains the same
+        model, a new one (built in the loop) or the same one compiled again. It fires when that work
+        takes 20 % or more of the loop's time (the gap, and the next first batch beyond a step, against
+        the steps one ``fit()`` runs at the measured step time).
 
     Why it costs throughput:
         None of that time is in the training steps the rest of the report (and ``--fix``) measures, yet
         the loop waits for it every epoch. keras-io's character-level LSTM generates 1,600 characters
         after each epoch with one ``predict()`` of one row each: each call builds a data adapter, a
         tf.data pipeline and an iterator (50-120 ms here, Keras 3.15) for a batch that takes about 1 ms
-        with ``predict_on_batch``: minutes between epochs of seconds.
+        with ``predict_on_batch``: minutes between epochs of seconds. A federated-averaging script builds,
+        compiles and fits a new local model for each client in each round: every ``fit()`` traces its
+        train function again before its first batch (0.4 s here for 38 batches of 2 ms).
 
     Evidence:
-        The ``fit()``'s line and the steps it runs, the gap's length and how it ended, and each line
-        calling ``predict()`` in the gap with its calls, rows and time.
+        The ``fit()``'s line and the steps it runs, the gap's length and how it ended, the next
+        ``fit()``'s first batch and its model, and each line calling ``predict()`` in the gap with its
+        calls, rows and time.
 
     Fix:
         Advice, not applied (the fix loop times training steps, and this time is outside them): call
         ``model.predict_on_batch(x)`` (or ``model(x, training=False)``) for the one-batch predictions;
-        generate less often (every N epochs); move other work out of the per-epoch loop. Estimated
-        saving: the ``predict()`` calls' share of the loop's time (of the loop's time, not of a step's).
+        generate less often (every N epochs); move other work out of the per-epoch loop. Where each
+        ``fit()`` trains a model built or compiled in the loop: build and compile it once, before the
+        loop, and load the weights each pass with ``set_weights()`` (for a fresh optimizer state, assign
+        zeros to its step count and slot variables, not to its learning rate, which Keras 3 keeps among
+        ``optimizer.variables`` too, rather than compiling again, which discards the traced function).
+        Estimated saving: the one-batch ``predict()`` calls' share of the loop's time, and the next first
+        batch's time beyond a step where the model was built or compiled in the loop (of the loop's
+        time, not of a step's; part of that first batch, the ``fit()``'s own set-up, remains).
 
     Fix safety:
         ``predict_on_batch`` returns the same numbers as ``predict`` on one batch.
@@ -99,6 +123,18 @@ class WorkBetweenFits(Rule):
             "the same second against 4000 batches run 8 a step (steps_per_execution): 500 steps of training",
             facts={"between_fits": SHORT, "steps_per_execution": 8},
         ),
+        Example(
+            "sample_traces/rules-keras-fit-tiny",
+            True,
+            "federated averaging: a new local model per client, its first batch 0.43 s against 38 batches",
+            facts={"between_fits": FEDAVG},
+        ),
+        Example(
+            "sample_traces/rules-keras-fit-tiny",
+            False,
+            "the same model fitted again: a first batch of 50 ms after 4000 batches",
+            facts={"between_fits": {**SHORT, "next_fit_model": "same", "next_fit_first_batch_s": 0.05}},
+        ),
         Example("sample_traces/rules-keras-fit-tiny", False, "one fit(): nothing watched"),
     ]
 
@@ -109,8 +145,12 @@ class WorkBetweenFits(Rule):
             return None
         # a step of fit() runs steps_per_execution batches; fit_steps counts batches
         spe = max(1, ctx.facts.steps_per_execution or 1)
-        fit_s = -(-gap.fit_steps // spe) * step_ms / 1000
-        share = gap.seconds / (gap.seconds + fit_s)
+        # the next fit()'s first batch beyond a step: its setup, and a train function traced anew for a
+        # model built (or compiled) in the loop, every call
+        outside, fit_s, setup = gap.loop_time(step_ms, spe)
+        first = gap.next_fit_first_batch_s
+        rebuilt = gap.next_fit_model in ("new", "recompiled") and setup > 0
+        share = outside / (outside + fit_s)
         if share < 0.2:
             return None
         at_least = gap.ended_by != "next_fit"
@@ -137,6 +177,19 @@ class WorkBetweenFits(Rule):
                     f"({ms(1000 * c.seconds / max(1, c.calls))} a call)",
                 )
             )
+        if rebuilt and first is not None:
+            built = (
+                "a model built in the loop"
+                if gap.next_fit_model == "new"
+                else "the same model compiled again"
+            )
+            ev.append(
+                Evidence(
+                    label="the next fit()'s first batch",
+                    value=f"{first:.2f} s from its call against {ms(step_ms)} a step ({built}: its train "
+                    "function traced anew)",
+                )
+            )
         one_batch = [c for c in gap.predict_calls if c.rows is not None and c.rows <= PREDICT_BATCH]
         if one_batch:
             advice = (
@@ -147,12 +200,21 @@ class WorkBetweenFits(Rule):
             advice = ": its predict() calls take " + pct(in_calls / gap.seconds) + " of it"
         else:
             advice = " (no Keras predict() in it: the script's own code)"
+        if rebuilt:
+            what = "builds a new model" if gap.next_fit_model == "new" else "compiles its model again"
+            advice = (
+                f"; each pass {what}, whose first batch takes {first:.2f} s (its train function traced "
+                "anew): build and compile it once, before the loop, and load its weights each pass "
+                "(set_weights(); for a fresh optimizer state zero its step count and slots, not its "
+                "learning rate, rather than compile() again)"
+                + (advice if one_batch or gap.predict_calls else "")
+            )
         claim = (
             f"Between the fit() calls of its loop the script spends {'≥ ' if at_least else ''}"
-            f"{gap.seconds:.1f} s against {fit_s:.1f} s of training in each fit(): {pct(share)} of the loop's "
+            f"{outside:.1f} s against {fit_s:.1f} s of training in each fit(): {pct(share)} of the loop's "
             f"time is outside the training steps{advice}"
         )
-        saving = 0.98 * sum(c.seconds for c in one_batch) / (gap.seconds + fit_s)
+        saving = (0.98 * sum(c.seconds for c in one_batch) + (setup if rebuilt else 0.0)) / (outside + fit_s)
         return self.finding("high" if share >= 0.5 else "medium", claim, ev, est_saving=saving)
 
 

@@ -155,7 +155,10 @@ class BetweenFits(_Frozen):
     timed it: the planned steps ended inside a ``fit()`` called from a loop, that fit() was ended there
     (``model.stop_training``) and the script went on until ``ended_by``: "next_fit" (the loop's next
     ``fit()`` began: ``seconds`` is the whole gap), "limit" (still going after ``limit_s``: at least that
-    long), "write" (it opened ``write_path`` for writing: the run stopped before that), "script_end"."""
+    long), "write" (it opened ``write_path`` for writing: the run stopped before that), "script_end".
+    After "next_fit" the watch went on to the end of that fit()'s first batch: ``next_fit_first_batch_s``
+    from its call (its setup, and the tracing of its train function where ``next_fit_model`` is "new", a
+    model built in the loop, or "recompiled", the same model compiled again; "same": neither)."""
 
     seconds: float
     ended_by: Literal["next_fit", "limit", "write", "script_end"]
@@ -164,6 +167,18 @@ class BetweenFits(_Frozen):
     fit_site: str = ""  # "char_lstm.py:95": the fit() of the loop
     fit_steps: int | None = None  # the batches one such fit() runs (batches an epoch × its epochs)
     predict_calls: list[GapPredict] = Field(default_factory=list)  # the most time first
+    next_fit_model: Literal["same", "new", "recompiled"] | None = None
+    next_fit_first_batch_s: float | None = None
+
+    def loop_time(self, step_ms: float, steps_per_execution: int = 1) -> tuple[float, float, float]:
+        """(seconds outside the training steps, seconds of them, setup) for one pass of the loop at
+        ``step_ms`` a step: the gap and the next fit()'s first batch beyond a step (``setup``: its set-up and
+        tracing) against the steps one fit() runs (a step of ``steps_per_execution`` batches)."""
+        spe = max(1, steps_per_execution)
+        fit_s = -(-(self.fit_steps or 0) // spe) * step_ms / 1000
+        first = self.next_fit_first_batch_s
+        setup = max(0.0, first - step_ms / 1000) if first is not None else 0.0
+        return self.seconds + setup, fit_s, setup
 
 
 #: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)
@@ -539,6 +554,9 @@ class FixSummary(_Frozen):
     combined: Throughput | None = None  # the final state's median run in the combined check
     combined_reference: Throughput | None = None  # the baseline's median run in that check
     combined_speedup: float | None = None
+    # the share of the script's fit() loop outside the training steps, as the profile timed it (TFD207:
+    # the work between the calls, a model built for every call): the figures here time the steps only
+    loop_outside_share: float | None = None
     patch: str = ""  # the combined unified diff (also runs/<id>/fix.patch)
     kept: list[str] = Field(default_factory=list)
     combined_run_id: str | None = None  # the final run with every kept fix applied

@@ -68,9 +68,53 @@ def test_the_work_between_fit_calls_of_a_loop_is_timed_until_the_next_fit(tfd_ho
         and calls.code == "p = model.predict(x[i : i + 1], verbose=0)[0]"
     )
     assert 0 < calls.seconds <= gap.seconds
-    # the script went on to its next fit() and no further: the first epoch's line only
+    # the script went on to its next fit(), timed to its first batch, and no further: the first epoch's
+    # line only
+    assert gap.next_fit_model == "same" and gap.next_fit_first_batch_s is not None, gap
     out = run.file("stdout.log").read_text()
     assert "epoch 0 done" in out and "epoch 1 done" not in out
+
+
+FEDAVG = """\
+import keras
+import numpy as np
+
+keras.utils.set_random_seed(0)
+x = np.random.rand(640, 8).astype("float32")
+y = np.random.rand(640, 1).astype("float32")
+
+
+def build():
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+
+
+global_model = build()
+for comm_round in range(3):
+    weights = []
+    for client in range(4):
+        local = build()
+        local.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        local.set_weights(global_model.get_weights())
+        local.fit(x[client::4], y[client::4], batch_size=16, epochs=1, verbose=0)
+        weights.append(local.get_weights())
+        keras.backend.clear_session()
+    global_model.set_weights([np.mean(w, axis=0) for w in zip(*weights)])
+    print("round", comm_round, "done", flush=True)
+"""
+
+
+def test_a_model_built_for_each_fit_is_named_and_its_first_batch_timed(tfd_home, tmp_path):
+    """Federated averaging builds, compiles and fits a new local model per client: each fit() traces its
+    train function anew before its first batch, the loop's time as much as the work between the calls."""
+    script = tmp_path / "fedavg.py"
+    script.write_text(FEDAVG)
+    res, run = _capture(tfd_home, script, {})
+    assert res.ok, res.error
+    gap = res.facts.between_fits
+    assert gap is not None and gap.ended_by == "next_fit", gap
+    assert gap.fit_steps == 10 and gap.next_fit_model == "new", gap  # 160 rows a client at 16
+    assert gap.next_fit_first_batch_s is not None and gap.next_fit_first_batch_s > 0, gap
+    assert "round 0 done" not in run.file("stdout.log").read_text()  # stopped inside the first round
 
 
 def test_a_write_of_the_script_after_the_shortened_fit_stops_the_run_before_it(tfd_home, tmp_path):

@@ -158,3 +158,46 @@ def test_the_timer_raises_nothing_once_the_script_has_ended(tmp_path: Path) -> N
     assert watch.active
     watch.end("script_end")
     assert watch.ended_by == "script_end"
+
+
+class _Model:
+    """What the watch reads of a Keras model: ``train_function`` (None until a fit()'s first batch, and
+    again after compile())."""
+
+    def __init__(self) -> None:
+        self.train_function: object = None
+
+
+def test_the_next_fit_is_timed_to_its_first_batch_and_its_model_named(tmp_path: Path) -> None:
+    """A federated-averaging loop builds and compiles a new model for each fit(): the next call's first
+    batch (its train function traced anew) is the loop's time too, and the gap is still the gap."""
+    import weakref
+
+    for how in ("new", "same", "recompiled"):
+        ended = _Model()
+        ended.train_function = object()
+        watch = _watch(tmp_path)
+        watch.model = weakref.ref(ended)
+        watch.begin()
+        time.sleep(0.05)
+        nxt = _Model() if how == "new" else ended
+        if how == "recompiled":
+            ended.train_function = None  # compile() again
+        watch.next_fit(nxt)
+        assert not watch.running and watch.in_next_fit  # predict() inside the next fit() is not the gap's
+        time.sleep(0.1)
+        with pytest.raises(StopCapture):
+            watch.first_batch()
+        facts = watch.facts()
+        assert facts["ended_by"] == "next_fit" and facts["next_fit_model"] == how, facts
+        assert 0.05 <= facts["seconds"] < 0.1 and facts["next_fit_first_batch_s"] >= 0.1, facts
+
+
+def test_a_limit_inside_the_next_fit_leaves_the_gap_as_it_was(tmp_path: Path) -> None:
+    watch = _watch(tmp_path)
+    watch.begin()
+    watch.next_fit(_Model())
+    watch.end("limit")  # the timer, before the next fit()'s first batch ended
+    facts = watch.facts()
+    assert facts["ended_by"] == "next_fit" and facts["next_fit_first_batch_s"] is None
+    assert facts["next_fit_model"] is None  # the ended fit()'s model unknown: not guessed

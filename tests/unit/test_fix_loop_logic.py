@@ -1712,3 +1712,58 @@ def test_each_row_shows_the_median_run_of_the_state_it_was_paired_with(tmp_path:
     console = Console(record=True, width=240)
     console.print(fix_table(old))
     assert ref_rate not in console.export_text() and run_page(old).fix_rows[0].reference == ""
+
+
+def test_the_work_between_fit_calls_timed_by_the_profile_reaches_every_state(tmp_path: Path) -> None:
+    """Only the profile run times the work between a loop's fit() calls; a kept fix's state has its trial's
+    facts, which lack it: the fixes tried on that state still see the baseline's (a loop that builds a
+    model for every fit() skips XLA and steps-per-execution whatever was kept before)."""
+    from tfdoctor.fixes._base import Hardware
+    from tfdoctor.model import BetweenFits
+
+    loop = _scripted(tmp_path, {}, only=["xla-jit"])
+    gap = BetweenFits(seconds=0.2, ended_by="next_fit", limit_s=30.0, fit_steps=38, next_fit_model="new")
+    loop.report = loop.report.model_copy(
+        update={"facts": loop.report.facts.model_copy(update={"between_fits": gap})}
+    )
+    ctx = loop.context(Facts(loop_kind="keras_fit"), {}, {}, Hardware())
+    assert ctx.facts.between_fits == gap and ctx.facts.loop_kind == "keras_fit"
+    own = BetweenFits(seconds=1.0, ended_by="limit", limit_s=3.0)
+    assert loop.context(Facts(between_fits=own), {}, {}, Hardware()).facts.between_fits == own
+
+
+def test_a_loop_mostly_outside_its_steps_says_what_the_speedup_makes_of_the_whole_loop(
+    tmp_path: Path,
+) -> None:
+    """A federated-averaging loop spends 86 % of its time between and before its fit() calls (TFD207): a
+    fix kept at 1.68x on the steps is about 1.07x for the loop, and the headline says so; without that
+    finding it says nothing of the kind."""
+    from tfdoctor.model import BetweenFits, Breakdown
+
+    loop = _scripted(tmp_path, _kept_at_1_68(baseline_later=10.0), ["tf-function"])
+    gap = BetweenFits(
+        seconds=0.3,
+        ended_by="next_fit",
+        limit_s=30.0,
+        fit_steps=38,
+        next_fit_model="new",
+        next_fit_first_batch_s=0.55,
+    )
+    tfd207 = Finding(rule_id="TFD207", name="between-fits", severity="high", claim="...", est_saving=0.58)
+    loop.report = loop.report.model_copy(
+        update={
+            "facts": loop.report.facts.model_copy(update={"between_fits": gap}),
+            "breakdown": Breakdown(source="tfdoctor markers", avg_step_ms=3.45),
+            "findings": [tfd207],
+        }
+    )
+    summary = loop.run()
+    # (0.3 + 0.55 - 0.00345) / (that + 38 x 3.45 ms)
+    assert summary.loop_outside_share == pytest.approx(0.8659, abs=0.001)
+    whole = 1 / (summary.loop_outside_share + (1 - summary.loop_outside_share) / summary.combined_speedup)
+    head = fix_headline(summary)
+    assert "the script's fit() loop spends 87 % of its time outside them (TFD207)" in head, head
+    assert f"about {whole:.2f}x for the loop as a whole." in head, head
+    assert f"spends 87 % of its time outside them (TFD207): about {whole:.2f}x for the loop" in summary.patch
+    plain = _scripted(tmp_path / "plain", _kept_at_1_68(baseline_later=10.0), ["tf-function"]).run()
+    assert plain.loop_outside_share is None and "TFD207" not in fix_headline(plain)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tfdoctor.fixes import FixContext, Hardware, all_fixes, get_fix
-from tfdoctor.model import Facts, KerasBatchCall
+from tfdoctor.model import BetweenFits, Facts, Finding, KerasBatchCall
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 BF16 = Hardware(cpu_bf16=True)
@@ -1679,6 +1679,51 @@ def test_batch_scale_scales_the_rates_a_rate_setting_callback_is_built_with() ->
     assert "max_rate=0.1)" in out.code and "StepDecay(0.02, 0.5, 10)" in out.code  # decay_rate is no rate
 
 
+def test_a_model_built_for_every_fit_of_a_loop_gets_no_larger_function() -> None:
+    """A federated-averaging loop builds, compiles and fits a new local model per client (38 batches a
+    call, the first 0.43 s): steps_per_execution=8 measured 1.53x on the steps and ran the script
+    0.86-0.92x, its larger function traced again in every call; XLA would compile in every call."""
+    src = (SHAPES / "fedavg.py").read_text()
+    gap = BetweenFits(
+        seconds=0.2,
+        ended_by="next_fit",
+        limit_s=30.0,
+        fit_site="fedavg.py:161",
+        fit_steps=38,
+        next_fit_model="new",
+        next_fit_first_batch_s=0.43,
+    )
+    tfd207 = Finding(rule_id="TFD207", name="between-fits", severity="high", claim="...", est_saving=0.6)
+    facts = Facts(loop_kind="keras_fit", step_kind="tf.function", between_fits=gap)
+    for fix_id, what in (("steps-per-execution", "steps_per_execution would"), ("xla-jit", "XLA would")):
+        out = run(fix_id, src, facts=facts, findings=(tfd207,))
+        assert out.status == "skipped", out.reason
+        assert (
+            "each fit() at fedavg.py:161 trains a model built in the loop (38 batches a call)" in out.reason
+        )
+        assert "0.43 s" in out.reason and what in out.reason and "60%" in out.reason, out.reason
+        # the same model fitted again (a fit() per epoch), or tracing a small share: tried as before
+        same = facts.model_copy(update={"between_fits": gap.model_copy(update={"next_fit_model": "same"})})
+        assert run(fix_id, src, facts=same, findings=(tfd207,)).status == "changed"
+        small = tfd207.model_copy(update={"est_saving": 0.1})
+        assert run(fix_id, src, facts=facts, findings=(small,)).status == "changed"
+
+
+def test_pipelines_kept_in_a_dict_and_evaluated_in_a_loop_are_read() -> None:
+    """fit(clients_batched[client]) trains on what batch_data() returns, stored item by item in a dict, and
+    ``for X_test, Y_test in test_batched: test_model(X_test, ...)`` evaluates on the test pipeline: neither
+    is a pipeline "no training or evaluation reads" (both were said so)."""
+    src = (SHAPES / "fedavg.py").read_text()
+    out = run("tfdata-cache", src, facts=_FIT)
+    assert out.status == "skipped" and "left alone" not in out.reason, out.reason
+    assert "dataset (line 55)" in out.reason and "test_batched (line 125)" in out.reason, out.reason
+    # a loop only looking at the batches (printing them) is still a look, not an evaluation
+    peek = src.replace(
+        "global_acc, global_loss = test_model(X_test, Y_test, global_model, comm_round)", "print(X_test)"
+    )
+    assert "left alone: test_batched" in run("tfdata-cache", peek, facts=_FIT).reason
+
+
 def test_batch_scale_follows_absl_flags() -> None:
     """Model-garden style: flags.DEFINE_integer("batch_size", 32, ...) read as FLAGS.batch_size."""
     src = """
@@ -3336,6 +3381,19 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "xla-jit": "jit_compile=True on model.compile() (line 56)",
             "mixed-precision": "kept float32: Dense at line 54 (model)",
             "batch-scale": "from OneCycleScheduler(...)'s max_rate=0.05 → 0.1 (line 61), scaled (linear scaling)",
+        },
+    ),
+    # federated averaging from scratch (the widely copied TDS tutorial): a new local model built, compiled
+    # and fitted per client per round on a dict of per-client tf.data pipelines built by batch_data();
+    # prefetch went to the test set only (fit(clients_batched[client]) was not followed into the dict)
+    "fedavg.py": (
+        _FIT,
+        {
+            "tfdata-prefetch": ".prefetch(tf.data.AUTOTUNE) at the end of the pipeline (line 56)",
+            "steps-per-execution": "steps_per_execution=8 in local_model.compile() (line 155)",
+            "xla-jit": "jit_compile=True on local_model.compile() (line 155)",
+            "mixed-precision": "set again after clear_session() (line 169)",
+            "batch-scale": "learning rate SGD at line 154: lr (line 127) 0.01 → 0.02 (linear scaling for SGD)",
         },
     ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),

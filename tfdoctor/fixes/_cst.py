@@ -452,24 +452,55 @@ def _peeks(tree: cst.Module) -> set[int]:
     return out
 
 
+#: Keras calls that run a model on the batches given (a loop handing its batches to one evaluates)
+_RUNS_MODEL = ("predict", "evaluate", "predict_on_batch", "test_on_batch", "train_on_batch")
+
+
 def consumers(tree: cst.Module, pipes: Pipelines, *, read: bool = False) -> set[str]:
     """Dataset names the script hands to ``fit`` or, in a script that fits nothing, iterates: the
     pipelines that feed training. In a script that fits, a loop over a dataset or an ``iter()`` of one is
     a look at its batches (TensorFlow's "Load and preprocess images": ``for f in list_ds.take(5):
     print(f.numpy())``), and a ``next(iter(ds))`` outside any loop is one anywhere.
 
-    ``read``: every dataset name such an argument reads (``fit(make_ds(raw_ds))``), not only the name a
-    chain starts from, and those ``fit(validation_data=...)``, ``evaluate`` and ``predict`` run the model
-    on; an empty set (not known) where what ``fit`` trains on is a call reading none."""
+    ``read``: every dataset name such an argument reads (``fit(make_ds(raw_ds))``, an item of a container
+    filled with pipelines: ``fit(clients_batched[client])``), not only the name a chain starts from, and
+    those ``fit(validation_data=...)``, ``evaluate`` and ``predict`` run the model on, or a loop hands its
+    batches to (a function of the script's, ``predict``...); an empty set (not known) where what ``fit``
+    trains on is a call reading none."""
     fitted: set[str] = set()
     looped: set[str] = set()
     peeks = _peeks(tree)
     unknown = False
+    # a container of pipelines, filled item by item (a federated-averaging script's
+    # ``clients_batched[name] = batch_data(shard)``, trained on as ``fit(clients_batched[client])``): its
+    # name -> what its items are assigned
+    filled: dict[str, list[cst.BaseExpression]] = {}
+    for node in walk(tree):
+        if isinstance(node, cst.Assign):
+            for t in node.targets:
+                if isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name):
+                    filled.setdefault(t.target.value.value, []).append(node.value)
 
     def datasets(e: cst.BaseExpression, fit: bool = False) -> set[str]:
         """The dataset names ``e`` feeds from: the name its chain starts from (``read``: every one it
         reads; a call of ``fit`` reading none makes the answer not known)."""
         nonlocal unknown
+        if (
+            isinstance(e, cst.Subscript)
+            and isinstance(e.value, cst.Name)
+            and e.value.value not in pipes.names
+        ):
+            # an item of a container of pipelines: what its items are assigned, or the pipelines the
+            # functions building them return
+            items = [
+                v
+                for v in filled.get(e.value.value, [])
+                if not any(isinstance(n, cst.Subscript) for n in walk(v))  # d[k] = d[j]: not followed
+            ]
+            ends = [*items, *(r.value for v in items for r in pipes.returned_by(v) if r.value is not None)]
+            found = set().union(*(datasets(v) for v in ends)) if ends else set()
+            if found:
+                return found
         if read:
             found = names_in(e) & pipes.names
             if not found and fit and isinstance(e, cst.Call):
@@ -478,12 +509,25 @@ def consumers(tree: cst.Module, pipes: Pipelines, *, read: bool = False) -> set[
         root, _ = method_chain(e)
         return {root.value} if isinstance(root, cst.Name) and root.value in pipes.names else set()
 
+    evaluated: set[str] = set()
+    own = {f.name.value for f in walk(tree) if isinstance(f, cst.FunctionDef)}  # the script's functions
     for node in walk(tree):
         if isinstance(node, (cst.For, cst.CompFor)):
             found = datasets(node.iter)
             if not found and isinstance(node.iter, cst.Call):  # enumerate(ds), zip(ds, ..)
                 found = next((f for a in node.iter.args if (f := datasets(a.value))), set())
             looped |= found
+            if read and found and isinstance(node, cst.For):
+                # a loop handing its batches to a call other than print() evaluates on them (a federated-
+                # averaging script's ``for X_test, Y_test in test_batched: test_model(X_test, ...)``)
+                batch = names_in(node.target)
+                if any(
+                    isinstance(c, cst.Call)
+                    and (call_name(c) in own or attr_name(c) in _RUNS_MODEL)
+                    and any(names_in(a.value) & batch for a in c.args)
+                    for c in walk(node.body)
+                ):
+                    evaluated |= found
             continue
         if not isinstance(node, cst.Call):
             continue
@@ -497,7 +541,7 @@ def consumers(tree: cst.Module, pipes: Pipelines, *, read: bool = False) -> set[
                     fitted |= datasets(a.value)
         elif what in ("iter", "evaluate_generator") and node.args and id(node) not in peeks:
             (looped if what == "iter" else fitted).update(datasets(node.args[0].value))
-    return set() if unknown else fitted or looped
+    return set() if unknown else (fitted | evaluated if fitted else looped)
 
 
 def feeding(tree: cst.Module, pipes: Pipelines) -> tuple[set[str], set[str]]:

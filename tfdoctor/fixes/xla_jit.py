@@ -9,7 +9,7 @@ import libcst as cst
 from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
-from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
+from tfdoctor.fixes._base import Fix, FixCodemod, FixContext, rebuilt_every_fit
 from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, kwarg, set_kwarg, walk
 from tfdoctor.fixes._models import compile_sites
 from tfdoctor.fixes.tf_function import _is_step_body
@@ -160,7 +160,10 @@ class XlaJit(Fix):
     ``xla_unsupported``), skipped before any run; nor to a tf.function step that writes summaries or calls
     Python from the graph (``tf.numpy_function``, ``tf.py_function``) itself or through the file's
     functions it calls (TensorFlow's actor-critic tutorial steps its environment that way inside the
-    step), skipped with where before any run. XLA often *slows*
+    step), skipped with where before any run; nor where each ``fit()`` of the script's loop trains a
+    model built or compiled in the loop and that tracing is a quarter or more of the loop's time (the
+    profile's TFD207: a federated-averaging script's client models), skipped before any run: XLA would
+    compile again in every call, outside the steps a trial times. XLA often *slows*
     CPU training of convolutional networks (its CPU convolutions lose to oneDNN: 0.33x on the case
     study's CNN here), and it speeds up steps full of element-wise work it can fuse (1.17x on
     ``examples/mlp_loop.py``'s LayerNorm/GELU MLP on the same CPU), so the measurement decides.
@@ -197,7 +200,7 @@ class XlaJit(Fix):
                 "Keras runs this model without XLA whatever compile() asks (its model_supports_jit): "
                 f"{', '.join(why)} {verb} not support XLA"
             )
-        return None
+        return rebuilt_every_fit(ctx, "XLA")
 
 
 FIX = XlaJit

@@ -254,7 +254,20 @@ def fix_headline(fx: FixSummary) -> str:
             f" The kept {'trial' if one else 'trials'} measured {ratio_ci(chain[0], chain[1:])}"
             f"{'' if one else ' together'}: not reproduced side by side; the combined figure stands."
         )
-    return line + busy
+    return line + loop_caveat(fx) + busy
+
+
+def loop_caveat(fx: FixSummary) -> str:
+    """Where the script's fit() loop spends most of its time outside the training steps (TFD207), what
+    the steps' speed-up makes of the whole loop: 1 / (outside + steps / speed-up)."""
+    out = fx.loop_outside_share
+    if out is None or out < 0.2 or fx.combined_speedup is None or fx.combined_speedup <= 0:
+        return ""
+    whole = 1 / (out + (1 - out) / fx.combined_speedup)
+    return (
+        f" These figures time the training steps; the script's fit() loop spends {percent(out)} of its "
+        f"time outside them (TFD207), which no fix here changes: about {ratio(whole)} for the loop as a whole."
+    )
 
 
 __all__ = [
@@ -265,6 +278,7 @@ __all__ = [
     "headline_rate",
     "interval",
     "kept_files",
+    "loop_caveat",
     "ms",
     "noise",
     "noise_fraction",

@@ -79,7 +79,15 @@ from tfdoctor.fixes.workspace import (
     write_modules,
 )
 from tfdoctor.model import CACHE_FILL_SWITCH, Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
-from tfdoctor.report.format import BUSY_SHARE, estimate_text, ratio_ci, timed_apart, training
+from tfdoctor.report.format import (
+    BUSY_SHARE,
+    estimate_text,
+    percent,
+    ratio,
+    ratio_ci,
+    timed_apart,
+    training,
+)
 from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
 from tfdoctor.store import RunStore
@@ -728,6 +736,7 @@ def patch_header(
     note: str,
     changes: dict[str, str],
     verdict: str | None = "faster",
+    outside: float | None = None,
 ) -> str:
     """The comment block on top of fix.patch: what is in it, what it measured (and the judge's word when
     that was not "faster"), and whether it changes the training. ``git apply`` and ``patch`` skip text
@@ -741,6 +750,11 @@ def patch_header(
             f"# measured: {ratio_ci(speedup, ci)} vs the baseline ({note}){word}"
             if note
             else f"# measured: {ratio_ci(speedup, ci)} vs the baseline{word}"
+        )
+    if speedup is not None and outside is not None and outside >= 0.2 and speedup > 0:
+        lines.append(
+            f"# of the training steps only: the fit() loop spends {percent(outside)} of its time outside them "
+            f"(TFD207): about {ratio(1 / (outside + (1 - outside) / speedup))} for the loop as a whole"
         )
     lines.append(f"# {training(changes, verdict if speedup is not None else None)}")
     return "\n".join(lines) + "\n"
@@ -1068,7 +1082,8 @@ class FixLoop:
         patch = self.diff(base.source, base.modules, self.final_source, self.final_modules)
         if patch:
             files = ", ".join(patch_files(patch))
-            patch = patch_header(files, kept, speedup, ci, rounds_note, changes, verdict) + patch
+            outside = self.loop_outside_share()
+            patch = patch_header(files, kept, speedup, ci, rounds_note, changes, verdict, outside) + patch
         return FixSummary(
             baseline=self.report.throughput,
             baseline_timed=median_run(self.base_reruns),
@@ -1077,6 +1092,7 @@ class FixLoop:
             combined=combined,
             combined_reference=combined_ref,
             combined_speedup=speedup,
+            loop_outside_share=self.loop_outside_share(),
             combined_ci=ci,
             combined_verdict=verdict,
             combined_note=note,
@@ -1095,10 +1111,25 @@ class FixLoop:
             measured_runs=len(self.loads),
         )
 
+    def loop_outside_share(self) -> float | None:
+        """The share of the script's fit() loop outside the training steps the trials time, as the profile
+        timed it (TFD207's figure: the same step time, the same gap), where that finding was made."""
+        gap = self.report.facts.between_fits
+        bd = self.report.breakdown
+        if gap is None or bd is None or not any(f.rule_id == "TFD207" for f in self.report.findings):
+            return None
+        step_ms = bd.unprofiled_step_ms or bd.avg_step_ms
+        outside, fit_s, _ = gap.loop_time(step_ms, self.report.facts.steps_per_execution or 1)
+        return round(outside / (outside + fit_s), 4) if outside + fit_s > 0 else None
+
     def context(
         self, facts: Facts, modules: dict[str, str], variant: dict[str, str], hardware: Hardware
     ) -> FixContext:
-        """What a fix's transform sees of the state it is applied to."""
+        """What a fix's transform sees of the state it is applied to. The work between the fit() calls of a
+        loop is timed by the profile run only (a trial's run times its steps): the baseline's stays."""
+        base = self.report.facts.between_fits
+        if facts.between_fits is None and base is not None:
+            facts = facts.model_copy(update={"between_fits": base})
         return FixContext(
             facts=facts,
             findings=tuple(self.report.findings),

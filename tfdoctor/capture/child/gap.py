@@ -7,8 +7,10 @@ seconds of training. A bounded run ends inside the first ``fit()`` and never see
 
 When the planned steps end inside a ``fit()`` called from inside a ``for`` / ``while`` loop of the
 script, the profile run (only it: a fix trial's steps are what it measures) ends that ``fit()`` with
-``model.stop_training`` instead and times what the script does next, until the next ``fit()`` begins,
-the watch's time limit, the script's end, or the script opening a file for writing (a checkpoint or a
+``model.stop_training`` instead and times what the script does next, until the next ``fit()`` begins
+(whose first batch it times too: a loop that builds and compiles a new model for each ``fit()``, as
+federated-averaging scripts do per client, has its train function traced anew in every call), the
+watch's time limit, the script's end, or the script opening a file for writing (a checkpoint or a
 model saved after the shortened training must not replace the user's: the run stops before the open).
 :class:`GapWatch` keeps the figures; the harness writes them as ``Facts.between_fits``.
 """
@@ -89,6 +91,12 @@ class GapWatch:
         self.ended_by: str | None = None
         self.write_path: str | None = None
         self.seconds = 0.0
+        #: the next fit(): its model against the ended fit()'s ("same", "new", "recompiled": the same
+        #: model compiled again), and the time from its call to its first batch's end (setup, tracing)
+        self.model: Any = None  # a weak reference to the ended fit()'s model (set by the tracker)
+        self.next_fit_model: str | None = None
+        self.next_fit_first_batch_s: float | None = None
+        self._next_t0: float | None = None
         #: predict() calls in the gap: site -> {"code", "calls", "seconds", "rows"}
         self.predicts: dict[str, dict[str, Any]] = {}
         home = os.path.realpath(os.path.expanduser("~"))
@@ -122,8 +130,9 @@ class GapWatch:
 
     @property
     def running(self) -> bool:
-        """The gap is being timed: the fit() ended early has returned and nothing has ended the watch."""
-        return self.active and self.begun
+        """The gap is being timed: the fit() ended early has returned, the next has not been called and
+        nothing has ended the watch."""
+        return self.active and self.begun and self._next_t0 is None
 
     def begin(self) -> None:
         """The fit() ended early returned to the script: the gap begins."""
@@ -136,6 +145,33 @@ class GapWatch:
             except OSError:
                 pass
 
+    def next_fit(self, model: Any) -> None:
+        """The loop's next fit() is called on ``model``: the gap is over; the watch goes on until that
+        fit()'s first batch ends (``first_batch``), so that what every call costs before training (a
+        train function traced for a model built in the loop) is timed."""
+        now = time.perf_counter()
+        self.seconds = now - self.t0
+        self._next_t0 = now
+        ended = self.model() if self.model is not None else None
+        if ended is not None and ended is not model:
+            self.next_fit_model = "new"
+        else:
+            # Keras sets train_function at a fit()'s first batch and back to None in compile()
+            fresh = getattr(model, "train_function", None) is None
+            self.next_fit_model = (
+                "recompiled" if ended is model and fresh else "same" if ended is model else None
+            )
+
+    @property
+    def in_next_fit(self) -> bool:
+        return self.active and self._next_t0 is not None
+
+    def first_batch(self) -> None:
+        """The next fit()'s first batch ended: the watch and the run end."""
+        if self._next_t0 is not None:
+            self.next_fit_first_batch_s = time.perf_counter() - self._next_t0
+        self.stop("next_fit")
+
     def end(self, why: str) -> None:
         with self._lock:
             self._end(why)
@@ -144,8 +180,11 @@ class GapWatch:
         if not self.active:
             return
         self.active = False
-        self.ended_by = why
-        self.seconds = time.perf_counter() - self.t0 if self.begun else 0.0
+        if self._next_t0 is not None:  # inside the next fit(): the gap itself ended with its call
+            self.ended_by = "next_fit"
+        else:
+            self.ended_by = why
+            self.seconds = time.perf_counter() - self.t0 if self.begun else 0.0
         self._cancel.set()
 
     def stop(self, why: str) -> None:
@@ -197,6 +236,10 @@ class GapWatch:
             "fit_site": self.fit_site,
             "fit_steps": self.fit_steps,
             "predict_calls": calls,
+            "next_fit_model": self.next_fit_model,
+            "next_fit_first_batch_s": (
+                round(self.next_fit_first_batch_s, 4) if self.next_fit_first_batch_s is not None else None
+            ),
         }
 
 

@@ -40,6 +40,7 @@ import threading
 import time
 import traceback
 import types
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -788,6 +789,11 @@ class Tracker:
             f"{os.path.basename(path)}:{line}" if path else "",
             steps * epochs if isinstance(steps, int) and isinstance(epochs, int) else None,
         )
+        if self.tracked_model is not None:
+            try:
+                self.gap.model = weakref.ref(self.tracked_model)  # not kept alive past its fit()
+            except TypeError:
+                pass
         self.gap.start()
         return True
 
@@ -2070,13 +2076,36 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                     raise
                 self.model.stop_training = True
 
+    class _FirstBatch(keras.callbacks.Callback):
+        """Ends the watch of the work between fit() calls at the next fit()'s first batch's end."""
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            gap = tracker.gap
+            if gap is not None and gap.in_next_fit:
+                gap.first_batch()  # raises StopCapture: the run is complete
+
     fit_owner = next((c for c in keras.Model.__mro__ if "fit" in c.__dict__), None)
     if fit_owner is not None:
 
         def make_fit(orig: Callable[..., Any]) -> Callable[..., Any]:
             def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
                 if tracker.gap is not None and tracker.gap.running and not tracker.in_fit:
-                    tracker.gap.stop("next_fit")  # the loop's next fit(): the work between them is timed
+                    # the loop's next fit(): the work between them is timed, and this fit() up to the end of
+                    # its first batch (its setup; a train function traced for a model built in the loop)
+                    gap = tracker.gap
+                    gap.next_fit(self)
+                    first = _FirstBatch()
+                    args_l = list(args)
+                    if len(args_l) > 5:
+                        args_l[5] = _with_callback(args_l[5], first)
+                    else:
+                        kwargs["callbacks"] = _with_callback(kwargs.get("callbacks"), first)
+                    tracker.in_fit = max(tracker.in_fit, 1)
+                    try:
+                        orig(self, *args_l, **kwargs)
+                    finally:
+                        tracker.in_fit = 0
+                    gap.stop("next_fit")  # no batch (an empty dataset): the watch ends with the fit()
                 if tracker.in_fit or tracker.clock.stopped:
                     return orig(self, *args, **kwargs)
                 own_kwargs = dict(kwargs)
