@@ -140,6 +140,21 @@ class KerasBatchCall(_Frozen):
     timed_steps: int = 0  # the timing window's steps (calls / timed_steps: calls a step)
 
 
+class HostCall(_Frozen):
+    """A Keras call the script made between its training steps that works on the host, as the harness
+    timed it after the first step: ``get_weights()`` / ``set_weights()`` (every weight copied to or from
+    numpy: keras-io's DDPG soft-updates its target networks that way each step in its Keras 3 version),
+    or ``call``, a model called eagerly outside every tf.function and GradientTape (op by op: an agent
+    acting with ``actor(state)``)."""
+
+    api: Literal["get_weights", "set_weights", "call"]
+    site: str  # "ddpg.py:196": the script's line that called it
+    code: str  # that line's text, stripped
+    calls: int  # calls in the timing window (0: seen in the other windows only)
+    seconds: float = 0.0  # time inside the calls, in the timing window
+    timed_steps: int = 0  # the timing window's steps (calls / timed_steps: calls a step)
+
+
 class GapPredict(_Frozen):
     """``predict()`` calls the script made at one line between two ``fit()`` calls (see BetweenFits)."""
 
@@ -222,6 +237,7 @@ class Facts(_Frozen):
     debug_switches: list[str] = Field(default_factory=list)
     # Keras predict() calls in the training loop and fit() calls of one batch each (see KerasBatchCall)
     keras_batch_calls: list[KerasBatchCall] = Field(default_factory=list)
+    host_calls: list[HostCall] = Field(default_factory=list)  # Keras host work between the steps
     #: the work between the fit() calls of a fit-per-epoch loop (None: not watched; see BetweenFits)
     between_fits: BetweenFits | None = None
     strategy: str | None = None  # class name of the active tf.distribute strategy

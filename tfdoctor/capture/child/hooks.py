@@ -29,6 +29,7 @@ its end (:func:`fill_caches`, bounded), so the timed steps see the cache full, a
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
 import inspect
@@ -523,6 +524,9 @@ class Tracker:
         self.fit_model: int | None = None  # id() of the model the last fit() trained (see _note_phase)
         self.fit_call_batches = 0  # batches the script's fit() call in progress (or the last) ran
         self.fit_batch_open: int | None = None  # when the fit batch begun and not yet ended began
+        #: (api, site) -> what Facts.host_calls says of it (see host_call)
+        self.host_calls: dict[tuple[str, str], dict[str, Any]] = {}
+        self.in_host_call = 0  # inside a timed get_weights / set_weights / model call (nested ones not)
         #: (api, site) -> what Facts.keras_batch_calls says of it (see keras_batch_call)
         self.batch_calls: dict[tuple[str, str], dict[str, Any]] = {}
         self.fit_per_batch = False  # the fit() call in progress is one of a fit() per batch
@@ -772,6 +776,35 @@ class Tracker:
             rec["seconds"] += seconds
         if rows is not None:
             rec["rows"] = max(rows, rec["rows"] or 0)
+
+    def host_calls_wanted(self) -> bool:
+        """A Keras host call now is the loop's, between its steps: the clock runs past the first step, on
+        the main thread, outside fit() / predict() and every tf.function (its tracing)."""
+        clock = self.clock
+        return not (
+            clock.stopped
+            or clock.index < 1
+            or self.in_fit
+            or self.in_predict
+            or self.fn_stack
+            or self.in_host_call
+            or not self.on_main()
+        )
+
+    def host_call(self, api: str, frame: types.FrameType | None, seconds: float) -> None:
+        """The script called ``api`` (get_weights, set_weights, an eager model call) from ``frame``
+        between its steps: noted by the script's line, its calls and time counted in the timing window."""
+        frame = first_user_frame(frame)
+        if frame is None:
+            return
+        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        rec = self.host_calls.get((api, site))
+        if rec is None:
+            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            rec = self.host_calls[(api, site)] = {"code": code, "calls": 0, "seconds": 0.0}
+        if self.clock.windows.of(self.clock.index) == "timing":
+            rec["calls"] += 1
+            rec["seconds"] += seconds
 
     def gap_ready(self, params: Any) -> bool:
         """The planned steps ended inside a fit(): end that fit() instead of the run (``True``) when it
@@ -1358,6 +1391,12 @@ class Tracker:
     def layer_call(self, args: tuple[Any, ...]) -> None:
         if self.step_batch is not None or not self._active() or self.fn_stack or not args:
             return
+        from tensorflow.python.eager import record
+
+        if not record.could_possibly_record():
+            # no tape records it: not a training forward pass (an agent acting with ``actor(state)`` on
+            # one row before its tf.function update of 64, an eager validation call)
+            return
         self.clock.touch()
         self.step_batch = first_dim(args[0])
         # a concrete batch only: building a model calls each layer on symbolic inputs (batch None)
@@ -1435,6 +1474,13 @@ class Tracker:
             out["keras_batch_calls"] = [
                 {"api": api, "site": site, **rec, "timed_steps": timed}
                 for (api, site), rec in self.batch_calls.items()
+            ]
+        if self.host_calls:
+            w = self.clock.windows
+            timed = max(0, min(self.clock.index - w.warmup, w.timing))
+            out["host_calls"] = [
+                {"api": api, "site": site, **rec, "timed_steps": timed}
+                for (api, site), rec in self.host_calls.items()
             ]
         if self.gap is not None:
             self.gap.end("script_end")  # no-op when the next fit(), the limit or a write ended it
@@ -1760,7 +1806,11 @@ def uninstall() -> None:
     """Put back every patched attribute, newest first (in-process capture: the notebook magic)."""
     while _PATCHES:
         owner, name, orig = _PATCHES.pop()
-        setattr(owner, name, orig)
+        if orig is None:  # defined on the class by tfdoctor, inherited before
+            if name in owner.__dict__:
+                delattr(owner, name)
+        else:
+            setattr(owner, name, orig)
 
 
 def _wrap(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
@@ -2185,6 +2235,34 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
             return predict
 
         _wrap(predict_owner, "predict", make_predict)
+
+    # Keras host work between the steps of a loop (Facts.host_calls): weights copied through numpy, and
+    # models called eagerly outside every tf.function and GradientTape
+    from tensorflow.python.eager import record
+
+    def timed_host(api: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not tracker.host_calls_wanted() or (api == "call" and record.could_possibly_record()):
+                return orig(self, *args, **kwargs)
+            t0 = time.perf_counter()
+            tracker.in_host_call += 1
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                tracker.in_host_call -= 1
+                seconds = time.perf_counter() - t0
+                frame = sys._getframe(1)
+                tracker._guard("host call", lambda: tracker.host_call(api, frame, seconds))
+
+        return call
+
+    for name in ("get_weights", "set_weights"):
+        owner = next((c for c in keras.Model.__mro__ if name in c.__dict__), None)
+        if owner is not None:
+            _wrap(owner, name, functools.partial(timed_host, name))
+    if "__call__" not in keras.Model.__dict__:  # Layer's: wrapped for models only (not every layer)
+        _PATCHES.append((keras.Model, "__call__", None))
+        keras.Model.__call__ = timed_host("call", keras.Model.__call__)
 
     compile_owner = next((c for c in keras.Model.__mro__ if "compile" in c.__dict__), None)
     if compile_owner is not None and jit in ("1", "0"):
