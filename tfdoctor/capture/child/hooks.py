@@ -1393,11 +1393,11 @@ class Tracker:
             return
         from tensorflow.python.eager import record
 
-        if not record.could_possibly_record():
-            # no tape records it: not a training forward pass (an agent acting with ``actor(state)`` on
-            # one row before its tf.function update of 64, an eager validation call)
-            return
         self.clock.touch()
+        if not record.could_possibly_record():
+            # a call no tape records is no training forward pass (an agent acting with ``actor(state)`` on
+            # one row before its tf.function update of 64, an eager validation call): not the batch
+            return
         self.step_batch = first_dim(args[0])
         # a concrete batch only: building a model calls each layer on symbolic inputs (batch None)
         if (
