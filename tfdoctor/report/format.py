@@ -257,13 +257,21 @@ def fix_headline(fx: FixSummary) -> str:
     return line + loop_caveat(fx) + busy
 
 
+def loop_speedup(outside: float | None, speedup: float | None) -> float | None:
+    """What a speed-up of the training steps makes of a fit() loop spending ``outside`` of its time outside
+    them (TFD207: 0.2 or more): 1 / (outside + steps / speed-up); None where that does not apply."""
+    if outside is None or outside < 0.2 or speedup is None or speedup <= 0:
+        return None
+    return 1 / (outside + (1 - outside) / speedup)
+
+
 def loop_caveat(fx: FixSummary) -> str:
     """Where the script's fit() loop spends most of its time outside the training steps (TFD207), what
-    the steps' speed-up makes of the whole loop: 1 / (outside + steps / speed-up)."""
+    the steps' speed-up makes of the whole loop (:func:`loop_speedup`)."""
     out = fx.loop_outside_share
-    if out is None or out < 0.2 or fx.combined_speedup is None or fx.combined_speedup <= 0:
+    whole = loop_speedup(out, fx.combined_speedup)
+    if out is None or whole is None:
         return ""
-    whole = 1 / (out + (1 - out) / fx.combined_speedup)
     return (
         f" These figures time the training steps; the script's fit() loop spends {percent(out)} of its "
         f"time outside them (TFD207), which no fix here changes: about {ratio(whole)} for the loop as a whole."
@@ -279,6 +287,7 @@ __all__ = [
     "interval",
     "kept_files",
     "loop_caveat",
+    "loop_speedup",
     "ms",
     "noise",
     "noise_fraction",

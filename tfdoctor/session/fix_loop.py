@@ -82,6 +82,7 @@ from tfdoctor.model import CACHE_FILL_SWITCH, Facts, FixSummary, FixTrial, Repor
 from tfdoctor.report.format import (
     BUSY_SHARE,
     estimate_text,
+    loop_speedup,
     percent,
     ratio,
     ratio_ci,
@@ -751,10 +752,10 @@ def patch_header(
             if note
             else f"# measured: {ratio_ci(speedup, ci)} vs the baseline{word}"
         )
-    if speedup is not None and outside is not None and outside >= 0.2 and speedup > 0:
+    if outside is not None and (whole := loop_speedup(outside, speedup)) is not None:
         lines.append(
             f"# of the training steps only: the fit() loop spends {percent(outside)} of its time outside them "
-            f"(TFD207): about {ratio(1 / (outside + (1 - outside) / speedup))} for the loop as a whole"
+            f"(TFD207): about {ratio(whole)} for the loop as a whole"
         )
     lines.append(f"# {training(changes, verdict if speedup is not None else None)}")
     return "\n".join(lines) + "\n"
@@ -1080,9 +1081,9 @@ class FixLoop:
         self.final_modules = changed_modules(base.modules, state.modules) if kept else {}
         changes = training_changes(base.facts, state.facts) if kept else {}
         patch = self.diff(base.source, base.modules, self.final_source, self.final_modules)
+        outside = self.loop_outside_share()
         if patch:
             files = ", ".join(patch_files(patch))
-            outside = self.loop_outside_share()
             patch = patch_header(files, kept, speedup, ci, rounds_note, changes, verdict, outside) + patch
         return FixSummary(
             baseline=self.report.throughput,
@@ -1092,7 +1093,7 @@ class FixLoop:
             combined=combined,
             combined_reference=combined_ref,
             combined_speedup=speedup,
-            loop_outside_share=self.loop_outside_share(),
+            loop_outside_share=outside,
             combined_ci=ci,
             combined_verdict=verdict,
             combined_note=note,

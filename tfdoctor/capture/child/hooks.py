@@ -760,20 +760,11 @@ class Tracker:
         clock = self.clock
         if clock.stopped or clock.index < 1 or not self.on_main():
             return
-        frame = first_user_frame(frame)
-        if frame is None:
-            return
-        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-        rec = self.batch_calls.get((api, site))
+        bs = batch_size if isinstance(batch_size, int) and batch_size > 0 else 32
+        rec = self._count_call(self.batch_calls, api, frame, seconds, rows=None, batch_size=bs)
         if rec is None:
-            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            bs = batch_size if isinstance(batch_size, int) and batch_size > 0 else 32
-            rec = self.batch_calls[(api, site)] = {"code": code, "calls": 0, "rows": None, "batch_size": bs}
-            rec["seconds"] = 0.0
+            return
         rows = first_dim(x)
-        if clock.windows.of(clock.index) == "timing":
-            rec["calls"] += 1
-            rec["seconds"] += seconds
         if rows is not None:
             rec["rows"] = max(rows, rec["rows"] or 0)
 
@@ -794,17 +785,36 @@ class Tracker:
     def host_call(self, api: str, frame: types.FrameType | None, seconds: float) -> None:
         """The script called ``api`` (get_weights, set_weights, an eager model call) from ``frame``
         between its steps: noted by the script's line, its calls and time counted in the timing window."""
+        self._count_call(self.host_calls, api, frame, seconds)
+
+    def _count_call(
+        self,
+        table: dict[tuple[str, str], dict[str, Any]],
+        api: str,
+        frame: types.FrameType | None,
+        seconds: float,
+        **first: Any,
+    ) -> dict[str, Any] | None:
+        """``table``'s record of ``api`` called from the script's line behind ``frame`` (made with its code
+        and ``first``'s fields on the first call), its calls and time counted in the timing window."""
         frame = first_user_frame(frame)
         if frame is None:
-            return
+            return None
         site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-        rec = self.host_calls.get((api, site))
+        rec = table.get((api, site))
         if rec is None:
             code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            rec = self.host_calls[(api, site)] = {"code": code, "calls": 0, "seconds": 0.0}
+            rec = table[(api, site)] = {"code": code, "calls": 0, "seconds": 0.0, **first}
         if self.clock.windows.of(self.clock.index) == "timing":
             rec["calls"] += 1
             rec["seconds"] += seconds
+        return rec
+
+    def _timed_calls(self, table: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+        """``table``'s records as facts, each with the timing window's steps so far."""
+        w = self.clock.windows
+        timed = max(0, min(self.clock.index - w.warmup, w.timing))
+        return [{"api": api, "site": site, **rec, "timed_steps": timed} for (api, site), rec in table.items()]
 
     def gap_ready(self, params: Any) -> bool:
         """The planned steps ended inside a fit(): end that fit() instead of the run (``True``) when it
@@ -1469,19 +1479,9 @@ class Tracker:
         if self.debug_switches:
             out["debug_switches"] = list(self.debug_switches.values())
         if self.batch_calls:
-            w = self.clock.windows
-            timed = max(0, min(self.clock.index - w.warmup, w.timing))
-            out["keras_batch_calls"] = [
-                {"api": api, "site": site, **rec, "timed_steps": timed}
-                for (api, site), rec in self.batch_calls.items()
-            ]
+            out["keras_batch_calls"] = self._timed_calls(self.batch_calls)
         if self.host_calls:
-            w = self.clock.windows
-            timed = max(0, min(self.clock.index - w.warmup, w.timing))
-            out["host_calls"] = [
-                {"api": api, "site": site, **rec, "timed_steps": timed}
-                for (api, site), rec in self.host_calls.items()
-            ]
+            out["host_calls"] = self._timed_calls(self.host_calls)
         if self.gap is not None:
             self.gap.end("script_end")  # no-op when the next fit(), the limit or a write ended it
             out["between_fits"] = self.gap.facts()
@@ -2144,12 +2144,7 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                     # its first batch (its setup; a train function traced for a model built in the loop)
                     gap = tracker.gap
                     gap.next_fit(self)
-                    first = _FirstBatch()
-                    args_l = list(args)
-                    if len(args_l) > 5:
-                        args_l[5] = _with_callback(args_l[5], first)
-                    else:
-                        kwargs["callbacks"] = _with_callback(kwargs.get("callbacks"), first)
+                    args_l = _fit_with_callback(args, kwargs, _FirstBatch())
                     tracker.in_fit = max(tracker.in_fit, 1)
                     try:
                         orig(self, *args_l, **kwargs)
@@ -2159,12 +2154,7 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                 if tracker.in_fit or tracker.clock.stopped:
                     return orig(self, *args, **kwargs)
                 own_kwargs = dict(kwargs)
-                cb = TfdoctorCallback()
-                args_l = list(args)
-                if len(args_l) > 5:
-                    args_l[5] = _with_callback(args_l[5], cb)
-                else:
-                    kwargs["callbacks"] = _with_callback(kwargs.get("callbacks"), cb)
+                args_l = _fit_with_callback(args, kwargs, TfdoctorCallback())
                 x = args_l[0] if args_l else kwargs.get("x")
                 bs = args_l[2] if len(args_l) > 2 else kwargs.get("batch_size")
                 split = args_l[6] if len(args_l) > 6 else kwargs.get("validation_split", 0.0)
@@ -2373,6 +2363,17 @@ def _subclasses(cls: type) -> list[type]:
                 out.append(sub)
                 todo.append(sub)
     return out
+
+
+def _fit_with_callback(args: tuple[Any, ...], kwargs: dict[str, Any], cb: Any) -> list[Any]:
+    """``fit``'s positional arguments with ``cb`` added to its callbacks (the sixth positional, or
+    ``callbacks=`` in ``kwargs``, updated in place)."""
+    args_l = list(args)
+    if len(args_l) > 5:
+        args_l[5] = _with_callback(args_l[5], cb)
+    else:
+        kwargs["callbacks"] = _with_callback(kwargs.get("callbacks"), cb)
+    return args_l
 
 
 def _with_callback(callbacks: Any, cb: Any) -> Any:
