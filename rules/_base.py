@@ -37,6 +37,7 @@ FIX_IDS: frozenset[str] = frozenset(
         "batch-scale",
         "mixed-precision",
         "keras-on-batch",
+        "host-calls",
     }
 )
 #: advice-only fix ids: shown with the finding, never applied automatically

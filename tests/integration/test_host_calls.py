@@ -83,3 +83,66 @@ def test_weights_copied_through_numpy_and_eager_model_calls_between_steps_are_ti
     # the model calls inside the traced update and the target's set-up before the first step are not
     assert {c.api for c in f.host_calls} == {"get_weights", "set_weights", "call"}
     assert all(c.code != "target.set_weights(actor.get_weights())" for c in f.host_calls)
+
+
+def test_the_host_calls_fix_moves_them_into_tf_functions_with_the_same_numbers(
+    tfd_home: Path, tmp_path: Path
+) -> None:
+    """The fix on what the run saw: the soft update becomes a tf.function on the variables and the act
+    call a graph call; the fixed script's facts show no copy left, and its update gives the weights the
+    numpy one gives (run side by side on equal models)."""
+    from tfdoctor.fixes import FixContext, get_fix
+    from tfdoctor.fixes.sanity import not_in_effect
+
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    cfg = CaptureConfig(
+        script=script, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, steps=12, warmup=2, profile=False, timeout_s=240
+    )
+    before = run_capture(cfg, RunStore(tfd_home).new_run(str(script), []))
+    assert before.ok, before.error
+    out = get_fix("host-calls").apply(AGENT, FixContext(filename="agent.py", facts=before.facts))
+    assert out.status == "changed", out.reason
+    assert out.reason == (
+        "soft_update() (line 27) a tf.function on the weights; actor() at line 33 called in a tf.function"
+    )
+    assert "@tf.function\ndef soft_update(target, original, tau):" in out.code
+    assert "action = graph_call(actor, states[step : step + 1]).numpy()" in out.code
+    fixed = tmp_path / "fixed" / "agent.py"
+    fixed.parent.mkdir()
+    fixed.write_text(out.code)
+    after = run_capture(
+        CaptureConfig(
+            script=fixed, env={"TF_CPP_MIN_LOG_LEVEL": "2"}, steps=12, warmup=2, profile=False, timeout_s=240
+        ),
+        RunStore(tfd_home).new_run(str(fixed), []),
+    )
+    assert after.ok, after.error
+    assert after.facts.host_calls == [], after.facts.host_calls
+    assert not_in_effect("host-calls", before.facts, after.facts) is None
+    assert not_in_effect("host-calls", before.facts, before.facts) is not None
+
+    # the same arithmetic: both soft updates on copies of the same two models
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow import keras
+
+    ns_old: dict = {"tf": tf, "keras": keras, "np": np}
+    ns_new: dict = dict(ns_old)
+    defs = [b for b in AGENT.split("\n\n\n") if b.startswith(("def build", "def soft_update"))]
+    assert len(defs) == 2
+    exec("\n\n\n".join(defs), ns_old)
+    fn_src = out.code.split("@tf.function\ndef soft_update")[1].split("\n\n\n")[0]
+    exec("@tf.function\ndef soft_update" + fn_src, ns_new)
+    keras.utils.set_random_seed(1)
+    a, t = ns_old["build"](), ns_old["build"]()
+    a2, t2 = ns_old["build"](), ns_old["build"]()
+    a2.set_weights(a.get_weights())
+    t2.set_weights(t.get_weights())
+    t0 = t.get_weights()[0]
+    for tau in (0.005, 0.005, 0.5):
+        ns_old["soft_update"](t, a, tau)
+        ns_new["soft_update"](t2, a2, tau)
+    for w_old, w_new in zip(t.get_weights(), t2.get_weights(), strict=True):
+        np.testing.assert_allclose(w_old, w_new, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(t.get_weights()[0], t0)  # the updates moved the target

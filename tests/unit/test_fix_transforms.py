@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tfdoctor.fixes import FixContext, FixOutcome, Hardware, all_fixes, get_fix
-from tfdoctor.model import Facts, KerasBatchCall
+from tfdoctor.model import Facts, HostCall, KerasBatchCall
 
 SHAPES = Path(__file__).resolve().parents[1] / "data" / "shapes"
 
@@ -61,6 +61,9 @@ ALL_PRECHECKS = Facts(
     debug_switches=["tf.debugging.enable_check_numerics() at train.py:1"],
     keras_batch_calls=[
         KerasBatchCall(api="predict", site="train.py:1", code="q = model.predict(s)", calls=1, rows=1)
+    ],
+    host_calls=[
+        HostCall(api="set_weights", site="train.py:1", code="t.set_weights(w)", calls=1, timed_steps=1)
     ],
 )
 
@@ -1972,3 +1975,157 @@ def test_cache_moves_a_shuffle_statement_below_the_deterministic_loads_it_ran_be
     for case, src in not_moved.items():
         out = outcome("tfdata-cache", src)
         assert out.status == "skipped" and "already ran shuffle()" in out.reason, (case, out.reason)
+
+
+# -- host-calls ------------------------------------------------------------------------------------
+def _host(api: str, code: str, line: int = 1) -> HostCall:
+    return HostCall(api=api, site=f"agent.py:{line}", code=code, calls=48, seconds=0.05, timed_steps=24)
+
+
+def test_host_calls_makes_a_numpy_weight_copy_a_tf_function_and_wraps_the_eager_model_call() -> None:
+    """keras-io's DDPG (Keras 3): update_target() through get_weights()/set_weights() each step and the
+    actor called eagerly to act; a method of an agent class copying its own targets the same way."""
+    facts = Facts(
+        host_calls=[
+            _host("get_weights", "target_weights = target.get_weights()"),
+            _host("set_weights", "self.target.set_weights(new)"),
+            _host("call", "sampled_actions = tf.squeeze(actor_model(state))"),
+            _host("call", "q = self.q_net(obs, training=False)"),
+        ]
+    )
+    assert_codemod(
+        "host-calls",
+        """
+        import numpy as np
+        import tensorflow as tf
+
+
+        def update_target(target, original, tau):
+            target_weights = target.get_weights()
+            original_weights = original.get_weights()
+
+            for i in range(len(target_weights)):
+                target_weights[i] = original_weights[i] * tau + target_weights[i] * (1 - tau)
+
+            target.set_weights(target_weights)
+
+
+        class Agent:
+            def soft_update(self):
+                new = [self.tau * w + (1 - self.tau) * t for w, t in zip(self.q_net.get_weights(), self.target.get_weights())]
+                self.target.set_weights(new)
+
+            def act(self, obs):
+                q = self.q_net(obs, training=False)
+                return int(np.argmax(q))
+
+
+        def policy(state, noise_object):
+            sampled_actions = tf.squeeze(actor_model(state))
+            return sampled_actions.numpy() + noise_object()
+        """,
+        """
+        import numpy as np
+        import tensorflow as tf
+
+
+        @tf.function(reduce_retracing=True)
+        def graph_call(model, *args, **kwargs):
+            \"\"\"tfdoctor host-calls: the model run as one graph, not op by op.\"\"\"
+            return model(*args, **kwargs)
+
+
+        @tf.function
+        def update_target(target, original, tau):
+            target_weights = [tf.convert_to_tensor(_w) for _w in target.weights]
+            original_weights = [tf.convert_to_tensor(_w) for _w in original.weights]
+
+            for i in range(len(target_weights)):
+                target_weights[i] = original_weights[i] * tau + target_weights[i] * (1 - tau)
+
+            for _v, _w in zip(target.weights, target_weights):
+                _v.assign(_w)
+
+
+        class Agent:
+            @tf.function
+            def soft_update(self):
+                new = [self.tau * w + (1 - self.tau) * t for w, t in zip([tf.convert_to_tensor(_w) for _w in self.q_net.weights], [tf.convert_to_tensor(_w) for _w in self.target.weights])]
+                for _v, _w in zip(self.target.weights, new):
+                    _v.assign(_w)
+
+            def act(self, obs):
+                q = graph_call(self.q_net, obs, training=False)
+                return int(np.argmax(q))
+
+
+        def policy(state, noise_object):
+            sampled_actions = tf.squeeze(graph_call(actor_model, state))
+            return sampled_actions.numpy() + noise_object()
+        """,
+        facts=facts,
+    )
+    out = outcome(
+        "host-calls",
+        "import tensorflow as tf\n\ndef f(t, o):\n    t.set_weights(o.get_weights())\n",
+        facts=facts,
+    )
+    assert out.status == "skipped"  # the lines the run saw are not in this file
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            "    w = [np.clip(a, -1, 1) for a in o.get_weights()]\n    t.set_weights(w)\n",
+            "it calls np.clip()",
+        ),
+        ("    w = o.get_weights()\n    t.set_weights(w)\n    return w\n", "it returns a value"),
+        ("    w = o.get_weights()\n    print(len(w))\n    t.set_weights(w)\n", "it calls print()"),
+        ("    w = o.get_weights()\n    ok = t.set_weights(w)\n", "its set_weights() result is used"),
+        ("    w = o.get_weights()\n    t.set_weights(w); n = 1\n", "shares its line"),
+    ],
+)
+def test_host_calls_leaves_a_weight_function_that_needs_python_with_the_reason(body: str, why: str) -> None:
+    src = "import numpy as np\nimport tensorflow as tf\n\n\ndef update(t, o):\n" + body
+    facts = Facts(host_calls=[_host("get_weights", body.splitlines()[0].strip())])
+    status, code, _, reason = apply("host-calls", src, facts=facts)
+    assert status == "skipped" and code == src
+    assert reason.startswith("update() (its get_weights() at line 6): ") and why in reason, reason
+
+
+def test_host_calls_needs_one_call_that_can_be_a_models_and_the_calls_in_the_facts() -> None:
+    src = """
+    import tensorflow as tf
+
+    a = policy_net(encoder(obs))
+    b = tf.squeeze(obs.numpy())
+    """
+    facts = Facts(host_calls=[_host("call", "a = policy_net(encoder(obs))", 3)])
+    assert_skipped("host-calls", src, "the model call at line 3: 2 calls that may be a model's", facts=facts)
+    facts = Facts(host_calls=[_host("call", "b = tf.squeeze(obs.numpy())", 4)])
+    assert_skipped("host-calls", src, "the model call at line 4: no call of a model", facts=facts)
+    assert_skipped("host-calls", src, "no get_weights() / set_weights() or eager model call", facts=Facts())
+    # seen in the warm-up only (no call in the timing window): nothing to move
+    quiet = HostCall(api="call", site="agent.py:3", code="a = policy_net(encoder(obs))", calls=0)
+    assert_skipped("host-calls", src, "no get_weights()", facts=Facts(host_calls=[quiet]))
+
+
+def test_host_calls_imports_tensorflow_where_the_script_only_imports_keras() -> None:
+    facts = Facts(host_calls=[_host("set_weights", "target.set_weights(model.get_weights())")])
+    status, code, _, reason = apply(
+        "host-calls",
+        """
+        import keras
+
+
+        def sync(target, model):
+            target.set_weights(model.get_weights())
+        """,
+        facts=facts,
+    )
+    assert status == "changed", reason
+    assert code.startswith("import keras\nimport tensorflow as tf\n")
+    assert (
+        "    for _v, _w in zip(target.weights, [tf.convert_to_tensor(_w) for _w in model.weights]):" in code
+    )

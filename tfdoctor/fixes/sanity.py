@@ -720,6 +720,10 @@ def not_in_effect(fix_id: str, before: Facts | None, after: Facts | None) -> str
         seen = {(c.api, c.code) for c in b.keras_batch_calls}
         left = [f"{c.api}() at {c.site}" for c in after.keras_batch_calls if (c.api, c.code) in seen]
         return f"its facts still show {', '.join(left)}" if left else None
+    if fix_id == "host-calls":
+        copies = {(c.api, c.code) for c in b.host_calls if c.calls and c.api != "call"}
+        left = [f"{c.api}() at {c.site}" for c in after.host_calls if c.calls and (c.api, c.code) in copies]
+        return f"its facts still show {', '.join(left)}" if left else None
     if fix_id == "batch-scale":
         if after.batch_size is None or b.batch_size is None or after.batch_size > b.batch_size:
             return None
