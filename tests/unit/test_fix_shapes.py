@@ -309,6 +309,20 @@ def test_tf_function_skips_a_keras_train_step_override_saying_what_applies() -> 
     assert_skipped(
         "tf-function", GAN, "Keras fit already compiles the training step", facts=Facts(loop_kind="keras_fit")
     )
+    # what applies is what the other fixes' own checks let apply: XLA already on, then neither
+    assert_skipped(
+        "tf-function",
+        GAN,
+        "xla-jit does not: the step is already XLA-compiled",
+        facts=Facts(loop_kind="keras_fit", jit_compile=True),
+    )
+    assert_skipped(
+        "tf-function",
+        GAN,
+        "tf.function: xla-jit and steps-per-execution do not apply here either: xla-jit: the step is already "
+        "XLA-compiled; steps-per-execution: steps_per_execution is already 8",
+        facts=Facts(loop_kind="keras_fit", jit_compile=True, steps_per_execution=8),
+    )
 
 
 def test_tf_function_turns_off_the_scripts_own_eager_switches() -> None:

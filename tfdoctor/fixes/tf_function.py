@@ -239,9 +239,27 @@ def _is_keras_model(cls: cst.ClassDef) -> bool:
 
 
 KERAS_TRAIN_STEP = (
-    "{what} overrides keras.Model.train_step: fit already compiles it into a tf.function "
-    "(xla-jit and steps-per-execution are the fixes that apply)"
+    "{what} overrides keras.Model.train_step: fit already compiles it into a tf.function ({then})"
 )
+
+
+def fit_fixes(ctx: FixContext) -> str:
+    """What to say of the fixes that do apply to a step fit() compiles: xla-jit and steps-per-execution,
+    as far as their own prechecks let them (both may be ruled out: XLA already on, a model rebuilt every
+    fit())."""
+    from tfdoctor.fixes import get_fix
+
+    ids = ("xla-jit", "steps-per-execution")
+    why = {fid: get_fix(fid).precheck(ctx) for fid in ids}
+    apply = [fid for fid in ids if why[fid] is None]
+    if len(apply) == 2:
+        return "xla-jit and steps-per-execution are the fixes that apply"
+    if apply:
+        other = next(fid for fid in ids if fid not in apply)
+        return f"{apply[0]} is the fix that applies; {other} does not: {why[other]}"
+    return "xla-jit and steps-per-execution do not apply here either: " + "; ".join(
+        f"{fid}: {why[fid]}" for fid in ids
+    )
 
 
 def _stores(node: cst.CSTNode, comprehensions: bool = True) -> set[str]:
@@ -680,7 +698,7 @@ class TfFunctionCodemod(FixCodemod):
         if self.extraction is None and not self.decorate and not self.find_inline(tree):
             ran = f" (the profiled run was eager: step at line {self.ran[0]})" if self.ran else ""
             if keras_steps:
-                raise SkipFile(KERAS_TRAIN_STEP.format(what=", ".join(keras_steps)))
+                raise SkipFile(KERAS_TRAIN_STEP.format(what=", ".join(keras_steps), then=fit_fixes(self.fix)))
             if in_strategy:
                 raise SkipFile(f"the training step is already compiled: {'; '.join(in_strategy)}")
             if compiled and not self.ran:
@@ -1324,7 +1342,8 @@ class TfFunction(Fix):
     tf.function(train_step)`` with the flag on: it is decorated, and a tf.function of it still
     works). Not tried when
     the profiled step already ran as a tf.function, on a Keras ``fit`` loop (``fit`` compiles the step,
-    a ``train_step`` override too: xla-jit and steps-per-execution are the fixes that apply there), or
+    a ``train_step`` override too: xla-jit and steps-per-execution are the fixes that apply there, as
+    far as their own checks let them, and the reason says which), or
     on a ``step_fn`` that ``strategy.run`` calls inside a tf.function (a function calling
     ``strategy.run`` eagerly is the one decorated).
 
@@ -1360,7 +1379,7 @@ class TfFunction(Fix):
         if facts.loop_kind == "keras_fit":
             return (
                 "Keras fit already compiles the training step (a train_step override too) into a "
-                "tf.function: xla-jit and steps-per-execution are the fixes that apply"
+                f"tf.function: {fit_fixes(ctx)}"
             )
         if facts.step_kind == "tf.function" and (facts.retraces or 0) < RETRACES_RELAXED:
             where = facts.source.get("step_fn") or ""
