@@ -892,6 +892,70 @@ def test_tf_function_extracts_an_inline_loop_body() -> None:
     )
 
 
+def test_tf_function_extracts_a_step_under_an_if_in_the_loop() -> None:
+    """keras-io's DQN (Breakout): the frame loop updates under ``if frame_count % 4 == 0 and ...:``
+    (an eager tape one level down from the loop's body: "no training step found" before); the test
+    stays in the loop, the step in the branch is extracted. An ``else`` branch's step too."""
+    assert_codemod(
+        "tf-function",
+        """
+        import tensorflow as tf
+
+        while True:
+            for timestep in range(1, 100):
+                frame_count += 1
+                if frame_count % 4 == 0 and len(done_history) > 32:
+                    masks = tf.one_hot(action_sample, 4)
+                    with tf.GradientTape() as tape:
+                        q_action = tf.reduce_sum(model(state_sample) * masks, axis=1)
+                        loss = loss_function(updated_q_values, q_action)
+                    grads = tape.gradient(loss, model.trainable_variables)
+                    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                if done:
+                    break
+        """,
+        """
+        import tensorflow as tf
+
+        @tf.function
+        def train_step(masks):
+            with tf.GradientTape() as tape:
+                q_action = tf.reduce_sum(model(state_sample) * masks, axis=1)
+                loss = loss_function(updated_q_values, q_action)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        while True:
+            for timestep in range(1, 100):
+                frame_count += 1
+                if frame_count % 4 == 0 and len(done_history) > 32:
+                    masks = tf.one_hot(action_sample, 4)
+                    loss = train_step(masks)
+                if done:
+                    break
+        """,
+    )
+    out = outcome(
+        "tf-function",
+        """
+        import tensorflow as tf
+
+        for x, y in batches:
+            if warmup:
+                pass
+            else:
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(y, model(x))
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+    )
+    assert out.status == "changed", out.reason
+    assert "    else:\n        loss = train_step(x, y)\n" in out.code
+    ast.parse(out.code)
+
+
 COUNTER_LOOP = """
 import tensorflow as tf
 

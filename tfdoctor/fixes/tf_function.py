@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import libcst as cst
 from libcst.codemod import SkipFile
@@ -53,9 +53,29 @@ def _leading(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
     )
 
 
-def _suite(loop: cst.For | cst.While) -> list[cst.BaseStatement]:
-    """The statements of a loop's indented body (a one-line ``for x in y: f(x)`` has none to extract)."""
+#: where an inline step's statements sit: a loop's body, or a branch of an ``if`` inside a loop
+Block = cst.For | cst.While | cst.If | cst.Else
+
+
+def _suite(loop: Block) -> list[cst.BaseStatement]:
+    """The statements of a loop's (or branch's) indented body (a one-line ``for x in y: f(x)`` has none
+    to extract)."""
     return list(loop.body.body) if isinstance(loop.body, cst.IndentedBlock) else []
+
+
+def _loop_branches(loop: cst.For | cst.While) -> Iterator[cst.If | cst.Else]:
+    """The branches of the ``if`` statements in a loop's body, nested ``if``s too (not inside a nested
+    loop, which is a loop of its own): keras-io's DQN updates under ``if frame_count % 4 == 0 and ...:``
+    in its frame loop."""
+    todo: list[cst.BaseStatement] = _suite(loop)
+    while todo:
+        st = todo.pop(0)
+        branch: cst.If | cst.Else | None = st if isinstance(st, cst.If) else None
+        while branch is not None:
+            yield branch
+            todo.extend(_suite(branch))
+            nxt = branch.orelse if isinstance(branch, cst.If) else None
+            branch = nxt if isinstance(nxt, (cst.If, cst.Else)) else None
 
 
 def _is_tape(node: cst.CSTNode) -> bool:
@@ -601,7 +621,7 @@ class TfFunctionCodemod(FixCodemod):
                 ):
                     run_in[n.args[0].value.value] = caller
         self.decorate: set[int] = set()
-        self.extraction: tuple[cst.For | cst.While, int, int] | None = None  # not `extract`: a libcst method
+        self.extraction: tuple[Block, int, int] | None = None  # not `extract`: a libcst method
         self.params: list[str] = []
         self.method = False  # the extracted step is a method of the class it was extracted from
         # metrics the loop created anew each epoch, now created once before it (metrics_top) and reset
@@ -965,17 +985,19 @@ class TfFunctionCodemod(FixCodemod):
     # -- an inline loop body -------------------------------------------------------------------
     def find_inline(self, tree: cst.Module) -> bool:
         """Plan the extraction of a step written inline in a loop; False when there is none."""
-        found: list[tuple[cst.Module | cst.FunctionDef, cst.BaseStatement, cst.For | cst.While, int]] = []
+        found: list[tuple[cst.Module | cst.FunctionDef, cst.BaseStatement, Block, int]] = []
         for scope, top, loop in _loops(tree):
-            first = next((i for i, s in enumerate(_suite(loop)) if _is_tape(s)), None)
-            if first is not None:
-                found.append((scope, top, loop, first))
+            for block in (loop, *_loop_branches(loop)):  # the loop's body, else a branch of an if in it
+                first = next((i for i, s in enumerate(_suite(block)) if _is_tape(s)), None)
+                if first is not None:
+                    found.append((scope, top, block, first))
+                    break
         if self.ran:  # the loop the profiled run went through, where the facts say which
             found.sort(key=lambda f: not self._holds_ran_line(f[2]))
         if not found:
             return False
-        scope, top, loop, first = found[0]
-        stmts = _suite(loop)
+        scope, top, block, first = found[0]
+        stmts = _suite(block)
         last = max((i for i in range(first, len(stmts)) if _applies(stmts[i])), default=None)
         if (
             last is not None
@@ -989,15 +1011,14 @@ class TfFunctionCodemod(FixCodemod):
             last = max((i for i in range(first, len(stmts)) if _calls(stmts[i], "gradient")), default=first)
         else:  # metric updates right after the update go into the step too (they are TF ops)
             last = self._take_metric_updates(tree, scope, top, stmts, last)
-        block = stmts[first : last + 1]
-        for s in block:
+        for s in stmts[first : last + 1]:
             for n in [s, *own_nodes(s)]:
                 if isinstance(n, (cst.Break, cst.Continue, cst.Return, cst.Yield)):
                     raise SkipFile(
                         f"the training step at line {self.line(stmts[first])} uses "
                         f"{type(n).__name__.lower()}: cannot extract it into a function"
                     )
-        self.plan_extract(tree, scope, top, loop, first, last)
+        self.plan_extract(tree, scope, top, block, first, last)
         return True
 
     def plan_extract(
@@ -1005,7 +1026,7 @@ class TfFunctionCodemod(FixCodemod):
         tree: cst.Module,
         scope: cst.Module | cst.FunctionDef,
         top: cst.BaseStatement,
-        loop: cst.For | cst.While,
+        loop: Block,
         first: int,
         last: int,
     ) -> None:
@@ -1195,7 +1216,7 @@ class TfFunctionCodemod(FixCodemod):
             return updated_node.with_changes(decorators=[deco, *updated_node.decorators])
         return updated_node
 
-    def _replace_block(self, loop: cst.For | cst.While) -> cst.For | cst.While:
+    def _replace_block(self, loop: Block) -> Block:
         assert self.extraction is not None
         _, first, last = self.extraction
         stmts = _suite(loop)
@@ -1231,6 +1252,16 @@ class TfFunctionCodemod(FixCodemod):
         return updated_node
 
     def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
+        if self.extraction is not None and original_node is self.extraction[0]:
+            return self._replace_block(updated_node)  # type: ignore[return-value]
+        return updated_node
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        if self.extraction is not None and original_node is self.extraction[0]:
+            return self._replace_block(updated_node)  # type: ignore[return-value]
+        return updated_node
+
+    def leave_Else(self, original_node: cst.Else, updated_node: cst.Else) -> cst.Else:
         if self.extraction is not None and original_node is self.extraction[0]:
             return self._replace_block(updated_node)  # type: ignore[return-value]
         return updated_node
