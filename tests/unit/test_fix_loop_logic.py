@@ -80,7 +80,8 @@ def test_a_fix_is_never_tried_before_the_fixes_it_needs() -> None:
 
 def test_candidates_without_findings_use_the_default_priority() -> None:
     order = [f.ID for f, est in order_candidates(all_fixes(), _report([]))]
-    assert order[:3] == ["debug-switches", "keras-on-batch", "tf-function"] and order[-1] == "batch-scale"
+    assert order[:4] == ["debug-switches", "keras-on-batch", "host-calls", "tf-function"]
+    assert order[-1] == "batch-scale"
 
 
 def _banded(rate: float, band: float = 0.02, batch: int = 32) -> Throughput:
