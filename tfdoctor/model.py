@@ -583,6 +583,10 @@ class FixSummary(_Frozen):
     combined_verdict: Literal["faster", "not faster", "undecided"] | None = None
     # how the combined result was verified (rounds, and against which intermediate state)
     combined_note: str = ""
+    # the one-off seconds the kept fixes add at the start of the script (tracing, XLA compiling: the
+    # first steps, which the timed windows leave out): the final state's warm-up steps beyond its
+    # steady step against the baseline's, medians over the combined check's runs; None: not measured
+    combined_startup_s: float | None = None
     # kept fixes dropped because the final state measured below an intermediate state without them
     dropped: list[str] = Field(default_factory=list)
     # what the kept fixes change of the training (baseline facts → combined run facts); empty: the

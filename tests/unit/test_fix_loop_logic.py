@@ -5,6 +5,7 @@ result's verification, fixes that change the training, the patch (and its header
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import subprocess
 from pathlib import Path
@@ -42,6 +43,8 @@ from tfdoctor.session.fix_loop import (
     patch_header,
     reproduction,
     run_length,
+    startup_added,
+    startup_excess,
 )
 from tfdoctor.session.kernel import kernel_fix_loop
 from tfdoctor.store import RunStore
@@ -1768,3 +1771,27 @@ def test_a_loop_mostly_outside_its_steps_says_what_the_speedup_makes_of_the_whol
     assert f"spends 87 % of its time outside them (TFD207): about {whole:.2f}x for the loop" in summary.patch
     plain = _scripted(tmp_path / "plain", _kept_at_1_68(baseline_later=10.0), ["tf-function"]).run()
     assert plain.loop_outside_share is None and "TFD207" not in fix_headline(plain)
+
+
+def _startup_steps(name: str) -> list[StepTiming]:
+    path = Path(__file__).resolve().parents[1] / "data" / "startup" / name
+    return [StepTiming(**json.loads(ln)) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def test_the_one_off_cost_at_the_start_is_read_from_the_warm_up_steps_of_real_runs() -> None:
+    """keras-io's DQN (Breakout) before and after keras-on-batch + tf-function + XLA: the final state's
+    first step traces and compiles (5.1 s), the baseline's eager one does not (0.9 s); the steady steps
+    are 59 ms and 309 ms. What the kept fixes add at the start is the warm-up's excess over steady steps,
+    the final state's less the baseline's."""
+    base, final = _startup_steps("dqn_baseline_steps.jsonl"), _startup_steps("dqn_final_steps.jsonl")
+    b, f = startup_excess(base), startup_excess(final)
+    assert b is not None and f is not None
+    assert 0.1 < b < 1.5 and 4.0 < f < 6.0, (b, f)
+    assert startup_added([final], [base]) == round(f - b, 3)
+    # the median of each side's runs; a side with no warm-up (or no timed step) read: not measured
+    assert startup_added([final, final, base], [base]) == round(f - b, 3)
+    assert startup_added([[s for s in final if s.window == "timing"]], [base]) is None
+    assert startup_added([final], []) is None
+    # steady steps only: nothing one-off (never negative)
+    fast = [s.model_copy(update={"window": "warmup", "end_ns": s.start_ns + 1}) for s in base[-3:]]
+    assert startup_excess(fast + [s for s in base if s.window == "timing"]) == 0.0

@@ -254,7 +254,25 @@ def fix_headline(fx: FixSummary) -> str:
             f" The kept {'trial' if one else 'trials'} measured {ratio_ci(chain[0], chain[1:])}"
             f"{'' if one else ' together'}: not reproduced side by side; the combined figure stands."
         )
-    return line + loop_caveat(fx) + busy
+    return line + loop_caveat(fx) + startup_caveat(fx) + busy
+
+
+#: one-off seconds at the start worth a sentence in the headline
+STARTUP_NOTE_S = 1.0
+
+
+def startup_caveat(fx: FixSummary) -> str:
+    """Where the kept fixes add a one-off cost at the start (tracing, XLA compiling: the first steps,
+    which the timed windows leave out), how much, and after how long a training it has paid for itself:
+    ``extra / (1 - 1 / speed-up)`` seconds of the original's training."""
+    extra, speedup = fx.combined_startup_s, fx.combined_speedup
+    if extra is None or extra < STARTUP_NOTE_S or speedup is None or speedup <= 1:
+        return ""
+    payback = extra / (1 - 1 / speedup)
+    return (
+        f" The kept fixes add a one-off {extra:.1f} s in the first steps (tracing, compiling), which these "
+        f"figures leave out: it has paid for itself after about {payback:.0f} s of the original's training."
+    )
 
 
 def loop_speedup(outside: float | None, speedup: float | None) -> float | None:
@@ -295,6 +313,7 @@ __all__ = [
     "rate",
     "ratio",
     "ratio_ci",
+    "startup_caveat",
     "timed_baseline",
     "training",
 ]

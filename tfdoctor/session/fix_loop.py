@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
+import statistics
 import tempfile
 import time
 from collections import Counter
@@ -366,6 +367,32 @@ class Rounds:
         """The median run of the reference it was paired with: shown beside the trial's, so that a row's
         two rates read as its ratio does."""
         return median_run(self.ref_runs)
+
+
+def startup_excess(steps: Sequence[StepTiming]) -> float | None:
+    """Seconds a run's warm-up steps took beyond as many of its steady (timing-window) steps: the
+    one-off work of its first steps (tracing the step, compiling it with XLA, building Keras's
+    functions), which the timed windows leave out. None without both windows."""
+    warm = [s.duration_ns for s in steps if s.window == "warmup"]
+    timed = [s.duration_ns for s in steps if s.window == "timing"]
+    if not warm or not timed:
+        return None
+    steady = statistics.median(timed)
+    return max(0.0, sum(w - steady for w in warm) / 1e9)
+
+
+def startup_added(
+    trial_runs: Sequence[Sequence[StepTiming]], ref_runs: Sequence[Sequence[StepTiming]]
+) -> float | None:
+    """The one-off seconds a state adds at the start against the reference (:func:`startup_excess`,
+    the median over each side's runs); None where a side has no run to read it from."""
+
+    def med(runs: Sequence[Sequence[StepTiming]]) -> float | None:
+        xs = [x for r in runs if (x := startup_excess(r)) is not None]
+        return statistics.median(xs) if xs else None
+
+    t, r = med(trial_runs), med(ref_runs)
+    return None if t is None or r is None else round(t - r, 3)
 
 
 def median_run(runs: list[Throughput]) -> Throughput | None:
@@ -981,6 +1008,7 @@ class FixLoop:
         reproduced: bool | None = None
         rounds_note = ""
         speedup: float | None = None
+        startup: float | None = None
         verdict = None
         note = ""
         run_id: str | None = None
@@ -1046,6 +1074,7 @@ class FixLoop:
                         earlier = r.trial_runs[:-1]  # its last run is r.trial, the check's first
                         state = replace(state, throughput=r.trial)
                 r = self.compare(state, base, "combined vs the baseline", trial_earlier=earlier, states=True)
+                startup = startup_added(r.trial_steps, r.ref_steps)
                 if r.decision is not None:
                     est = r.decision.estimate
                     speedup, ci, verdict = (
@@ -1097,6 +1126,7 @@ class FixLoop:
             combined_ci=ci,
             combined_verdict=verdict,
             combined_note=note,
+            combined_startup_s=startup,
             dropped=dropped,
             training_changes=changes,
             allow_unchecked=self.cfg.allow_unchecked,
