@@ -12,6 +12,7 @@ import pytest
 
 from tfdoctor.fixes import FixContext, Hardware, all_fixes, get_fix
 from tfdoctor.model import BetweenFits, Facts, Finding, HostCall, KerasBatchCall
+from tfdoctor.session.fix_loop import user_lines
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 BF16 = Hardware(cpu_bf16=True)
@@ -4150,3 +4151,23 @@ def test_cache_on_tfrecord_shards_says_it_cannot_size_them_and_the_flags_carry_t
             'flags.DEFINE_float("learning_rate", 0.00141421, "Adam learning rate.")',
         ),
     ]
+
+
+def test_a_fix_applied_after_kept_ones_cites_the_lines_of_the_users_file() -> None:
+    """keras-io's DDPG: host-calls (kept first) adds a helper and an import above the step, so the later
+    fixes' codemods see the step 6 lines lower; the loop's reasons cite the user's lines, and a line an
+    earlier fix wrote is said to be one."""
+    original = (SHAPES / "ddpg_pendulum.py").read_text()
+    facts = SHAPE_CASES["ddpg_pendulum.py"][0]
+    kept = get_fix("host-calls").apply(original, FixContext(facts=facts)).code
+    xla = get_fix("xla-jit").apply(kept, FixContext(facts=facts)).reason
+    batch = get_fix("batch-scale").apply(kept, FixContext(facts=facts)).reason
+    assert "update() (line 149)" in xla and "(line 182: np.random.choice" in batch  # the copy's lines
+    assert user_lines(xla, kept, original) == "jit_compile=True on @tf.function on update() (line 143)"
+    assert "(line 176: np.random.choice(record_range, self.batch_size))" in user_lines(batch, kept, original)
+    assert "np.random.choice(record_range" in original.splitlines()[175]
+    # a line host-calls wrote (its graph_call helper): the user's line it stands at, said to be rewritten
+    added = next(i for i, ln in enumerate(kept.splitlines(), 1) if "def graph_call" in ln)
+    assert user_lines(f"line {added}", kept, original).endswith("(as an earlier fix left it)")
+    assert user_lines("lines 149-150 and line 182", kept, original) == "lines 143-144 and line 176"
+    assert user_lines("line 149", original, original) == "line 149"  # nothing kept yet: the same lines

@@ -24,6 +24,7 @@ The user's files are never written here.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import shutil
@@ -367,6 +368,38 @@ class Rounds:
         """The median run of the reference it was paired with: shown beside the trial's, so that a row's
         two rates read as its ratio does."""
         return median_run(self.ref_runs)
+
+
+_LINE_REF = re.compile(r"\b(lines?) (\d+)(?:-(\d+))?\b")
+
+
+def user_lines(text: str, current: str, original: str) -> str:
+    """``text`` (a fix's reason or note, citing ``line N`` / ``lines A-B`` of ``current``: the script as
+    the fixes kept so far left it) with the lines of ``original`` (the user's file) instead. A line an
+    earlier fix added or rewrote is cited by the user's line it stands at ("line 185 (as an earlier fix
+    left it)")."""
+    if current == original or "line" not in text:
+        return text
+    matcher = difflib.SequenceMatcher(None, original.splitlines(), current.splitlines(), autojunk=False)
+    opcodes = matcher.get_opcodes()
+
+    def at(n: int) -> tuple[int, bool]:  # the user's line of current's line n (1-based), exactly or not
+        for tag, i1, i2, j1, j2 in opcodes:
+            if j1 < n <= j2:
+                if tag == "equal":
+                    return i1 + (n - j1), True
+                # rewritten lines: the user's lines they replaced; added ones: the line before them
+                return (min(i1 + (n - j1), i2) if i2 > i1 else max(i1, 1)), False
+        return n, False
+
+    def sub(m: re.Match[str]) -> str:
+        a, exact = at(int(m.group(2)))
+        if m.group(3) is None:
+            return f"{m.group(1)} {a}" + ("" if exact else " (as an earlier fix left it)")
+        b, exact_b = at(int(m.group(3)))
+        return f"{m.group(1)} {a}-{max(a, b)}" + ("" if exact and exact_b else " (as earlier fixes left them)")
+
+    return _LINE_REF.sub(sub, text)
 
 
 def startup_excess(steps: Sequence[StepTiming]) -> float | None:
@@ -904,8 +937,8 @@ class FixLoop:
                 # a fallback variant is tried only when the one before it failed (a run error), and
                 # only when its edit differs; the other variants only after the one before was kept
                 fallback = bool(variant.get("fallback"))
-                outcome = fix.apply(
-                    before.source, self.context(before.facts, before.modules, variant, hardware)
+                outcome = self.apply(
+                    fix, before.source, self.context(before.facts, before.modules, variant, hardware)
                 )
                 if fallback and (not outcome.changed or outcome.code == tried_code):
                     break
@@ -1153,6 +1186,25 @@ class FixLoop:
         outside, fit_s, _ = gap.loop_time(step_ms, self.report.facts.steps_per_execution or 1)
         return round(outside / (outside + fit_s), 4) if outside + fit_s > 0 else None
 
+    def apply(self, fix: Fix, source: str, ctx: FixContext) -> FixOutcome:
+        """``fix`` applied to ``source`` (the script as the fixes kept so far left it), its reason and notes
+        citing the lines of the user's file (:func:`user_lines`)."""
+        out = fix.apply(source, ctx)
+        original = self.user_source.text
+        if source == original:
+            return out
+
+        def lines(xs: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(user_lines(x, source, original) for x in xs)
+
+        return replace(
+            out,
+            reason=user_lines(out.reason, source, original),
+            warnings=lines(out.warnings),
+            side_effects=lines(out.side_effects),
+            advice=lines(out.advice),
+        )
+
     def context(
         self, facts: Facts, modules: dict[str, str], variant: dict[str, str], hardware: Hardware
     ) -> FixContext:
@@ -1200,7 +1252,7 @@ class FixLoop:
         factor = 1.0
         for fix, variant, j in cands:
             name = trials[j].name
-            out = fix.apply(source, self.context(state.facts, modules, variant, hardware))
+            out = self.apply(fix, source, self.context(state.facts, modules, variant, hardware))
             if not out.changed:
                 self.event("result", f"{name}: left out of the pooled trial ({out.reason})", fix_id=fix.ID)
                 continue
