@@ -156,13 +156,16 @@ class HostCall(_Frozen):
 
 
 class GapPredict(_Frozen):
-    """``predict()`` calls the script made at one line between two ``fit()`` calls (see BetweenFits)."""
+    """``predict()`` calls the script made at one line between two ``fit()`` calls, or Keras host calls
+    (``api``: a model called eagerly, get_weights / set_weights) between two bursts of a custom loop's
+    steps (see BetweenFits)."""
 
     site: str  # "char_lstm.py:112"
     code: str  # that line's text, stripped
     calls: int
     seconds: float  # inside those calls
     rows: int | None = None  # the most rows one call was given
+    api: Literal["predict", "call", "get_weights", "set_weights"] = "predict"
 
 
 class BetweenFits(_Frozen):
@@ -173,10 +176,17 @@ class BetweenFits(_Frozen):
     long), "write" (it opened ``write_path`` for writing: the run stopped before that), "script_end".
     After "next_fit" the watch went on to the end of that fit()'s first batch: ``next_fit_first_batch_s``
     from its call (its setup, and the tracing of its train function where ``next_fit_model`` is "new", a
-    model built in the loop, or "recompiled", the same model compiled again; "same": neither)."""
+    model built in the loop, or "recompiled", the same model compiled again; "same": neither).
+
+    ``loop`` "steps": the same watch in a custom loop whose tf.function steps come in bursts (keras-io's
+    PPO: 80 policy and 80 value updates after each 4,000 environment steps): the planned steps ended
+    inside a burst, the run went on unprofiled to the burst's end and timed the script's work until the
+    next step ("next_step"); ``fit_steps`` is then the burst's steps, ``fit_site`` the step function's
+    line, and ``model_calls`` the Keras host calls in the gap (a model called eagerly, get_weights /
+    set_weights)."""
 
     seconds: float
-    ended_by: Literal["next_fit", "limit", "write", "script_end"]
+    ended_by: Literal["next_fit", "next_step", "limit", "write", "script_end"]
     limit_s: float
     write_path: str | None = None
     fit_site: str = ""  # "char_lstm.py:95": the fit() of the loop
@@ -184,6 +194,8 @@ class BetweenFits(_Frozen):
     predict_calls: list[GapPredict] = Field(default_factory=list)  # the most time first
     next_fit_model: Literal["same", "new", "recompiled"] | None = None
     next_fit_first_batch_s: float | None = None
+    loop: Literal["fit", "steps"] = "fit"
+    model_calls: list[GapPredict] = Field(default_factory=list)  # the most time first ("steps" only)
 
     def loop_time(self, step_ms: float, steps_per_execution: int = 1) -> tuple[float, float, float]:
         """(seconds outside the training steps, seconds of them, setup) for one pass of the loop at

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tfdoctor.capture.runner import CaptureConfig, run_capture
+from tfdoctor.cli import main
 from tfdoctor.store import RunStore
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -194,3 +195,42 @@ def test_profile_reports_the_time_between_fit_calls(tfd_home, tmp_path):
     assert "TFD207" in out and "Between the fit() calls of its loop the script spends" in out, out
     assert "predict() at loop.py:17: 60 calls of 1 row" in out, out
     assert "until the loop's next fit()" in out
+
+
+PPO = Path(__file__).resolve().parents[1] / "data" / "shapes" / "ppo_cartpole.py"
+
+
+def test_a_custom_loops_work_between_bursts_of_steps_is_timed_and_leads_the_verdict(tfd_home, tmp_path):
+    """keras-io's PPO: 1,000 environment steps (an eager ``critic(observation)`` each) and then up to 80
+    policy and 80 value updates of ~2 ms: the planned steps end inside the updates, and a run ending
+    there saw 2 ms steps and called the script compute-bound. The run goes on to the burst's end and
+    times the collection until the next update, the eager critic calls in it; TFD207 heads the verdict."""
+    script = tmp_path / "ppo_cartpole.py"
+    script.write_text(PPO.read_text())
+    rc = main(["profile", str(script), "--run-id", "ppo", "--timeout", "600"])
+    assert rc == 0
+    run = RunStore(tfd_home).get("ppo")
+    report = run.report()
+    gap = report.facts.between_fits
+    assert gap is not None and gap.loop == "steps" and gap.ended_by == "next_step", gap
+    lines = PPO.read_text().splitlines()
+    # the step function's line: its decorator's, where Python's code object begins
+    first = lines.index(
+        "def train_policy(observation_buffer, action_buffer, logprobability_buffer, advantage_buffer):"
+    )
+    assert lines[first - 1] == "@tf.function" and gap.fit_site == f"ppo_cartpole.py:{first}"
+    # the burst: the policy updates (80 at most, fewer where the KL stops them) and the 80 value updates
+    assert gap.fit_steps is not None and 80 < gap.fit_steps <= 160, gap
+    critic = f"ppo_cartpole.py:{lines.index('        value_t = critic(observation)') + 1}"
+    calls = {c.site: c for c in gap.model_calls}
+    assert calls[critic].api == "call" and calls[critic].calls == 1000, (
+        gap.model_calls
+    )  # one a collection step
+    assert 0 < calls[critic].seconds < gap.seconds
+    found = {f.rule_id: f for f in report.findings}
+    assert found["TFD207"].decided and found["TFD207"].severity == "high", found["TFD207"]
+    assert "Between the bursts of its training steps" in found["TFD207"].claim
+    assert report.verdict.startswith("Bound between bursts of steps: "), report.verdict
+    # the run stopped as the second collection's first update began: one epoch's line printed, no more
+    out = run.file("stdout.log").read_text()
+    assert "Epoch: 1." in out and "Epoch: 2." not in out

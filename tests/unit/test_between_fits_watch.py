@@ -201,3 +201,42 @@ def test_a_limit_inside_the_next_fit_leaves_the_gap_as_it_was(tmp_path: Path) ->
     facts = watch.facts()
     assert facts["ended_by"] == "next_fit" and facts["next_fit_first_batch_s"] is None
     assert facts["next_fit_model"] is None  # the ended fit()'s model unknown: not guessed
+
+
+def test_a_temporary_file_without_a_name_or_autographs_source_does_not_end_the_watch(tmp_path: Path) -> None:
+    """Tracing a tf.function for the first time in the gap (PPO's value update after its policy update)
+    makes autograph write its converted source through NamedTemporaryFile, whose audit event names the
+    temporary folder itself: no user's file can be written that way."""
+    import tempfile
+
+    watch = _watch(tmp_path)
+    temp = os.path.realpath(tempfile.gettempdir())
+    watch.opened(temp, "w", os.O_WRONLY | os.O_CREAT)  # the folder itself (O_TMPFILE underneath)
+    watch.opened(os.path.join(temp, "__autograph_generated_filez1x2.py"), "w", 0)
+    assert watch.active
+    with pytest.raises(StopCapture):  # any other file there may be the user's
+        watch.opened(os.path.join(temp, "rewards.csv"), "w", 0)
+    assert watch.write_path == os.path.join(temp, "rewards.csv")
+
+
+def test_between_bursts_of_steps_the_next_step_ends_the_watch_with_the_bursts_length(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    watch = GapWatch(30.0, "ppo.py:148", None, allow=[str(run_dir)], loop="steps")
+    watch.begin()
+
+    def critic() -> None:  # as the hook reports an eager model call of the script's line
+        watch.host_call("call", sys._getframe(1), 0.002)
+
+    for _ in range(3):
+        critic()
+    with pytest.raises(StopCapture):
+        watch.next_step(3.791, 86)
+    facts = watch.facts()
+    assert facts["loop"] == "steps" and facts["ended_by"] == "next_step"
+    assert facts["seconds"] == 3.791 and facts["fit_steps"] == 86
+    [calls] = facts["model_calls"]
+    assert calls["api"] == "call" and calls["calls"] == 3 and calls["code"] == "critic()"
+    assert calls["seconds"] == pytest.approx(0.006)
+    critic()  # ended: nothing more counted
+    assert watch.facts()["model_calls"][0]["calls"] == 3

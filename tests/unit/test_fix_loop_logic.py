@@ -1766,7 +1766,7 @@ def test_a_loop_mostly_outside_its_steps_says_what_the_speedup_makes_of_the_whol
     assert summary.loop_outside_share == pytest.approx(0.8659, abs=0.001)
     whole = 1 / (summary.loop_outside_share + (1 - summary.loop_outside_share) / summary.combined_speedup)
     head = fix_headline(summary)
-    assert "the script's fit() loop spends 87 % of its time outside them (TFD207)" in head, head
+    assert "the script's loop spends 87 % of its time outside them (TFD207)" in head, head
     assert f"about {whole:.2f}x for the loop as a whole." in head, head
     assert f"spends 87 % of its time outside them (TFD207): about {whole:.2f}x for the loop" in summary.patch
     plain = _scripted(tmp_path / "plain", _kept_at_1_68(baseline_later=10.0), ["tf-function"]).run()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tfdoctor.fixes import FixContext, Hardware, all_fixes, get_fix
-from tfdoctor.model import BetweenFits, Facts, Finding, HostCall, KerasBatchCall
+from tfdoctor.model import BetweenFits, Facts, Finding, GapPredict, HostCall, KerasBatchCall
 from tfdoctor.session.fix_loop import user_lines
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
@@ -3526,6 +3526,42 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             # np.random.choice(range(len(done_history)), size=batch_size): a replay batch (batch-scale skips)
         },
     ),
+    # keras-io's PPO (Keras 3): three @tf.function functions at module level (two training steps, two
+    # optimizers), an mlp() builder returning its last Dense's output for both the actor and the critic
+    # (the critic's squeezed), 1,000 eager critic calls between bursts of updates
+    "ppo_cartpole.py": (
+        Facts(
+            loop_kind="custom",
+            step_kind="tf.function",
+            batch_size=1000,
+            input_kind="numpy",
+            optimizer="Adam",
+            between_fits=BetweenFits(
+                seconds=3.791,
+                ended_by="next_step",
+                limit_s=30.0,
+                fit_site="ppo_cartpole.py:148",
+                fit_steps=86,
+                loop="steps",
+                model_calls=[
+                    GapPredict(
+                        site="ppo_cartpole.py:251",
+                        code="value_t = critic(observation)",
+                        calls=1000,
+                        seconds=2.0812,
+                        api="call",
+                    )
+                ],
+            ),
+        ),
+        {
+            "xla-jit": "jit_compile=True on @tf.function on train_policy() (line 149); @tf.function on "
+            "train_value_function() (line 173)",
+            # mlp()'s returned Dense (it was "output layer not found" for both models)
+            "mixed-precision": "kept float32: Dense at line 126 (actor)",
+            # host-calls skips: the critic calls lie between bursts, outside the steps a trial times
+        },
+    ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
     # TFRecord shards of PNGs: list_files -> interleave(TFRecordDataset) -> shuffle under `if is_training:`
     # -> a lambda map parsing + decoding + flipping (random under is_training), batch, no prefetch. The
@@ -4171,3 +4207,15 @@ def test_a_fix_applied_after_kept_ones_cites_the_lines_of_the_users_file() -> No
     assert user_lines(f"line {added}", kept, original).endswith("(as an earlier fix left it)")
     assert user_lines("lines 149-150 and line 182", kept, original) == "lines 143-144 and line 176"
     assert user_lines("line 149", original, original) == "line 149"  # nothing kept yet: the same lines
+
+
+def test_host_calls_between_bursts_of_steps_are_skipped_with_the_reason() -> None:
+    """keras-io's PPO: its eager critic calls fall between bursts of updates, which no trial times."""
+    facts = SHAPE_CASES["ppo_cartpole.py"][0]
+    why = get_fix("host-calls").precheck(FixContext(facts=facts))
+    assert why is not None and why.startswith(
+        "the Keras host calls at ppo_cartpole.py:251 (1000 calls, 2.1 s) run between bursts of steps (TFD207)"
+    )
+    assert get_fix("host-calls").precheck(FixContext(facts=Facts())) == (
+        "no get_weights() / set_weights() or eager model call between the steps in the run"
+    )

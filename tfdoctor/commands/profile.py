@@ -72,7 +72,7 @@ class ProgressDisplay:
         window = {
             "starting": "starting Python + TensorFlow",
             "stopping": "stopping",
-            "between_fits": f"timing the script's work between fit() calls (≤ {BETWEEN_FITS_S:g} s)",
+            "between_fits": f"timing the script's own work between its training (≤ {BETWEEN_FITS_S:g} s)",
         }.get(p.phase)
         if window is None:
             window = f"{p.window} window" if p.steps_done else "waiting for the first step"

@@ -23,6 +23,9 @@ import libcst as cst
 
 from tfdoctor.fixes._cst import attr_name, call_name, dotted, kwarg, name_reads, own_nodes, walk
 
+#: calls that only reshape a model's output: the layer under them is its output layer
+SHAPE_OPS = frozenset({"squeeze", "reshape", "expand_dims", "flatten"})
+
 #: activation functions a model's ``call`` may end with: their input is what gets cast to float32
 ACTIVATION_OPS = frozenset({"sigmoid", "softmax", "log_softmax", "softplus", "tanh"})
 #: calls whose result is a loss (the last part of the called name, lower case, contains one of these)
@@ -506,6 +509,15 @@ class Models:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Call):
             self._applied[id(expr.func)] = expr
             return expr.func
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and attr_name(expr) in SHAPE_OPS
+            and expr.args
+            and expr.args[0].keyword is None
+        ):
+            # keras-io's PPO: ``value = keras.ops.squeeze(mlp(...), axis=1)``: the layer under the reshape
+            return self._layer_of(expr.args[0].value, before)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
             # a layer made first and called later (TF's transfer-learning tutorial:
             # ``prediction_layer = tf.keras.layers.Dense(1)`` ... ``outputs = prediction_layer(x)``)
@@ -513,6 +525,24 @@ class Models:
             if isinstance(layer, cst.Call) and self._is_layer_class(layer):
                 self._applied[id(layer)] = expr
                 return layer
+            if layer is None:
+                return self._returned_layer(expr.func.value)
+        return None
+
+    def _returned_layer(self, name: str) -> cst.Call | None:
+        """The layer a function of the script named ``name`` returns the output of, as its one return
+        (keras-io's PPO: ``def mlp(x, sizes, ...)`` ends ``return layers.Dense(units=sizes[-1], ...)(x)``,
+        and both the actor and the critic are built on ``mlp(observation_input, ...)``)."""
+        fns = [f for f in walk(self.tree) if isinstance(f, cst.FunctionDef) and f.name.value == name]
+        if len(fns) != 1:
+            return None
+        returns = [r for r in walk(fns[0].body) if isinstance(r, cst.Return) and r.value is not None]
+        if len(returns) != 1:
+            return None
+        v = returns[0].value
+        if isinstance(v, cst.Call) and isinstance(v.func, cst.Call) and self._is_layer_class(v.func):
+            self._applied[id(v.func)] = v
+            return v.func
         return None
 
     def _fed_to(self, layer: cst.Call, before: cst.Call) -> list[cst.Call]:

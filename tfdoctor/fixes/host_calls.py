@@ -287,6 +287,10 @@ class HostCalls(Fix):
     a model's (not a module's function, a builtin or a value's method). What is left, and why, is said
     in the result. Found by the line's text, so edits above it by other fixes do not lose it.
 
+    Skipped, saying so, where the calls fall only between bursts of steps (keras-io's PPO: 1,000 eager
+    critic calls between bursts of 80 updates, ``BetweenFits.model_calls``): a trial times the steps,
+    which those calls are not in.
+
     Rolled back when: not faster beyond the noise band, or not sane (same losses and output); a trial
     whose facts still show the copies is "not applied".
     """
@@ -300,6 +304,15 @@ class HostCalls(Fix):
 
     def precheck(self, ctx: FixContext) -> str | None:
         if not any(_timed(c) for c in ctx.facts.host_calls):
+            gap = ctx.facts.between_fits
+            calls = [c for c in gap.model_calls if c.calls] if gap is not None and gap.loop == "steps" else []
+            if calls:
+                where = ", ".join(f"{c.site} ({c.calls} calls, {c.seconds:.1f} s)" for c in calls[:3])
+                return (
+                    f"the Keras host calls at {where} run between bursts of steps (TFD207), outside the "
+                    "steps a trial times: no measurement here would see them; call the model inside a "
+                    "@tf.function by hand and time the whole loop"
+                )
             return "no get_weights() / set_weights() or eager model call between the steps in the run"
         return None
 

@@ -276,7 +276,7 @@ def startup_caveat(fx: FixSummary) -> str:
 
 
 def loop_speedup(outside: float | None, speedup: float | None) -> float | None:
-    """What a speed-up of the training steps makes of a fit() loop spending ``outside`` of its time outside
+    """What a speed-up of the training steps makes of a loop spending ``outside`` of its time outside
     them (TFD207: 0.2 or more): 1 / (outside + steps / speed-up); None where that does not apply."""
     if outside is None or outside < 0.2 or speedup is None or speedup <= 0:
         return None
@@ -284,14 +284,14 @@ def loop_speedup(outside: float | None, speedup: float | None) -> float | None:
 
 
 def loop_caveat(fx: FixSummary) -> str:
-    """Where the script's fit() loop spends most of its time outside the training steps (TFD207), what
+    """Where the script's loop (fit() calls or bursts of steps) spends most of its time outside the training steps (TFD207), what
     the steps' speed-up makes of the whole loop (:func:`loop_speedup`)."""
     out = fx.loop_outside_share
     whole = loop_speedup(out, fx.combined_speedup)
     if out is None or whole is None:
         return ""
     return (
-        f" These figures time the training steps; the script's fit() loop spends {percent(out)} of its "
+        f" These figures time the training steps; the script's loop spends {percent(out)} of its "
         f"time outside them (TFD207), which no fix here changes: about {ratio(whole)} for the loop as a whole."
     )
 

@@ -397,7 +397,9 @@ def user_lines(text: str, current: str, original: str) -> str:
         if m.group(3) is None:
             return f"{m.group(1)} {a}" + ("" if exact else " (as an earlier fix left it)")
         b, exact_b = at(int(m.group(3)))
-        return f"{m.group(1)} {a}-{max(a, b)}" + ("" if exact and exact_b else " (as earlier fixes left them)")
+        return f"{m.group(1)} {a}-{max(a, b)}" + (
+            "" if exact and exact_b else " (as earlier fixes left them)"
+        )
 
     return _LINE_REF.sub(sub, text)
 
@@ -814,7 +816,7 @@ def patch_header(
         )
     if outside is not None and (whole := loop_speedup(outside, speedup)) is not None:
         lines.append(
-            f"# of the training steps only: the fit() loop spends {percent(outside)} of its time outside them "
+            f"# of the training steps only: the loop spends {percent(outside)} of its time outside them "
             f"(TFD207): about {ratio(whole)} for the loop as a whole"
         )
     lines.append(f"# {training(changes, verdict if speedup is not None else None)}")

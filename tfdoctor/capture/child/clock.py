@@ -34,6 +34,10 @@ from typing import Any, Literal, Protocol
 Window = Literal["warmup", "timing", "profile"]
 
 
+#: a pause before a step's compute that makes the step the first of a burst (see StepClock.burst_start)
+BURST_PAUSE_NS = 500_000_000
+
+
 class StopCapture(BaseException):
     """Raised from a hook once the planned steps are done: ends the user's script cleanly.
 
@@ -517,6 +521,12 @@ class StepClock:
         self._loop_work = False  # see loop_work
         # the step in progress is the first of a Keras epoch (see epoch_begin): its iterator is new
         self._epoch_start = False
+        #: the first step of the latest burst: the last step that waited BURST_PAUSE_NS or more before its
+        #: compute (the script's own work between bursts of steps; see at_end)
+        self.burst_start = 0
+        #: called when the planned windows end at ``t``: True when the run goes on (the profile run's watch of
+        #: a custom loop's work between bursts of steps, tfdoctor.capture.child.gap); None or False: it ends
+        self.at_end: Callable[[int], bool] | None = None
         # unbuffered: one write() a step, nothing left in a buffer when the process dies
         self._steps_file = open(steps_path, "ab", buffering=0)  # noqa: SIM115 - lives with the clock
 
@@ -607,6 +617,8 @@ class StepClock:
         fetched = sum(max(0, min(b, compute) - max(a, start)) for a, b in self.fetch_ns if a < compute)
         seen = any(a < t and b > start for a, b in self.fetch_ns)
         wait = 0 if self._loop_work else min(fetched, gap) if seen else gap
+        if gap >= BURST_PAUSE_NS:
+            self.burst_start = self.index
         window = self.windows.of(self.index)
         index, end = self.index, max(t, start)
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
@@ -631,6 +643,8 @@ class StepClock:
         if self.index >= self.windows.total:
             self._stop_profiler()
             self.stopped = True
+            if self.at_end is not None and self.at_end(t):
+                return
             raise StopCapture()
         nxt = self.windows.of(self.index)
         if nxt != window:

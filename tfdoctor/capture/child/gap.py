@@ -1,4 +1,5 @@
-"""The script's own work between two ``fit()`` calls of a fit-per-epoch loop.
+"""The script's own work between two ``fit()`` calls of a fit-per-epoch loop (or between two bursts of
+a custom loop's steps).
 
 keras-io's "Character-level text generation with LSTM" (copied into countless repositories) trains with
 ``model.fit(x, y, epochs=1)`` once per iteration of a Python loop and then generates 4 × 400 characters,
@@ -13,6 +14,12 @@ federated-averaging scripts do per client, has its train function traced anew in
 watch's time limit, the script's end, or the script opening a file for writing (a checkpoint or a
 model saved after the shortened training must not replace the user's: the run stops before the open).
 :class:`GapWatch` keeps the figures; the harness writes them as ``Facts.between_fits``.
+
+A custom loop's tf.function steps may come in bursts too: keras-io's PPO collects 4,000 environment
+steps (an eager ``critic(observation)`` call each) and then runs 80 policy and 80 value updates. The
+planned steps end inside a burst; the profile run then goes on unprofiled, counting the burst's steps,
+until a step begins after a pause of 0.5 s or more (and 20 steps' time): the gap, with the Keras host
+calls made in it (``GapWatch(loop="steps")``, :meth:`GapWatch.next_step`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import functools
 import linecache
 import os
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -68,6 +76,25 @@ def _in_script(thread: int, script: str | None) -> bool:
     return False
 
 
+#: the files autograph writes its converted functions to, in the temporary folder (a step function traced
+#: for the first time between two bursts of steps: keras-io's PPO's value update)
+_AUTOGRAPH_PREFIX = "__autograph_generated_file"
+
+
+def _anonymous(real: str, flags: object) -> bool:
+    """A write no user file can be: an unnamed temporary file (a folder opened for writing: Python's
+    tempfile opens the temporary folder itself with ``O_TMPFILE``, autograph's ``NamedTemporaryFile``
+    included, and the audit event names the folder) or autograph's converted source in the temporary
+    folder."""
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if (isinstance(flags, int) and tmpfile and flags & tmpfile == tmpfile) or os.path.isdir(real):
+        return True
+    name = os.path.basename(real)
+    return name.startswith(_AUTOGRAPH_PREFIX) and os.path.dirname(real) == os.path.realpath(
+        tempfile.gettempdir()
+    )
+
+
 class GapWatch:
     """Times the script's work from the end of a ``fit()`` to the next one (see the module's doc)."""
 
@@ -79,7 +106,9 @@ class GapWatch:
         allow: list[str],
         marker: str | None = None,
         script: str | None = None,
+        loop: str = "fit",
     ) -> None:
+        self.loop = loop  # "fit": between fit() calls; "steps": between bursts of a custom loop's steps
         self.script = os.path.realpath(script) if script else None  # the time limit stops only its code
         self.marker = marker  # a file made when the gap begins (the parent's progress display reads it)
         self.limit_s = limit_s
@@ -99,6 +128,8 @@ class GapWatch:
         self._next_t0: float | None = None
         #: predict() calls in the gap: site -> {"code", "calls", "seconds", "rows"}
         self.predicts: dict[str, dict[str, Any]] = {}
+        #: Keras host calls in the gap of a custom loop: (api, site) -> {"code", "calls", "seconds"}
+        self.host: dict[tuple[str, str], dict[str, Any]] = {}
         home = os.path.realpath(os.path.expanduser("~"))
         self.home = home if home not in ("", "/") else ""
         # not the temporary folder: a script's own folder may lie there (anything it writes there stops the
@@ -172,6 +203,19 @@ class GapWatch:
             self.next_fit_first_batch_s = time.perf_counter() - self._next_t0
         self.stop("next_fit")
 
+    def next_step(self, seconds: float, burst: int) -> None:
+        """A custom loop's next burst of steps began after ``seconds`` of the script's own work, the burst
+        before it ``burst`` steps long: the watch and the run end."""
+        with self._lock:
+            if not self.active:
+                return
+            self.fit_steps = burst
+            self.seconds = seconds
+            self.active = False
+            self.ended_by = "next_step"
+            self._cancel.set()
+        raise StopCapture("between bursts of steps: next_step")
+
     def end(self, why: str) -> None:
         with self._lock:
             self._end(why)
@@ -209,6 +253,19 @@ class GapWatch:
         if time.perf_counter() - self.t0 >= self.limit_s:
             self.stop("limit")
 
+    def host_call(self, api: str, frame: types.FrameType | None, seconds: float) -> None:
+        """A Keras host call (a model called eagerly, get_weights / set_weights) between two bursts of a
+        custom loop's steps, from the script's ``frame``."""
+        if not self.running or frame is None:
+            return
+        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        rec = self.host.get((api, site))
+        if rec is None:
+            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            rec = self.host[(api, site)] = {"code": code, "calls": 0, "seconds": 0.0}
+        rec["calls"] += 1
+        rec["seconds"] += seconds
+
     def opened(self, path: object, mode: object, flags: object) -> None:
         """An ``open`` audit event: a write outside the scratch places ends the run before it happens."""
         if not self.active or isinstance(path, int):
@@ -219,7 +276,7 @@ class GapWatch:
             real = os.path.realpath(os.path.abspath(os.fsdecode(path)))  # type: ignore[arg-type]
         except TypeError:
             return
-        if scratch_place(real, self.allow, self.home):
+        if scratch_place(real, self.allow, self.home) or _anonymous(real, flags):
             return
         self.write_path = real
         self.stop("write")
@@ -228,7 +285,13 @@ class GapWatch:
         """``Facts.between_fits``'s fields."""
         calls = [{"site": site, **rec} for site, rec in self.predicts.items()]
         calls.sort(key=lambda c: -c["seconds"])
+        host = [{"api": api, "site": site, **rec} for (api, site), rec in self.host.items()]
+        host.sort(key=lambda c: -c["seconds"])
+        for c in host:
+            c["seconds"] = round(c["seconds"], 4)
         return {
+            "loop": self.loop,
+            "model_calls": host,
             "seconds": round(self.seconds, 3),
             "ended_by": self.ended_by or "script_end",
             "limit_s": self.limit_s,

@@ -354,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             script=str(cfg["script"]),
         )
         gap.install_audit(lambda: tracker.gap if tracker is not None else None)
+        clock.at_end = tracker.at_windows_end  # a custom loop's steps in bursts: the work between them
     if cfg.get("guard"):  # a fix trial in a copy of the script's folder: the user's files stay as they are
         g = guard.install(cfg["guard"]["root"], int(cfg["guard"]["since_ns"]), [str(run_dir), cfg["logdir"]])
         hooks.register("h5py", lambda m: guard.guard_h5py(g, m))

@@ -46,7 +46,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tfdoctor.capture.child.clock import StepClock, StopCapture
+from tfdoctor.capture.child.clock import BURST_PAUSE_NS, StepClock, StopCapture
 from tfdoctor.capture.child.gap import GapWatch, in_loop
 from tfdoctor.capture.child.procs import WATCHDOG_THREAD
 from tfdoctor.model import CACHE_FILL_SWITCH, CacheFill, DatasetStage
@@ -437,6 +437,11 @@ def user_generator() -> str | None:
 
 
 # -- the tracker ---------------------------------------------------------------------------------
+#: how long the watch between bursts of steps lets a custom loop's steps go on without a pause before it
+#: ends the run (a loop whose steps do not come in bursts: nothing to time)
+TAIL_STEPS_NS = 3_000_000_000
+
+
 class Tracker:
     """Receives the patched calls, decides who counts steps, feeds the :class:`StepClock`."""
 
@@ -534,9 +539,15 @@ class Tracker:
         #: the profile run's watch of the work between fit() calls (see tfdoctor.capture.child.gap): what
         #: makes one from the fit()'s line and batches (None: off, as in fix trials), the fit() in progress
         #: called from inside a loop, the watch once made
-        self.gap_factory: Callable[[str, int | None], GapWatch] | None = None
+        self.gap_factory: Callable[..., GapWatch] | None = None
         self.fit_in_loop = False
         self.gap: GapWatch | None = None
+        #: the watch between bursts of a custom loop's steps: the last step's call, a timed step, the
+        #: burst's steps so far (see steps_gap_ready)
+        self.tail_last_ns: int | None = None
+        self.tail_step_ns = 0
+        self.tail_burst = 0
+        self.tail_begun_ns = 0
         #: the tfdata-cache trial's switch: each in-memory tf.data cache is filled before the first step
         self.fill_switch = self.switches.get(CACHE_FILL_SWITCH) == "1"
         self.filling = False  # our own pass over a cache runs: no hook counts it
@@ -769,11 +780,13 @@ class Tracker:
             rec["rows"] = max(rows, rec["rows"] or 0)
 
     def host_calls_wanted(self) -> bool:
-        """A Keras host call now is the loop's, between its steps: the clock runs past the first step, on
-        the main thread, outside fit() / predict() and every tf.function (its tracing)."""
+        """A Keras host call now is the loop's, between its steps: the clock runs past the first step (or
+        the watch between bursts of steps runs), on the main thread, outside fit() / predict() and every
+        tf.function (its tracing)."""
         clock = self.clock
+        between = self.gap is not None and self.gap.loop == "steps" and self.gap.running
         return not (
-            clock.stopped
+            (clock.stopped and not between)
             or clock.index < 1
             or self.in_fit
             or self.in_predict
@@ -784,8 +797,71 @@ class Tracker:
 
     def host_call(self, api: str, frame: types.FrameType | None, seconds: float) -> None:
         """The script called ``api`` (get_weights, set_weights, an eager model call) from ``frame``
-        between its steps: noted by the script's line, its calls and time counted in the timing window."""
+        between its steps: noted by the script's line, its calls and time counted in the timing window
+        (or, past the windows, in the watch between bursts of steps)."""
+        if self.clock.stopped:
+            if self.gap is not None:
+                self.gap.host_call(api, first_user_frame(frame), seconds)
+            return
         self._count_call(self.host_calls, api, frame, seconds)
+
+    def at_windows_end(self, t: int) -> bool:
+        """The clock's hook where the planned windows end (see :meth:`steps_gap_ready`); never raises."""
+        try:
+            return self.steps_gap_ready(t)
+        except Exception:  # pragma: no cover - defensive: reported in harness.json, the run ends
+            if len(self.errors) < 20:
+                self.errors.append(f"between bursts: {traceback.format_exc(limit=4)}")
+            return False
+
+    def steps_gap_ready(self, t: int) -> bool:
+        """The planned steps ended inside a custom loop's tf.function steps (the profile run only): the run
+        goes on unprofiled, counting the burst's steps, and times the script's own work until a step
+        begins after a pause (:meth:`_tail_step`): keras-io's PPO runs 80 policy and 80 value updates
+        after each 4,000 environment steps, and a run ending inside the updates saw none of that. True
+        when the watch starts."""
+        clock = self.clock
+        timed = clock.windows.timing
+        if (
+            self.gap_factory is None
+            or self.gap is not None
+            or self.in_fit
+            or self.fit_site
+            or self.mode != "tf.function"
+            or self.step_fn is None
+            or not self.on_main()
+            or timed < 1
+            or clock.timing_ns <= 0
+        ):
+            return False
+        path, _, line = (self.source.get("step_fn") or "").rpartition(":")
+        self.gap = self.gap_factory(f"{os.path.basename(path)}:{line}" if path else "", None, loop="steps")
+        self.tail_last_ns = self.fn_call_ns
+        self.tail_begun_ns = t
+        self.tail_step_ns = clock.timing_ns // timed
+        self.tail_burst = clock.index - clock.burst_start
+        self.gap.start()
+        self.gap.begin()
+        return True
+
+    def _tail_step(self) -> None:
+        """A step function called during the watch between bursts: one more step of the burst, or, after a
+        pause of BURST_PAUSE_NS and 20 steps' time, the next burst (the watch and the run end)."""
+        gap = self.gap
+        now = self.clock.clock()
+        last, self.tail_last_ns = self.tail_last_ns, now
+        if gap is None or last is None or not gap.running:
+            return
+        pause = now - last
+        if pause >= max(BURST_PAUSE_NS, 20 * self.tail_step_ns):
+            gap.next_step(round(max(0, pause - self.tail_step_ns) / 1e9, 3), self.tail_burst)  # raises
+        self.tail_burst += 1
+        gap.fit_steps = self.tail_burst  # the burst so far (the watch's time limit or the script's end)
+        gap.t0 = time.perf_counter()  # the gap, if one comes, begins after this step
+        if now - self.tail_begun_ns >= TAIL_STEPS_NS:  # no bursts: the steps just go on; nothing to time
+            gap.end("script_end")
+            self.gap = None
+            raise StopCapture("between bursts of steps: none")
 
     def _count_call(
         self,
@@ -1120,6 +1196,10 @@ class Tracker:
     # -- tf.function ---------------------------------------------------------------------------
     def function_enter(self, fn: Any, args: tuple[Any, ...]) -> bool:
         """Push a call on the main thread; returns True when pushed (the wrapper pops it)."""
+        if self.clock.stopped and self.gap is not None and self.gap.loop == "steps":
+            if not self.fn_stack and id(fn) in self.step_fns and self.on_main():
+                self._tail_step()  # may raise StopCapture: the next burst began
+            return False
         if self.in_fit or self.clock.stopped or not self.on_main() or self.waiting_for_phase():
             return False
         self.fn_stack.append(fn)
