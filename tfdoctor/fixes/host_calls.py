@@ -307,7 +307,10 @@ class HostCalls(Fix):
             gap = ctx.facts.between_fits
             calls = [c for c in gap.model_calls if c.calls] if gap is not None and gap.loop == "steps" else []
             if calls:
-                where = ", ".join(f"{c.site} ({c.calls} calls, {c.seconds:.1f} s)" for c in calls[:3])
+                where = ", ".join(
+                    f"{c.site} ({c.calls} call{'s' if c.calls != 1 else ''}, {c.seconds:.1f} s)"
+                    for c in calls[:3]
+                )
                 return (
                     f"the Keras host calls at {where} run between bursts of steps (TFD207), outside the "
                     "steps a trial times: no measurement here would see them; call the model inside a "
