@@ -56,8 +56,9 @@ def test_two_workers_profile_into_one_run_and_the_straggler_is_found(tfd_home):
     """Two MultiWorkerMirroredStrategy workers under `tfdoctor profile --run-id job` merge into one run.
 
     TensorFlow 2.21's profiler sometimes kills a worker when its trace stops (about 1 run in 3 here; see
-    test_capture_from_two_profiler_servers): then the worker says so, the chief's merged report names
-    it, and the job runs again, up to 5 times."""
+    test_capture_from_two_profiler_servers): then the worker says so, the other may fail in its
+    all-reduce, the chief's merged report (when the chief lived) names the dead worker, and the job runs
+    again, up to 5 times."""
     for attempt in range(5):
         ports = free_ports(2)
         args = [
@@ -81,11 +82,17 @@ def test_two_workers_profile_into_one_run_and_the_straggler_is_found(tfd_home):
         codes = [p.returncode for p in procs]
         if codes == [0, 0]:
             break
-        # only TensorFlow's crash at the trace's stop is forgiven, and it must be reported as such
+        # only TensorFlow's crash at the trace's stop is forgiven, and it must be reported as such; the
+        # other worker may then fail in its all-reduce ("Collective ops is aborted by: Socket closed")
         both = "\n--- worker 1 ---\n".join(o[-3000:] for o in outs[::-1])
-        assert all(c == 0 or (c == 5 and "killed by SIG" in o) for c, o in zip(codes, outs, strict=True)), (
-            both
-        )
+        killed = [c == 5 and "killed by SIG" in o for c, o in zip(codes, outs, strict=True)]
+        peer_lost = [
+            c == 5 and "the script failed" in o and ("Collective ops is aborted" in o or "Socket closed" in o)
+            for c, o in zip(codes, outs, strict=True)
+        ]
+        assert any(killed) and all(
+            c == 0 or k or p for c, k, p in zip(codes, killed, peer_lost, strict=True)
+        ), both
         if codes == [5, 0]:  # the chief lived: its merged report names the worker that died
             merged = Report.model_validate_json((tfd_home / "runs/job/report.json").read_text())
             assert any(
