@@ -98,7 +98,7 @@ class WorkBetweenFits(Rule):
         takes 20 % or more of the loop's time (the gap, and the next first batch beyond a step, against
         the steps one ``fit()`` runs at the measured step time).
 
-        A custom loop's tf.function steps may come in bursts the same way (keras-io's PPO collects
+        A custom loop's steps (tf.function or eager) may come in bursts the same way (keras-io's PPO collects
         4,000 environment steps, each with an eager ``critic(observation)`` call, then runs 80 policy and
         80 value updates): where the planned steps end inside a burst, the run goes on unprofiled to the
         burst's end and times the script's work until a step begins after a pause (0.5 s and 20 steps'

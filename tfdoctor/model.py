@@ -178,7 +178,7 @@ class BetweenFits(_Frozen):
     from its call (its setup, and the tracing of its train function where ``next_fit_model`` is "new", a
     model built in the loop, or "recompiled", the same model compiled again; "same": neither).
 
-    ``loop`` "steps": the same watch in a custom loop whose tf.function steps come in bursts (keras-io's
+    ``loop`` "steps": the same watch in a custom loop whose steps come in bursts (keras-io's
     PPO: 80 policy and 80 value updates after each 4,000 environment steps): the planned steps ended
     inside a burst, the run went on unprofiled to the burst's end and timed the script's work until the
     next step ("next_step"); ``fit_steps`` is then the burst's steps, ``fit_site`` the step function's

@@ -234,3 +234,48 @@ def test_a_custom_loops_work_between_bursts_of_steps_is_timed_and_leads_the_verd
     # the run stopped as the second collection's first update began: one epoch's line printed, no more
     out = run.file("stdout.log").read_text()
     assert "Epoch: 1." in out and "Epoch: 2." not in out
+
+
+EAGER_BURSTS = """\
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+rng = np.random.default_rng(0)
+policy = keras.Sequential([keras.Input((4,)), keras.layers.Dense(32, activation="tanh"), keras.layers.Dense(2)])
+opt = keras.optimizers.Adam(1e-3)
+
+for epoch in range(4):
+    states = []
+    for t in range(800):  # act: one eager call a state, then the updates on what was collected
+        s = rng.random((1, 4)).astype("float32")
+        logits = policy(s)
+        states.append(s[0])
+    x = np.stack(states)
+    for _ in range(40):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(policy(x, training=True)))
+        grads = tape.gradient(loss, policy.trainable_variables)
+        opt.apply_gradients(zip(grads, policy.trainable_variables))
+    print("epoch", epoch, "done", flush=True)
+"""
+
+
+def test_an_eager_loops_bursts_of_steps_are_timed_from_their_ends(tfd_home, tmp_path):
+    """The same watch for an eager step (counted at its apply_gradients): 40 updates after each 800 eager
+    policy calls."""
+    script = tmp_path / "agent.py"
+    script.write_text(EAGER_BURSTS)
+    res, run = _capture(tfd_home, script, {}, steps=12, warmup=2)
+    assert res.ok, res.error
+    assert len(res.steps) == 12 and res.facts.step_kind == "eager"
+    gap = res.facts.between_fits
+    assert gap is not None and gap.loop == "steps" and gap.ended_by == "next_step", gap
+    assert gap.fit_steps == 40, gap  # the windows' 12 steps and the burst's other 28
+    lines = EAGER_BURSTS.splitlines()
+    [calls] = gap.model_calls
+    assert calls.api == "call" and calls.calls == 800 and calls.code == "logits = policy(s)", gap.model_calls
+    assert calls.site == f"agent.py:{lines.index('        logits = policy(s)') + 1}"
+    assert 0 < calls.seconds < gap.seconds
+    out = run.file("stdout.log").read_text()
+    assert "epoch 0 done" in out and "epoch 1 done" not in out

@@ -815,7 +815,8 @@ class Tracker:
             return False
 
     def steps_gap_ready(self, t: int) -> bool:
-        """The planned steps ended inside a custom loop's tf.function steps (the profile run only): the run
+        """The planned steps ended inside a custom loop's steps (the profile run only; tf.function steps seen
+        as they are called, eager ones as they end): the run
         goes on unprofiled, counting the burst's steps, and times the script's own work until a step
         begins after a pause (:meth:`_tail_step`): keras-io's PPO runs 80 policy and 80 value updates
         after each 4,000 environment steps, and a run ending inside the updates saw none of that. True
@@ -827,22 +828,37 @@ class Tracker:
             or self.gap is not None
             or self.in_fit
             or self.fit_site
-            or self.mode != "tf.function"
-            or self.step_fn is None
+            or self.mode not in ("tf.function", "apply_gradients", "gradient_tape")
+            or (self.mode == "tf.function" and self.step_fn is None)
             or not self.on_main()
             or timed < 1
             or clock.timing_ns <= 0
         ):
             return False
-        path, _, line = (self.source.get("step_fn") or "").rpartition(":")
+        site = self.source.get("step_fn") or self.source.get("apply_gradients") or self.source.get("gradient")
+        path, _, line = (site or "").rpartition(":")
         self.gap = self.gap_factory(f"{os.path.basename(path)}:{line}" if path else "", None, loop="steps")
-        self.tail_last_ns = self.fn_call_ns
+        # a tf.function step is seen as it is called, an eager one as it ends (its apply or gradient)
+        self.tail_last_ns = self.fn_call_ns if self.mode == "tf.function" else t
         self.tail_begun_ns = t
         self.tail_step_ns = clock.timing_ns // timed
         self.tail_burst = clock.index - clock.burst_start
         self.gap.start()
         self.gap.begin()
         return True
+
+    def between_bursts(self, mode: str) -> bool:
+        """The watch between bursts of steps runs and the step counter is ``mode``: an event of it now, on
+        the main thread outside every tf.function, is one of the loop's steps."""
+        gap = self.gap
+        return (
+            self.clock.stopped
+            and gap is not None
+            and gap.loop == "steps"
+            and self.mode == mode
+            and not self.fn_stack
+            and self.on_main()
+        )
 
     def _tail_step(self) -> None:
         """A step function called during the watch between bursts: one more step of the burst, or, after a
@@ -1116,6 +1132,9 @@ class Tracker:
         self.apply_depth -= 1
         if self.in_fit and not self.fit_applied and not self.skipping_fit:
             self._note_fit_apply(opt)
+        if self.between_bursts("apply_gradients") and id(opt) == self.primary_optimizer:
+            self._tail_step()  # an eager step ended during the watch between bursts (may end the run)
+            return
         if self.in_fit or self.clock.stopped or self.waiting_for_phase():
             return
         self.counts["apply_gradients"] += 1
@@ -1158,6 +1177,9 @@ class Tracker:
         return next((loss for scaled, loss in self.scaled_losses if scaled is target), target)
 
     def tape_gradient(self, target: Any, sources: Any) -> None:
+        if self.between_bursts("gradient_tape") and _of_variables(sources, self.modules["tf"].nest):
+            self._tail_step()  # an eager step ended during the watch between bursts (may end the run)
+            return
         if self.in_fit or self.clock.stopped or self.waiting_for_phase():
             return
         if not _of_variables(sources, self.modules["tf"].nest):
