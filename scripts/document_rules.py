@@ -63,6 +63,12 @@ events says that first (`No device trace: ...`, with what to do about CUPTI). Th
 (`HEADLINE`) or its family: 1xx Input-bound, 2xx Launch-bound (Dispatch-bound on a CPU), 3xx Copy-bound,
 4xx Compute-bound, 5xx Launch-bound, 6xx Scaling-bound.
 
+A custom loop whose steps come in bursts (TFD207 with the script's own work between them, keras-io's PPO)
+compares savings on the loop's time: a step finding's saving counts for the steps' share of the loop (30 %
+of a step is 1.2 % of a loop that spends 96 % of its time collecting), so TFD207 heads the verdict there.
+The findings list (terminal, HTML, web, `report.json`) comes in the verdict's order: decided findings first,
+by that saving.
+
 ## Where we differ from XProf
 
 Checked on every trace in `../shared/traces` with an XProf verdict (`PROFILER_VERDICTS.jsonl`) and on the

@@ -231,6 +231,7 @@ def test_a_custom_loops_work_between_bursts_of_steps_is_timed_and_leads_the_verd
     assert found["TFD207"].decided and found["TFD207"].severity == "high", found["TFD207"]
     assert "Between the bursts of its training steps" in found["TFD207"].claim
     assert report.verdict.startswith("Bound between bursts of steps: "), report.verdict
+    assert report.findings[0].rule_id == "TFD207"  # the list leads with what the verdict names
     # the run stopped as the second collection's first update began: one epoch's line printed, no more
     out = run.file("stdout.log").read_text()
     assert "Epoch: 1." in out and "Epoch: 2." not in out

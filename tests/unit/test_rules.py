@@ -19,6 +19,7 @@ from tfdoctor.rules import (
     ADVICE_IDS,
     FIX_IDS,
     Context,
+    _sort_key,
     all_rules,
     evaluate,
     get_rule,
@@ -273,3 +274,6 @@ def test_the_verdicts_top_finding_weighs_step_savings_by_the_steps_share_of_the_
     assert top_finding([step, loop], 0.96) is loop
     assert top_finding([step, loop]) is step  # no loop outside the steps: savings compare as they are
     assert top_finding([step, loop], 0.1) is step  # 27 % of the loop against 26 %
+    # the findings list is ordered the same way, so it leads with the verdict's finding
+    assert sorted([step, loop], key=lambda f: _sort_key(f, 0.96)) == [loop, step]
+    assert sorted([step, loop], key=_sort_key) == [step, loop]

@@ -528,9 +528,7 @@ def run_page(
     )
 
     trial_ids = {t.fix_id for t in report.fix.trials} if report.fix else set()
-    findings = sorted(
-        report.findings, key=lambda f: (["high", "medium", "low", "info"].index(f.severity), -f.est_saving)
-    )
+    findings = report.findings  # the rules' order, the terminal's: the verdict's finding first
     patch = (report.fix.patch if report.fix else "") or (patch_file or "")
     patch_html, patch_stats = None, ""
     if patch.strip():
