@@ -343,6 +343,7 @@ def kernel_fix_loop(
         poolable,
         reproduction,
         run_length,
+        startup_added,
         unchecked_block,
     )
 
@@ -556,6 +557,7 @@ def kernel_fix_loop(
     reproduced: bool | None = None
     run_id = None
     combined_ref: Throughput | None = None
+    startup: float | None = None
     note = ""
     if state.fixes:
 
@@ -582,6 +584,9 @@ def kernel_fix_loop(
             chain, reproduced = reproduction(trials, est)
         combined, run_id = r.trial_median or state.throughput, state.run_id
         combined_ref = r.ref_median
+        # the one-off seconds the kept fixes add to the cell's first steps (a compile() the cell runs
+        # again traces and compiles anew), as the script loop reads them from its combined check
+        startup = startup_added(r.trial_steps, r.ref_steps)
     if subprocess_only:
         notes.append(
             "measured only in a subprocess (they change the script or how the model is built): "
@@ -609,6 +614,7 @@ def kernel_fix_loop(
         reproduced=reproduced,
         kept=list(state.fixes),
         combined_run_id=run_id,
+        combined_startup_s=startup,
         wall_s=time.monotonic() - t0,
         confirm_rounds=budget,
     )
