@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfdoctor.model import BetweenFits, Evidence, Finding
+from tfdoctor.model import WHOLE_LOOP_SHARE, BetweenFits, Evidence, Finding
 from tfdoctor.rules._base import Context, Example, Rule, ms, pct
 
 #: keras-io's character-level LSTM as the profile run saw it: fit(epochs=1) of 119 steps in a loop, then
@@ -127,8 +127,9 @@ class WorkBetweenFits(Rule):
         loop, and load the weights each pass with ``set_weights()`` (for a fresh optimizer state, assign
         zeros to its step count and slot variables, not to its learning rate, which Keras 3 keeps among
         ``optimizer.variables`` too, rather than compiling again, which discards the traced function).
-        Between bursts of steps: call the model inside a ``@tf.function`` (what the ``host-calls`` fix does
-        where such calls fall between the steps it times); estimated saving three quarters of the eager
+        Between bursts of steps: call the model inside a ``@tf.function`` (the ``host-calls`` fix, offered
+        where the loop spends half its time or more between bursts: ``--fix`` then judges every run on the
+        whole loop, a burst and the work until the next); estimated saving three quarters of the eager
         calls' time (PPO's critic called through a tf.function saved 89 % of it, side by side: an epoch's
         collection 1.9-2.3 s against 3.5-4.0 s).
         Estimated saving: the one-batch ``predict()`` calls' share of the loop's time, and the next first
@@ -306,11 +307,17 @@ class WorkBetweenFits(Rule):
                     f"({ms(1000 * c.seconds / max(1, c.calls))} a call): {c.code}",
                 )
             )
+        whole = share >= WHOLE_LOOP_SHARE and gap.ended_by == "next_step"
         if eager:
             advice = (
                 f"; its model calls outside every tf.function (op by op) take {pct(eager / gap.seconds)} of "
-                "it: call the model inside a @tf.function (tfdoctor's host-calls edit does so where the "
-                "calls fall between the steps it times)"
+                "it: call the model inside a @tf.function ("
+                + (
+                    "tfdoctor's host-calls fix does so, and --fix judges this loop whole: a burst and the "
+                    "work until the next)"
+                    if whole
+                    else "tfdoctor's host-calls fix does so where the calls fall between the steps it times)"
+                )
             )
         elif gap.model_calls:
             advice = "; its Keras weight copies through numpy are in it"
@@ -322,7 +329,10 @@ class WorkBetweenFits(Rule):
             f"time is outside the training steps{advice}"
         )
         saving = GRAPH_CALL_SAVES * eager / (outside + steps_s)
-        return self.finding("high" if share >= 0.5 else "medium", claim, ev, est_saving=saving)
+        fixes = (
+            ["host-calls"] if whole and any(c.api != "predict" and c.calls for c in gap.model_calls) else None
+        )
+        return self.finding("high" if share >= 0.5 else "medium", claim, ev, est_saving=saving, fix_ids=fixes)
 
 
 RULE = WorkBetweenFits

@@ -208,6 +208,12 @@ class BetweenFits(_Frozen):
         return self.seconds + setup, fit_s, setup
 
 
+#: a custom loop whose steps come in bursts and that spends at least this share of its time between them
+#: (TFD207) has its --fix runs judged on the whole loop's rate (tfdoctor.session.fix_loop.loop_throughput):
+#: its steps' rate is not what its user waits for (keras-io's PPO: 96 % of the loop between bursts)
+WHOLE_LOOP_SHARE = 0.5
+
+
 #: compute capability from which an NVIDIA GPU has tensor cores (Volta and newer)
 TENSOR_CORE_CC = 7.0
 
@@ -585,6 +591,10 @@ class FixSummary(_Frozen):
     # the share of the script's fit() loop outside the training steps, as the profile timed it (TFD207:
     # the work between the calls, a model built for every call): the figures here time the steps only
     loop_outside_share: float | None = None
+    # the rates here are the whole loop's, not the steps': a custom loop whose steps come in bursts and
+    # that spends most of its time between them (TFD207, keras-io's PPO) has every run time a burst's
+    # steps and the work until the next burst (examples/s = the burst's examples over both)
+    whole_loop: bool = False
     patch: str = ""  # the combined unified diff (also runs/<id>/fix.patch)
     kept: list[str] = Field(default_factory=list)
     combined_run_id: str | None = None  # the final run with every kept fix applied

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tfdoctor.capture.runner import CaptureConfig, run_capture
 from tfdoctor.cli import main
 from tfdoctor.store import RunStore
@@ -150,8 +152,10 @@ def test_a_fit_outside_a_loop_and_the_fix_trials_are_not_watched(tfd_home, tmp_p
     assert res.ok and res.facts.between_fits is None
     loop = tmp_path / "loop.py"
     loop.write_text(LOOP)
-    guard = {"root": str(tmp_path), "since_ns": "0"}  # a fix trial: its steps are what it measures
-    res, _ = _capture(tfd_home, loop, {"PREDICTS": "5"}, guard=guard)
+    # a fix trial: its steps are what it measures (the fix loop asks for the watch only where it judges
+    # a custom loop's bursts whole: test_the_fix_loop_judges_a_bursty_loop_whole)
+    guard = {"root": str(tmp_path), "since_ns": "0"}
+    res, _ = _capture(tfd_home, loop, {"PREDICTS": "5"}, guard=guard, between_fits_s=0.0)
     assert res.ok and res.facts.between_fits is None
 
 
@@ -280,3 +284,128 @@ def test_an_eager_loops_bursts_of_steps_are_timed_from_their_ends(tfd_home, tmp_
     assert 0 < calls.seconds < gap.seconds
     out = run.file("stdout.log").read_text()
     assert "epoch 0 done" in out and "epoch 1 done" not in out
+
+
+TWO_STEPS = """\
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+rng = np.random.default_rng(0)
+actor = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(2)])
+critic = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(1)])
+opt_a, opt_c = keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3)
+
+
+@tf.function
+def train_policy(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(actor(x) ** 2)
+    grads = tape.gradient(loss, actor.trainable_variables)
+    opt_a.apply_gradients(zip(grads, actor.trainable_variables))
+    return loss
+
+
+@tf.function
+def train_value(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(critic(x) ** 2)
+    grads = tape.gradient(loss, critic.trainable_variables)
+    opt_c.apply_gradients(zip(grads, critic.trainable_variables))
+    return loss
+
+
+for epoch in range(4):
+    obs = rng.normal(size=(64, 4)).astype("float32")
+    for t in range(400):  # collect: the actor called eagerly on each state
+        logits = actor(obs[t % 64 : t % 64 + 1])
+    for _ in range(30):
+        train_policy(obs)
+    for _ in range(30):  # first called (and traced) after the policy updates
+        train_value(obs)
+    print("epoch", epoch, "done", flush=True)
+"""
+
+
+def test_a_step_function_first_traced_during_the_watch_counts_in_the_burst(tfd_home, tmp_path):
+    """keras-io's PPO traces its value update only after its first policy updates: the planned steps end
+    among those, and the burst's value updates, a step function first seen in the watch, must count in
+    the burst (it read 80 policy updates, no value update, in one run, 90 in another), its tracing no
+    pause between bursts."""
+    script = tmp_path / "two_steps.py"
+    script.write_text(TWO_STEPS)
+    res, _ = _capture(tfd_home, script, {}, steps=12, warmup=2)
+    assert res.ok, res.error
+    assert len(res.steps) == 12 and res.facts.step_kind == "tf.function"
+    gap = res.facts.between_fits
+    assert gap is not None and gap.loop == "steps" and gap.ended_by == "next_step", gap
+    assert gap.fit_steps == 60, gap  # 30 policy updates and 30 value updates
+    [calls] = gap.model_calls
+    assert calls.calls == 400 and calls.code == "logits = actor(obs[t % 64 : t % 64 + 1])", gap.model_calls
+
+
+COLLECT = """\
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+rng = np.random.default_rng(0)
+critic = keras.Sequential(
+    [keras.Input((8,)), keras.layers.Dense(64, activation="tanh"), keras.layers.Dense(1)]
+)
+opt = keras.optimizers.Adam(1e-3)
+
+
+@tf.function
+def train_value(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((y - critic(x, training=True)) ** 2)
+    grads = tape.gradient(loss, critic.trainable_variables)
+    opt.apply_gradients(zip(grads, critic.trainable_variables))
+    return loss
+
+
+for epoch in range(6):
+    obs = rng.normal(size=(300, 8)).astype("float32")
+    values = []
+    for t in range(300):  # collect: the critic called eagerly on each state
+        value = critic(obs[t : t + 1])
+        values.append(value)
+    returns = np.concatenate([v.numpy() for v in values]) + rng.normal(size=(300, 1)).astype("float32")
+    for _ in range(40):
+        idx = rng.integers(0, 300, 64)
+        loss = train_value(obs[idx], returns[idx])
+    print(f"epoch {epoch}: value loss {float(loss):.4f}")
+"""
+
+
+def test_the_fix_loop_judges_a_bursty_loop_whole(tfd_home, tmp_path):
+    """A PPO-shaped loop (300 eager critic calls, then 40 updates of a few ms, per epoch) spends most of
+    its time between bursts of steps: every --fix run is timed over a burst and the work until the next,
+    so host-calls, which moves the critic calls between bursts into a tf.function, is measured (before:
+    skipped, as no trial timed those calls) and the figures say they are the whole loop's."""
+    script = tmp_path / "collect.py"
+    script.write_text(COLLECT)
+    rc = main(
+        ["profile", str(script), "--run-id", "wl", "--fix", "--only", "host-calls", "--fix-rounds", "1"]
+    )
+    assert rc == 0
+    store = RunStore(tfd_home)
+    report = store.get("wl").report()
+    fx = report.fix
+    assert fx is not None and fx.whole_loop
+    (trial,) = fx.trials
+    assert trial.fix_id == "host-calls" and trial.status in ("kept", "rejected"), trial.reason
+    assert trial.speedup is not None and trial.speedup_ci is not None, trial
+    assert "value = graph_call(critic, obs[t : t + 1])" in trial.patch
+    # every timing-only run timed the work until the next burst, the trial's and the reference's alike
+    runs = [store.get(r["id"]) for r in store.list() if r.get("parent") == "wl"]
+    timed = [r.report() for r in runs if "(profiled)" not in (r.meta.get("fix") or "")]
+    assert timed and all(
+        rep.facts.between_fits is not None and rep.facts.between_fits.ended_by == "next_step" for rep in timed
+    ), [rep.facts.between_fits for rep in timed]
+    # the baseline's rate in the table is the whole loop's: the steps' over the steps and the gap
+    gap = report.facts.between_fits
+    steps_s = gap.fit_steps / report.throughput.steps_per_s
+    assert fx.baseline.steps_per_s == pytest.approx(gap.fit_steps / (steps_s + gap.seconds))
+    assert script.read_text() == COLLECT  # the user's file as it was

@@ -18,7 +18,16 @@ from tfdoctor.capture.runner import CaptureResult
 from tfdoctor.fixes import all_fixes
 from tfdoctor.fixes.judge import KEEP_ABOVE, WORTH, Estimate, Pair, Sample, chained, disjoint, estimate
 from tfdoctor.fixes.workspace import backup_path, make_workspace, unified_diff
-from tfdoctor.model import Facts, Finding, FixSummary, FixTrial, Report, StepTiming, Throughput
+from tfdoctor.model import (
+    BetweenFits,
+    Facts,
+    Finding,
+    FixSummary,
+    FixTrial,
+    Report,
+    StepTiming,
+    Throughput,
+)
 from tfdoctor.report.charts import throughput_figure
 from tfdoctor.report.format import fix_headline, ratio_ci, timed_baseline
 from tfdoctor.report.html import run_page
@@ -33,10 +42,12 @@ from tfdoctor.session.fix_loop import (
     Measured,
     _batch_in_effect,
     batch_tolerance,
+    burst_pause_s,
     chain_trials,
     examples_per_step,
     judge_rounds,
     keep_bar,
+    loop_throughput,
     median_run,
     memo_problem,
     order_candidates,
@@ -1810,3 +1821,45 @@ def test_the_one_off_cost_at_the_start_is_read_from_the_warm_up_steps_of_real_ru
     # steady steps only: nothing one-off (never negative)
     fast = [s.model_copy(update={"window": "warmup", "end_ns": s.start_ns + 1}) for s in base[-3:]]
     assert startup_excess(fast + [s for s in base if s.window == "timing"]) == 0.0
+
+
+def test_a_bursty_loop_is_measured_over_a_burst_and_the_work_until_the_next() -> None:
+    """keras-io's PPO as the profile timed it: 86 updates a burst at 2 ms, 3.8 s of collection until the
+    next burst. The whole loop's rate is the burst's steps over both: 86 steps in 0.172 + 3.8 s."""
+    tp = Throughput(examples_per_s=500_000.0, steps_per_s=500.0, step_ms_median=2.0, windows=[490.0, 510.0])
+    gap = BetweenFits(seconds=3.8, ended_by="next_step", limit_s=30.0, fit_steps=86, loop="steps")
+    whole, why = loop_throughput(tp, Facts(between_fits=gap))
+    assert why == "" and whole is not None
+    assert whole.steps_per_s == pytest.approx(86 / (86 / 500 + 3.8))
+    assert whole.examples_per_s == pytest.approx(1000 * 86 / (86 / 500 + 3.8))
+    assert whole.windows == pytest.approx([w * whole.steps_per_s / 500 for w in tp.windows])
+    assert whole.step_ms_median == 2.0  # the steps' own time stays
+    # a run that did not time the gap to the next burst is not measured, and says why
+    for ended, said in (("limit", "still going after 30 s"), ("script_end", "script end")):
+        none, why = loop_throughput(tp, Facts(between_fits=gap.model_copy(update={"ended_by": ended})))
+        assert none is None and why.endswith(f"({said})"), why
+    assert loop_throughput(tp, Facts())[0] is None
+    fit_loop = gap.model_copy(update={"loop": "fit"})
+    assert loop_throughput(tp, Facts(between_fits=fit_loop))[0] is None
+    # a burst still told from its steps when a fix shortened the gap (a tenth of the baseline's)
+    assert burst_pause_s(3.8) == pytest.approx(0.38)
+    assert burst_pause_s(20.0) == 0.5 and burst_pause_s(0.2) == 0.05
+
+
+def test_whole_loop_figures_say_so_and_drop_the_steps_only_caveat() -> None:
+    fx = FixSummary(
+        baseline=None,
+        kept=["host-calls"],
+        combined_speedup=1.8,
+        combined_ci=[1.5, 2.1],
+        combined_verdict="faster",
+        loop_outside_share=0.95,
+        whole_loop=True,
+    )
+    line = fix_headline(fx)
+    assert "for the whole loop (a burst of steps and the work until the next)" in line
+    assert "These figures time the training steps" not in line
+    steps_only = fix_headline(fx.model_copy(update={"whole_loop": False}))
+    assert "These figures time the training steps" in steps_only and "whole loop (" not in steps_only
+    header = patch_header("ppo.py", ["host-calls"], 1.8, [1.5, 2.1], "", {}, outside=0.95, whole_loop=True)
+    assert "# of the whole loop: a burst of training steps" in header and "training steps only" not in header

@@ -4219,3 +4219,27 @@ def test_host_calls_between_bursts_of_steps_are_skipped_with_the_reason() -> Non
     assert get_fix("host-calls").precheck(FixContext(facts=Facts())) == (
         "no get_weights() / set_weights() or eager model call between the steps in the run"
     )
+
+
+def test_host_calls_between_bursts_are_moved_where_the_loop_is_judged_whole() -> None:
+    """keras-io's PPO, where the --fix loop judges every run on the whole loop (a burst of updates and the
+    collection until the next): the critic called eagerly on each state between bursts goes through a
+    tf.function, and nothing else changes."""
+    facts = SHAPE_CASES["ppo_cartpole.py"][0]
+    ctx = FixContext(facts=facts, whole_loop=True, filename="ppo_cartpole.py")
+    fix = get_fix("host-calls")
+    assert fix.precheck(ctx) is None
+    src = (SHAPES / "ppo_cartpole.py").read_text()
+    out = fix.apply(src, ctx)
+    assert out.changed, out.reason
+    assert out.reason.endswith("critic() at line 251 called in a tf.function"), out.reason
+    assert "        value_t = graph_call(critic, observation)\n" in out.code
+    assert "def graph_call(model, *args, **kwargs):" in out.code
+    before, after = src.splitlines(), out.code.splitlines()
+    changed = [ln for ln in after if ln not in before]
+    assert [ln for ln in changed if ln.strip() and "graph_call" not in ln] == [
+        "@tf.function(reduce_retracing=True)",
+        '    """tfdoctor host-calls: the model run as one graph, not op by op."""',
+        "    return model(*args, **kwargs)",
+    ]
+    ast.parse(out.code)

@@ -87,6 +87,9 @@ class CaptureConfig:
     # the profile run's watch of the work between fit() calls when the planned steps end inside a fit()
     # of a fit-per-epoch loop (capture/child/gap.py): at most this long (0: off, as in the fix trials)
     between_fits_s: float = 0.0
+    # the pause before a step that makes it the first of a burst (None: the clock's BURST_PAUSE_NS); a fix
+    # trial judged on the whole loop sets it from the baseline's gap (its fix may shorten the gap)
+    burst_pause_s: float | None = None
 
     def windows(self) -> Windows:
         """The planned windows (an adaptive warm-up may grow past ``warmup``)."""
@@ -532,6 +535,7 @@ def run_capture(
         "fit": cfg.fit,
         "module": cfg.module,
         "between_fits_s": cfg.between_fits_s,
+        "burst_pause_s": cfg.burst_pause_s,
     }
     atomic_write_json(run.file(CAPTURE), capture)
     tail = StepTail(run)

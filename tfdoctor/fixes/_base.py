@@ -86,6 +86,9 @@ class FixContext:
     # the modules beside the script that it imports (relative path -> current source), where a fix
     # looks when its pattern is not in the script itself (see tfdoctor/fixes/project.py)
     project: Mapping[str, str] = field(default_factory=dict)
+    # the loop judges every run on the whole loop's rate (a burst of steps and the script's work until
+    # the next; tfdoctor.session.fix_loop.WHOLE_LOOP_SHARE): work between bursts is then measured
+    whole_loop: bool = False
 
 
 def rebuilt_every_fit(ctx: FixContext, what: str) -> str | None:

@@ -25,6 +25,19 @@ def _timed(c: HostCall) -> bool:
     return c.calls > 0
 
 
+def _between_bursts(ctx: FixContext) -> list[HostCall]:
+    """The Keras host calls the profile run timed between bursts of steps (``BetweenFits.model_calls``),
+    where the loop judges the whole loop (``ctx.whole_loop``): only then does a trial measure them."""
+    gap = ctx.facts.between_fits
+    if not ctx.whole_loop or gap is None or gap.loop != "steps":
+        return []
+    return [
+        HostCall(api=c.api, site=c.site, code=c.code, calls=c.calls, seconds=c.seconds)
+        for c in gap.model_calls
+        if c.calls and c.api != "predict"
+    ]
+
+
 def _func_root(func: cst.BaseExpression) -> str | None:
     """The first name of a called expression: ``actor`` for ``actor(s)``, ``self`` for ``self.actor(s)``."""
     while isinstance(func, cst.Attribute):
@@ -39,7 +52,7 @@ class HostCallsCodemod(FixCodemod):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        calls = [c for c in self.fix.facts.host_calls if _timed(c)]
+        calls = [c for c in self.fix.facts.host_calls if _timed(c)] or _between_bursts(self.fix)
         al = aliases(tree)
         self.tf = al.tf or "tf"
         lines = tree.code.splitlines()
@@ -287,9 +300,11 @@ class HostCalls(Fix):
     a model's (not a module's function, a builtin or a value's method). What is left, and why, is said
     in the result. Found by the line's text, so edits above it by other fixes do not lose it.
 
-    Skipped, saying so, where the calls fall only between bursts of steps (keras-io's PPO: 1,000 eager
-    critic calls between bursts of 80 updates, ``BetweenFits.model_calls``): a trial times the steps,
-    which those calls are not in.
+    Between bursts of steps (keras-io's PPO: 1,000 eager critic calls between bursts of 80 updates,
+    ``BetweenFits.model_calls``) the calls are moved the same way where the loop spends half its time or
+    more there: every run of the ``--fix`` loop is then timed over a burst and the work until the next,
+    and judged on that whole-loop rate. Skipped, saying so, where the loop spends less there (its trials
+    time the steps, which those calls are not in).
 
     Rolled back when: not faster beyond the noise band, or not sane (same losses and output); a trial
     whose facts still show the copies is "not applied".
@@ -303,7 +318,7 @@ class HostCalls(Fix):
     PRIORITY = 7
 
     def precheck(self, ctx: FixContext) -> str | None:
-        if not any(_timed(c) for c in ctx.facts.host_calls):
+        if not any(_timed(c) for c in ctx.facts.host_calls) and not _between_bursts(ctx):
             gap = ctx.facts.between_fits
             calls = [c for c in gap.model_calls if c.calls] if gap is not None and gap.loop == "steps" else []
             if calls:
@@ -313,8 +328,8 @@ class HostCalls(Fix):
                 )
                 return (
                     f"the Keras host calls at {where} run between bursts of steps (TFD207), outside the "
-                    "steps a trial times: no measurement here would see them; call the model inside a "
-                    "@tf.function by hand and time the whole loop"
+                    "steps a trial times, and the loop spends too little of its time there to be judged "
+                    "on the whole loop: call the model inside a @tf.function by hand and time the loop"
                 )
             return "no get_weights() / set_weights() or eager model call between the steps in the run"
         return None

@@ -247,7 +247,8 @@ def fix_headline(fx: FixSummary) -> str:
         "undecided": " (not decided: noisy machine)",
         "not faster": " (not faster side by side)",
     }.get(fx.combined_verdict or "", "")
-    line = f"Combined: {fig} vs the baseline, side by side{verdict}; {training(fx.training_changes, fx.combined_verdict)} ({what})."
+    loop = " for the whole loop (a burst of steps and the work until the next)" if fx.whole_loop else ""
+    line = f"Combined: {fig}{loop} vs the baseline, side by side{verdict}; {training(fx.training_changes, fx.combined_verdict)} ({what})."
     if fx.reproduced is False and fx.trials_chained:
         chain, one = fx.trials_chained, len(fx.kept) == 1
         line += (
@@ -288,7 +289,7 @@ def loop_caveat(fx: FixSummary) -> str:
     the steps' speed-up makes of the whole loop (:func:`loop_speedup`)."""
     out = fx.loop_outside_share
     whole = loop_speedup(out, fx.combined_speedup)
-    if out is None or whole is None:
+    if out is None or whole is None or fx.whole_loop:  # the figures time the whole loop already
         return ""
     return (
         f" These figures time the training steps; the script's loop spends {percent(out)} of its "

@@ -166,6 +166,12 @@ def fix_caption(fx: FixSummary) -> str:
             else "from one run each; "
         )
         + "combined: the final state against the baseline, side by side"
+        + (
+            "; rates of the whole loop (a burst of training steps and the script's work until the next; "
+            "ms/step: the steps')"
+            if fx.whole_loop
+            else ""
+        )
     )
 
 

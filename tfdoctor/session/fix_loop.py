@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from tfdoctor.capture.child.guard import MARK as GUARD_MARK
 from tfdoctor.capture.child.guard import changed_links, link_states
-from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
+from tfdoctor.capture.runner import BETWEEN_FITS_S, CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import RunError
 from tfdoctor.fixes import Fix, FixContext, FixOutcome, Hardware, all_fixes, get_fix
 from tfdoctor.fixes.batch_scale import LINEAR_RULE
@@ -80,7 +80,16 @@ from tfdoctor.fixes.workspace import (
     write_copy,
     write_modules,
 )
-from tfdoctor.model import CACHE_FILL_SWITCH, Facts, FixSummary, FixTrial, Report, StepTiming, Throughput
+from tfdoctor.model import (
+    CACHE_FILL_SWITCH,
+    WHOLE_LOOP_SHARE,
+    Facts,
+    FixSummary,
+    FixTrial,
+    Report,
+    StepTiming,
+    Throughput,
+)
 from tfdoctor.report.format import (
     BUSY_SHARE,
     estimate_text,
@@ -112,6 +121,45 @@ MIN_TIMING_S = 1.0
 #: a run whose steps hold more examples than the baseline's runs fewer steps, never fewer than its
 #: warm-up and this many timed steps
 MIN_TIMED_STEPS = 3
+
+
+def burst_pause_s(gap_s: float) -> float:
+    """The pause that starts a burst in a whole-loop trial (CaptureConfig.burst_pause_s): a tenth of the
+    baseline's gap between bursts, from 50 ms to the clock's 0.5 s: a fix that moves the eager calls
+    between bursts into a graph shortens that gap (PPO's: 3.5-4.0 s to 1.9-2.3 s), and a burst must
+    still be told from its steps (the tail also wants 20 steps' time)."""
+    return min(0.5, max(0.05, gap_s / 10))
+
+
+def loop_throughput(tp: Throughput | None, facts: Facts | None) -> tuple[Throughput | None, str]:
+    """The whole loop's rate of a run that timed one burst of steps and the script's work until the next
+    (``facts.between_fits``, loop "steps", ended by the next step): the burst's steps (``fit_steps``) over
+    their time at the run's steady step rate plus the gap, as examples/s (steps/s) of the loop; the
+    sub-window rates scaled alike (their relative spread is the steps'). None, with why, where the run did
+    not time such a gap."""
+    gap = facts.between_fits if facts is not None else None
+    if tp is None or tp.steps_per_s <= 0:
+        return None, "no steps timed"
+    if gap is None or gap.loop != "steps":
+        return None, "the work between the bursts of steps was not timed"
+    if gap.ended_by != "next_step" or not gap.fit_steps:
+        why = {"limit": f"still going after {gap.limit_s:g} s", "write": "the script wrote a file"}
+        return None, (
+            f"the work between the bursts of steps was not timed to the next burst "
+            f"({why.get(gap.ended_by, gap.ended_by.replace('_', ' '))})"
+        )
+    steps_s = gap.fit_steps / tp.steps_per_s
+    factor = steps_s / (steps_s + gap.seconds)
+    return (
+        tp.model_copy(
+            update={
+                "steps_per_s": tp.steps_per_s * factor,
+                "examples_per_s": tp.examples_per_s * factor if tp.examples_per_s else None,
+                "windows": [w * factor for w in tp.windows],
+            }
+        ),
+        "",
+    )
 
 
 @dataclass
@@ -800,6 +848,8 @@ def patch_header(
     changes: dict[str, str],
     verdict: str | None = "faster",
     outside: float | None = None,
+    *,
+    whole_loop: bool = False,
 ) -> str:
     """The comment block on top of fix.patch: what is in it, what it measured (and the judge's word when
     that was not "faster"), and whether it changes the training. ``git apply`` and ``patch`` skip text
@@ -814,7 +864,9 @@ def patch_header(
             if note
             else f"# measured: {ratio_ci(speedup, ci)} vs the baseline{word}"
         )
-    if outside is not None and (whole := loop_speedup(outside, speedup)) is not None:
+    if whole_loop and speedup is not None:
+        lines.append("# of the whole loop: a burst of training steps and the script's work until the next")
+    elif outside is not None and (whole := loop_speedup(outside, speedup)) is not None:
         lines.append(
             f"# of the training steps only: the loop spends {percent(outside)} of its time outside them "
             f"(TFD207): about {ratio(whole)} for the loop as a whole"
@@ -875,6 +927,11 @@ class FixLoop:
         if cfg.module:
             check_module_root(self.root)
         self.since_ns = time.time_ns()  # files outside the copy made after this are the trials' own
+        # every run is judged on the whole loop's rate (a burst of steps and the work until the next):
+        # set by run() from the baseline (WHOLE_LOOP_SHARE)
+        self.whole_loop = False
+        self.base_tp: Throughput | None = None  # the baseline's rate in the judged unit
+        self.burst_pause: float | None = None  # a whole-loop trial's pause that starts a burst
 
     def event(self, kind: str, message: str, **kw: object) -> None:
         self.on_event(Event(kind, message, **kw))  # type: ignore[arg-type]
@@ -907,6 +964,19 @@ class FixLoop:
             )
         source = self.user_source.text
         facts = self.report.facts
+        outside = self.loop_outside_share()
+        gap = facts.between_fits
+        if outside is not None and outside >= WHOLE_LOOP_SHARE and gap is not None and gap.loop == "steps":
+            whole, _ = loop_throughput(base_tp, facts)
+            if whole is not None:
+                self.whole_loop, base_tp = True, whole
+                self.burst_pause = burst_pause_s(gap.seconds)
+                self.event(
+                    "result",
+                    f"the loop spends {percent(outside)} of its time between bursts of steps (TFD207): "
+                    "every run is timed over a burst and the work until the next, and judged on that",
+                )
+        self.base_tp = base_tp
         state = _State(
             source=source,
             switches={},
@@ -1148,9 +1218,23 @@ class FixLoop:
         outside = self.loop_outside_share()
         if patch:
             files = ", ".join(patch_files(patch))
-            patch = patch_header(files, kept, speedup, ci, rounds_note, changes, verdict, outside) + patch
+            patch = (
+                patch_header(
+                    files,
+                    kept,
+                    speedup,
+                    ci,
+                    rounds_note,
+                    changes,
+                    verdict,
+                    outside,
+                    whole_loop=self.whole_loop,
+                )
+                + patch
+            )
         return FixSummary(
-            baseline=self.report.throughput,
+            baseline=self.base_tp or self.report.throughput,
+            whole_loop=self.whole_loop,
             baseline_timed=median_run(self.base_reruns),
             baseline_timed_runs=len(self.base_reruns),
             trials=trials,
@@ -1223,6 +1307,7 @@ class FixLoop:
             params=variant,
             filename=self.relpath,
             project=dict(modules),
+            whole_loop=self.whole_loop,
         )
 
     # -- the undecided fixes together ----------------------------------------------------------------
@@ -1465,11 +1550,20 @@ class FixLoop:
                 min_timing_s=0.0 if profile else self.cfg.min_timing_s,
                 fit=self.cfg.fit,
                 module=self.cfg.module,
+                # the whole loop judged: the run goes on past its windows to its burst's end and times the
+                # script's work until the next burst
+                between_fits_s=BETWEEN_FITS_S if self.whole_loop and not profile else 0.0,
+                burst_pause_s=self.burst_pause if self.whole_loop and not profile else None,
             )
             res = run_capture(ccfg, run, progress=self.on_capture)
             if res.outside_load is not None:
                 self.loads.append(res.outside_load)
             rep = finish_run(self.store, run, res)
+            if self.whole_loop and not profile and res.ok:
+                whole, why = loop_throughput(rep.throughput, res.facts)
+                rep = rep.model_copy(update={"throughput": whole})
+                if whole is None:
+                    res = replace(res, message=f"the whole loop not measured: {why}")
             changed = changed_links(links)
         except KeyboardInterrupt:  # ^C while the run was set up or collected: still say so in the store
             self.store.update(run, status="interrupted", error="interrupted")

@@ -504,6 +504,7 @@ class StepClock:
         self.warmup = warmup
         self.min_timing_ns = min_timing_ns
         self.timing_ns = 0  # the timing window's steps so far, their durations summed
+        self.timing_durs: list[int] = []  # and each of their durations
         self.traces = 0  # tf.function traces seen during the step in progress
         self.first_start_ns: int | None = None
         self.markers = markers
@@ -524,6 +525,9 @@ class StepClock:
         #: the first step of the latest burst: the last step that waited BURST_PAUSE_NS or more before its
         #: compute (the script's own work between bursts of steps; see at_end)
         self.burst_start = 0
+        #: that pause: BURST_PAUSE_NS, or shorter in a fix trial judged on the whole loop, whose fix may have
+        #: shortened the work between bursts (see tfdoctor.session.fix_loop.burst_pause_s)
+        self.burst_pause_ns = BURST_PAUSE_NS
         #: called when the planned windows end at ``t``: True when the run goes on (the profile run's watch of
         #: a custom loop's work between bursts of steps, tfdoctor.capture.child.gap); None or False: it ends
         self.at_end: Callable[[int], bool] | None = None
@@ -617,7 +621,7 @@ class StepClock:
         fetched = sum(max(0, min(b, compute) - max(a, start)) for a, b in self.fetch_ns if a < compute)
         seen = any(a < t and b > start for a, b in self.fetch_ns)
         wait = 0 if self._loop_work else min(fetched, gap) if seen else gap
-        if gap >= BURST_PAUSE_NS:
+        if gap >= self.burst_pause_ns:
             self.burst_start = self.index
         window = self.windows.of(self.index)
         index, end = self.index, max(t, start)
@@ -721,6 +725,7 @@ class StepClock:
         (:meth:`epoch_begin`), and a window of 3 steps of 30 ms with a validation between them had
         counted as its floor of 1 s."""
         self.timing_ns += max(0, end - start)
+        self.timing_durs.append(max(0, end - start))
         w = self.windows
         last = self.index == w.warmup + w.timing
         if (

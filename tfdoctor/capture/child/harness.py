@@ -345,16 +345,21 @@ def main(argv: list[str] | None = None) -> int:
     hooks = PostImportHooks()
     install(tracker, hooks)
     gap_s = cfg.get("between_fits_s")
-    if isinstance(gap_s, (int, float)) and gap_s > 0 and not cfg.get("guard"):  # the profile run only
+    # the profile run, and a fix trial judged on the whole loop (its writes land in its copy: the guard)
+    if isinstance(gap_s, (int, float)) and gap_s > 0:
         tracker.gap_factory = functools.partial(
             gap.GapWatch,
             float(gap_s),
-            allow=[str(run_dir), str(cfg["logdir"])],  # the run's own folders: writes there go on
+            # the run's own folders: writes there go on (a fix trial's copy of the script's folder too)
+            allow=[str(run_dir), str(cfg["logdir"]), *([cfg["guard"]["root"]] if cfg.get("guard") else [])],
             marker=str(run_dir / BETWEEN_FITS),
             script=str(cfg["script"]),
         )
         gap.install_audit(lambda: tracker.gap if tracker is not None else None)
         clock.at_end = tracker.at_windows_end  # a custom loop's steps in bursts: the work between them
+        pause = cfg.get("burst_pause_s")
+        if isinstance(pause, (int, float)) and pause > 0:
+            clock.burst_pause_ns = int(pause * 1e9)
     if cfg.get("guard"):  # a fix trial in a copy of the script's folder: the user's files stay as they are
         g = guard.install(cfg["guard"]["root"], int(cfg["guard"]["since_ns"]), [str(run_dir), cfg["logdir"]])
         hooks.register("h5py", lambda m: guard.guard_h5py(g, m))

@@ -36,6 +36,7 @@ import inspect
 import linecache
 import math
 import os
+import statistics
 import sys
 import threading
 import time
@@ -46,7 +47,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tfdoctor.capture.child.clock import BURST_PAUSE_NS, StepClock, StopCapture
+from tfdoctor.capture.child.clock import StepClock, StopCapture
 from tfdoctor.capture.child.gap import GapWatch, in_loop
 from tfdoctor.capture.child.procs import WATCHDOG_THREAD
 from tfdoctor.model import CACHE_FILL_SWITCH, CacheFill, DatasetStage
@@ -841,7 +842,10 @@ class Tracker:
         # a tf.function step is seen as it is called, an eager one as it ends (its apply or gradient)
         self.tail_last_ns = self.fn_call_ns if self.mode == "tf.function" else t
         self.tail_begun_ns = t
-        self.tail_step_ns = clock.timing_ns // timed
+        # a step's time: the median timed step (a window that held a burst's start holds its pause too)
+        self.tail_step_ns = (
+            int(statistics.median(clock.timing_durs)) if clock.timing_durs else clock.timing_ns // timed
+        )
         self.tail_burst = clock.index - clock.burst_start
         self.gap.start()
         self.gap.begin()
@@ -860,16 +864,37 @@ class Tracker:
             and self.on_main()
         )
 
+    def _tail_traced(self) -> None:
+        """A step function's first call (its tracing) during the watch between bursts: one more step of
+        the burst, its tracing no pause (the burst goes on after it)."""
+        gap = self.gap
+        if gap is None or not gap.running:
+            return
+        self.tail_burst += 1
+        gap.fit_steps = self.tail_burst
+        self.tail_last_ns = self.clock.clock()
+        gap.t0 = time.perf_counter()
+
+    def _watch_step_fn(self, kind: str) -> bool:
+        """During the watch between bursts of tf.function steps: a function traced now that applies
+        gradients (``kind``) is a step function (see function_enter). True when the watch runs."""
+        gap = self.gap
+        if not (self.clock.stopped and gap is not None and gap.loop == "steps"):
+            return False
+        if self.fn_stack and self.mode == "tf.function":
+            self.step_fns.setdefault(id(self.fn_stack[0]), kind)
+        return True
+
     def _tail_step(self) -> None:
         """A step function called during the watch between bursts: one more step of the burst, or, after a
-        pause of BURST_PAUSE_NS and 20 steps' time, the next burst (the watch and the run end)."""
+        pause of BURST_PAUSE_NS (the clock's ``burst_pause_ns``) and 20 steps' time, the next burst (the watch and the run end)."""
         gap = self.gap
         now = self.clock.clock()
         last, self.tail_last_ns = self.tail_last_ns, now
         if gap is None or last is None or not gap.running:
             return
         pause = now - last
-        if pause >= max(BURST_PAUSE_NS, 20 * self.tail_step_ns):
+        if pause >= max(self.clock.burst_pause_ns, 20 * self.tail_step_ns):
             gap.next_step(round(max(0, pause - self.tail_step_ns) / 1e9, 3), self.tail_burst)  # raises
         self.tail_burst += 1
         gap.fit_steps = self.tail_burst  # the burst so far (the watch's time limit or the script's end)
@@ -1135,6 +1160,8 @@ class Tracker:
         if self.between_bursts("apply_gradients") and id(opt) == self.primary_optimizer:
             self._tail_step()  # an eager step ended during the watch between bursts (may end the run)
             return
+        if self._watch_step_fn("apply_gradients"):
+            return
         if self.in_fit or self.clock.stopped or self.waiting_for_phase():
             return
         self.counts["apply_gradients"] += 1
@@ -1180,6 +1207,8 @@ class Tracker:
         if self.between_bursts("gradient_tape") and _of_variables(sources, self.modules["tf"].nest):
             self._tail_step()  # an eager step ended during the watch between bursts (may end the run)
             return
+        if _of_variables(sources, self.modules["tf"].nest) and self._watch_step_fn("gradient_tape"):
+            return
         if self.in_fit or self.clock.stopped or self.waiting_for_phase():
             return
         if not _of_variables(sources, self.modules["tf"].nest):
@@ -1219,9 +1248,16 @@ class Tracker:
     def function_enter(self, fn: Any, args: tuple[Any, ...]) -> bool:
         """Push a call on the main thread; returns True when pushed (the wrapper pops it)."""
         if self.clock.stopped and self.gap is not None and self.gap.loop == "steps":
-            if not self.fn_stack and id(fn) in self.step_fns and self.on_main():
+            if self.fn_stack or not self.on_main():
+                return False
+            if id(fn) in self.step_fns:
                 self._tail_step()  # may raise StopCapture: the next burst began
-            return False
+                return False
+            # another function, perhaps a step first called (and traced) now: keras-io's PPO traces its
+            # value update only after its policy updates; its apply_gradients then makes it one
+            # (watch_traced), and its calls count in the burst from this one on
+            self.fn_stack.append(fn)
+            return True
         if self.in_fit or self.clock.stopped or not self.on_main() or self.waiting_for_phase():
             return False
         self.fn_stack.append(fn)
@@ -1248,6 +1284,10 @@ class Tracker:
     def function_exit(self, fn: Any, result: Any, args: tuple[Any, ...]) -> None:
         """After an outermost-or-nested call returned (the wrapper already popped ``fn_stack``)."""
         if self.fn_stack:
+            return
+        if self.clock.stopped:  # the watch between bursts: a function that became a step in this call
+            if id(fn) in self.step_fns:
+                self._tail_traced()
             return
         kind = self.step_fns.get(id(fn))
         if kind is None:
