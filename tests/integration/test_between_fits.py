@@ -345,6 +345,8 @@ def test_a_step_function_first_traced_during_the_watch_counts_in_the_burst(tfd_h
 
 
 COLLECT = """\
+import time
+
 import numpy as np
 import tensorflow as tf
 from tensorflow import keras
@@ -366,21 +368,22 @@ def train_value(x, y):
 
 
 for epoch in range(6):
-    obs = rng.normal(size=(300, 8)).astype("float32")
+    obs = rng.normal(size=(600, 8)).astype("float32")
     values = []
-    for t in range(300):  # collect: the critic called eagerly on each state
+    for t in range(600):  # collect: the critic called eagerly on each state
         value = critic(obs[t : t + 1])
         values.append(value)
-    returns = np.concatenate([v.numpy() for v in values]) + rng.normal(size=(300, 1)).astype("float32")
+        time.sleep(0.0005)  # the environment's step
+    returns = np.concatenate([v.numpy() for v in values]) + rng.normal(size=(600, 1)).astype("float32")
     for _ in range(40):
-        idx = rng.integers(0, 300, 64)
+        idx = rng.integers(0, 600, 64)
         loss = train_value(obs[idx], returns[idx])
     print(f"epoch {epoch}: value loss {float(loss):.4f}")
 """
 
 
 def test_the_fix_loop_judges_a_bursty_loop_whole(tfd_home, tmp_path):
-    """A PPO-shaped loop (300 eager critic calls, then 40 updates of a few ms, per epoch) spends most of
+    """A PPO-shaped loop (600 eager critic calls, then 40 updates of a few ms, per epoch) spends most of
     its time between bursts of steps: every --fix run is timed over a burst and the work until the next,
     so host-calls, which moves the critic calls between bursts into a tf.function, is measured (before:
     skipped, as no trial timed those calls) and the figures say they are the whole loop's."""

@@ -1841,9 +1841,15 @@ def test_a_bursty_loop_is_measured_over_a_burst_and_the_work_until_the_next() ->
     assert loop_throughput(tp, Facts())[0] is None
     fit_loop = gap.model_copy(update={"loop": "fit"})
     assert loop_throughput(tp, Facts(between_fits=fit_loop))[0] is None
-    # a burst still told from its steps when a fix shortened the gap (a tenth of the baseline's)
-    assert burst_pause_s(3.8) == pytest.approx(0.38)
-    assert burst_pause_s(20.0) == 0.5 and burst_pause_s(0.2) == 0.05
+    # a run whose burst held other steps (PPO's policy updates stop early at a KL bound) in the baseline's
+    # units: passes of the loop a second, times the baseline's 86 steps of 1,000 examples
+    short = gap.model_copy(update={"fit_steps": 43})
+    other, _ = loop_throughput(tp, Facts(between_fits=short), (86, 1000.0))
+    assert other is not None and other.steps_per_s == pytest.approx(86 / (43 / 500 + 3.8))
+    assert other.examples_per_s == pytest.approx(1000 * 86 / (43 / 500 + 3.8))
+    # a burst still told after a shorter gap (a fifth of the baseline's), not after a stall in a burst
+    assert burst_pause_s(3.8) == pytest.approx(0.76)
+    assert burst_pause_s(20.0) == 2.0 and burst_pause_s(0.2) == 0.05
 
 
 def test_whole_loop_figures_say_so_and_drop_the_steps_only_caveat() -> None:

@@ -3559,7 +3559,8 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "train_value_function() (line 173)",
             # mlp()'s returned Dense (it was "output layer not found" for both models)
             "mixed-precision": "kept float32: Dense at line 126 (actor)",
-            # host-calls skips: the critic calls lie between bursts, outside the steps a trial times
+            # host-calls skips here (no whole-loop judging in this context): the critic calls lie
+            # between bursts, outside the steps a trial times; see the whole-loop test below
         },
     ),
     # tensorflow/models-style script: absl flags (FLAGS.batch_size, FLAGS.learning_rate), app.run(main),
@@ -4235,6 +4236,10 @@ def test_host_calls_between_bursts_are_moved_where_the_loop_is_judged_whole() ->
     assert out.reason.endswith("critic() at line 251 called in a tf.function"), out.reason
     assert "        value_t = graph_call(critic, observation)\n" in out.code
     assert "def graph_call(model, *args, **kwargs):" in out.code
+    # below the imports it needs: keras-io sets KERAS_BACKEND between `import os` and the rest (the
+    # helper landed above `import tensorflow as tf`: NameError: name 'tf' is not defined)
+    code = out.code.splitlines()
+    assert code.index("import tensorflow as tf") < code.index("@tf.function(reduce_retracing=True)")
     before, after = src.splitlines(), out.code.splitlines()
     changed = [ln for ln in after if ln not in before]
     assert [ln for ln in changed if ln.strip() and "graph_call" not in ln] == [

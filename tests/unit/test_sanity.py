@@ -449,6 +449,11 @@ def test_training_changes_name_the_values() -> None:
         "precision": "float32 → mixed_bfloat16",
     }
     assert training_changes(a, a) == {} and training_changes(a, Facts()) == {}
+    # a change without batch-scale sets no learning rate: two optimizers' rates read in another order
+    # (keras-io's PPO: 3e-4 for the policy, 1e-3 for the value function) are no change
+    ppo = Facts(learning_rate=0.0003), Facts(learning_rate=0.001)
+    assert training_changes(*ppo, rate=False) == {}
+    assert training_changes(*ppo) == {"learning rate": "0.0003 → 0.001"}
 
 
 def test_training_changes_show_a_schedules_numbers() -> None:

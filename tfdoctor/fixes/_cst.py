@@ -786,11 +786,31 @@ def imports_end(body: Sequence[cst.BaseStatement]) -> int:
     return at
 
 
+def _imported_names(stmt: cst.BaseStatement) -> set[str]:
+    """The names a module-level import line binds (``import tensorflow as tf`` → ``tf``)."""
+    out: set[str] = set()
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return out
+    for small in stmt.body:
+        if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+            for n in small.names:
+                name = n.asname.name if n.asname else n.name
+                if isinstance(name, (cst.Name, cst.Attribute)):
+                    out.add((dotted(name) or "").split(".")[0])
+    return out
+
+
 def insert_after_imports(module: cst.Module, stmt: cst.BaseCompoundStatement) -> cst.Module:
     """``stmt`` (a helper function) right after the imports, two blank lines either side; the comment
-    lines above the next statement stay with it (generator-prefetch's placement)."""
+    lines above the next statement stay with it (generator-prefetch's placement). Below the leading
+    imports where a name it reads (its ``@tf.function``'s ``tf``) is imported further down: keras-io's
+    Keras 3 examples set ``os.environ["KERAS_BACKEND"]`` between ``import os`` and the rest."""
     body = list(module.body)
     at = imports_end(body)
+    reads = names_read(stmt)
+    for i, line in enumerate(body):
+        if i >= at and _imported_names(line) & reads:
+            at = i + 1
     blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
     stmt = stmt.with_changes(leading_lines=blank)
     rest = body[at:]

@@ -607,16 +607,19 @@ def _schedule_change(before: str | None, after: str | None) -> str | None:
     return f"{a[1]} {', '.join(moved)}" if moved else None
 
 
-def training_changes(before: Facts | None, after: Facts | None) -> dict[str, str]:
+def training_changes(before: Facts | None, after: Facts | None, *, rate: bool = True) -> dict[str, str]:
     """What the training itself changed between two runs' facts: ``{"batch size": "32 → 64", ...}``
     (batch size, learning rate, precision, the learning-rate schedule's numbers); empty when the facts
-    agree or are unknown."""
+    agree or are unknown. ``rate`` False: the change made cannot have touched the learning rate (no
+    batch-scale in it), so the rate is not compared: a script with two optimizers (keras-io's PPO: 3e-4
+    for the policy, 1e-3 for the value function) has its facts read the rate of whichever was noted
+    first, and an XLA trial read "learning rate 0.0003 → 0.001"."""
     if before is None or after is None:
         return {}
     out: dict[str, str] = {}
     pairs: list[tuple[str, object, object]] = [
         ("batch size", before.batch_size, after.batch_size),
-        ("learning rate", before.learning_rate, after.learning_rate),
+        *([("learning rate", before.learning_rate, after.learning_rate)] if rate else []),
         ("precision", before.dtype_policy, after.dtype_policy),
     ]
     for name, x, y in pairs:
@@ -625,7 +628,7 @@ def training_changes(before: Facts | None, after: Facts | None) -> dict[str, str
         if isinstance(x, float) and isinstance(y, float) and math.isclose(x, y, rel_tol=1e-6):
             continue
         out[name] = f"{x:g} → {y:g}" if isinstance(x, float) and isinstance(y, float) else f"{x} → {y}"
-    sched = _schedule_change(before.learning_rate_schedule, after.learning_rate_schedule)
+    sched = _schedule_change(before.learning_rate_schedule, after.learning_rate_schedule) if rate else None
     if sched:  # a warm-up starts at 0.0 in both runs: the schedule's numbers show the change
         out["learning rate schedule"] = sched
     return out

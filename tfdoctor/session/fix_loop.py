@@ -124,19 +124,24 @@ MIN_TIMED_STEPS = 3
 
 
 def burst_pause_s(gap_s: float) -> float:
-    """The pause that starts a burst in a whole-loop trial (CaptureConfig.burst_pause_s): a tenth of the
-    baseline's gap between bursts, from 50 ms to the clock's 0.5 s: a fix that moves the eager calls
-    between bursts into a graph shortens that gap (PPO's: 3.5-4.0 s to 1.9-2.3 s), and a burst must
-    still be told from its steps (the tail also wants 20 steps' time)."""
-    return min(0.5, max(0.05, gap_s / 10))
+    """The pause that starts a burst in a whole-loop trial (CaptureConfig.burst_pause_s): a fifth of the
+    baseline's gap between bursts, from 50 ms to 2 s. A fix that moves the eager calls between bursts
+    into a graph shortens that gap (PPO's: 3.5-4.0 s to 1.9-2.3 s), so a burst must still be told after
+    a shorter pause (the tail also wants 20 steps' time); a stall inside a burst on a loaded machine
+    (0.9 s in one of PPO's runs beside a test suite, against a 12 s gap) must not pass for one."""
+    return min(2.0, max(0.05, gap_s / 5))
 
 
-def loop_throughput(tp: Throughput | None, facts: Facts | None) -> tuple[Throughput | None, str]:
+def loop_throughput(
+    tp: Throughput | None, facts: Facts | None, unit: tuple[int, float | None] | None = None
+) -> tuple[Throughput | None, str]:
     """The whole loop's rate of a run that timed one burst of steps and the script's work until the next
-    (``facts.between_fits``, loop "steps", ended by the next step): the burst's steps (``fit_steps``) over
-    their time at the run's steady step rate plus the gap, as examples/s (steps/s) of the loop; the
-    sub-window rates scaled alike (their relative spread is the steps'). None, with why, where the run did
-    not time such a gap."""
+    (``facts.between_fits``, loop "steps", ended by the next step): passes of the loop a second (a burst's
+    steps at the run's steady step rate, then the gap), in the units of ``unit``: (steps, examples a
+    step) of the baseline's burst, so runs whose bursts hold other counts of steps (PPO's policy updates
+    stop early at a KL bound: 81-160 steps a burst) compare as passes of the loop; without ``unit``, this
+    run's own. The sub-window rates are scaled alike (their relative spread is the steps'). None, with why,
+    where the run did not time such a gap."""
     gap = facts.between_fits if facts is not None else None
     if tp is None or tp.steps_per_s <= 0:
         return None, "no steps timed"
@@ -148,14 +153,17 @@ def loop_throughput(tp: Throughput | None, facts: Facts | None) -> tuple[Through
             f"the work between the bursts of steps was not timed to the next burst "
             f"({why.get(gap.ended_by, gap.ended_by.replace('_', ' '))})"
         )
-    steps_s = gap.fit_steps / tp.steps_per_s
-    factor = steps_s / (steps_s + gap.seconds)
+    passes = 1 / (gap.fit_steps / tp.steps_per_s + gap.seconds)  # of the loop, a second
+    steps, per_step = unit or (gap.fit_steps, None)
+    if per_step is None and tp.examples_per_s:
+        per_step = tp.examples_per_s / tp.steps_per_s
+    rate = steps * passes
     return (
         tp.model_copy(
             update={
-                "steps_per_s": tp.steps_per_s * factor,
-                "examples_per_s": tp.examples_per_s * factor if tp.examples_per_s else None,
-                "windows": [w * factor for w in tp.windows],
+                "steps_per_s": rate,
+                "examples_per_s": rate * per_step if per_step else None,
+                "windows": [w * rate / tp.steps_per_s for w in tp.windows],
             }
         ),
         "",
@@ -932,6 +940,7 @@ class FixLoop:
         self.whole_loop = False
         self.base_tp: Throughput | None = None  # the baseline's rate in the judged unit
         self.burst_pause: float | None = None  # a whole-loop trial's pause that starts a burst
+        self.loop_unit: tuple[int, float | None] | None = None  # the baseline's burst: steps, examples a step
 
     def event(self, kind: str, message: str, **kw: object) -> None:
         self.on_event(Event(kind, message, **kw))  # type: ignore[arg-type]
@@ -968,9 +977,11 @@ class FixLoop:
         gap = facts.between_fits
         if outside is not None and outside >= WHOLE_LOOP_SHARE and gap is not None and gap.loop == "steps":
             whole, _ = loop_throughput(base_tp, facts)
-            if whole is not None:
+            if whole is not None and gap.fit_steps:
                 self.whole_loop, base_tp = True, whole
                 self.burst_pause = burst_pause_s(gap.seconds)
+                per_step = whole.examples_per_s / whole.steps_per_s if whole.examples_per_s else None
+                self.loop_unit = (gap.fit_steps, per_step)
                 self.event(
                     "result",
                     f"the loop spends {percent(outside)} of its time between bursts of steps (TFD207): "
@@ -1213,7 +1224,8 @@ class FixLoop:
                     note += f"; the profiled run for the breakdown failed ({pres.message or pres.status})"
         self.final_source = state.source if kept else base.source
         self.final_modules = changed_modules(base.modules, state.modules) if kept else {}
-        changes = training_changes(base.facts, state.facts) if kept else {}
+        scaled = any(k.startswith("batch-scale") for k in kept)  # the only fix that sets a learning rate
+        changes = training_changes(base.facts, state.facts, rate=scaled) if kept else {}
         patch = self.diff(base.source, base.modules, self.final_source, self.final_modules)
         outside = self.loop_outside_share()
         if patch:
@@ -1560,7 +1572,7 @@ class FixLoop:
                 self.loads.append(res.outside_load)
             rep = finish_run(self.store, run, res)
             if self.whole_loop and not profile and res.ok:
-                whole, why = loop_throughput(rep.throughput, res.facts)
+                whole, why = loop_throughput(rep.throughput, res.facts, self.loop_unit)
                 rep = rep.model_copy(update={"throughput": whole})
                 if whole is None:
                     res = replace(res, message=f"the whole loop not measured: {why}")
@@ -1659,7 +1671,7 @@ class FixLoop:
             return decided("skipped", f"not measured: {why}; rolled back"), ref
         examples = examples_per_step(res.steps, res.facts)
         factor = expected / ref.examples if expected and ref.examples else outcome.examples_factor
-        extra["training_changes"] = training_changes(before.facts, res.facts)
+        extra["training_changes"] = training_changes(before.facts, res.facts, rate="batch-scale" in ids)
         state = _State(
             source=outcome.code,
             switches=switches,
