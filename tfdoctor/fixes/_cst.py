@@ -786,18 +786,30 @@ def imports_end(body: Sequence[cst.BaseStatement]) -> int:
     return at
 
 
-def _imported_names(stmt: cst.BaseStatement) -> set[str]:
-    """The names a module-level import line binds (``import tensorflow as tf`` → ``tf``)."""
+def bound_names(node: cst.Import | cst.ImportFrom) -> set[str]:
+    """The names an import binds (``import tensorflow as tf`` → ``tf``, ``import os.path`` → ``os``);
+    none for ``from m import *``."""
+    if isinstance(node.names, cst.ImportStar):
+        return set()
     out: set[str] = set()
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return out
-    for small in stmt.body:
-        if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-            for n in small.names:
-                name = n.asname.name if n.asname else n.name
-                if isinstance(name, (cst.Name, cst.Attribute)):
-                    out.add((dotted(name) or "").split(".")[0])
+    for n in node.names:
+        alias = n.asname.name if n.asname else n.name
+        name = dotted(alias) if isinstance(alias, (cst.Name, cst.Attribute)) else None
+        if name:
+            out.add(name.split(".")[0])
     return out
+
+
+def _imported_names(stmt: cst.BaseStatement) -> set[str]:
+    """The names a module-level import line binds."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return set()
+    return {
+        name
+        for small in stmt.body
+        if isinstance(small, (cst.Import, cst.ImportFrom))
+        for name in bound_names(small)
+    }
 
 
 def insert_after_imports(module: cst.Module, stmt: cst.BaseCompoundStatement) -> cst.Module:

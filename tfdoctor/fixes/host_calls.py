@@ -11,7 +11,16 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext
-from tfdoctor.fixes._cst import aliases, dotted, expr, insert_after_imports, names_read, unique_name, walk
+from tfdoctor.fixes._cst import (
+    aliases,
+    bound_names,
+    dotted,
+    expr,
+    insert_after_imports,
+    names_read,
+    unique_name,
+    walk,
+)
 from tfdoctor.model import HostCall
 
 #: calls a weight-update function may make and still run the same in a tf.function
@@ -58,12 +67,8 @@ class HostCallsCodemod(FixCodemod):
         lines = tree.code.splitlines()
         modules = set(_MODULES) | {a for a in (al.tf, al.keras) if a}
         for node in walk(tree):  # every name the script imports is a module or a function, not a model
-            if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
-                for n in node.names:
-                    alias = n.asname.name if n.asname else n.name
-                    name = dotted(alias) if isinstance(alias, (cst.Name, cst.Attribute)) else None
-                    if name:
-                        modules.add(name.split(".")[0])
+            if isinstance(node, (cst.Import, cst.ImportFrom)):
+                modules |= bound_names(node)
         # the function holding each statement (innermost), and each statement's lines
         holder: dict[int, cst.FunctionDef] = {}
         for fdef in (n for n in walk(tree) if isinstance(n, cst.FunctionDef)):  # outer first

@@ -851,54 +851,42 @@ class Tracker:
         self.gap.begin()
         return True
 
+    def _watching_bursts(self) -> bool:
+        """The planned steps are done and the watch between bursts of a custom loop's steps runs."""
+        return self.clock.stopped and self.gap is not None and self.gap.loop == "steps"
+
     def between_bursts(self, mode: str) -> bool:
         """The watch between bursts of steps runs and the step counter is ``mode``: an event of it now, on
         the main thread outside every tf.function, is one of the loop's steps."""
-        gap = self.gap
-        return (
-            self.clock.stopped
-            and gap is not None
-            and gap.loop == "steps"
-            and self.mode == mode
-            and not self.fn_stack
-            and self.on_main()
-        )
-
-    def _tail_traced(self) -> None:
-        """A step function's first call (its tracing) during the watch between bursts: one more step of
-        the burst, its tracing no pause (the burst goes on after it)."""
-        gap = self.gap
-        if gap is None or not gap.running:
-            return
-        self.tail_burst += 1
-        gap.fit_steps = self.tail_burst
-        self.tail_last_ns = self.clock.clock()
-        gap.t0 = time.perf_counter()
+        return self._watching_bursts() and self.mode == mode and not self.fn_stack and self.on_main()
 
     def _watch_step_fn(self, kind: str) -> bool:
         """During the watch between bursts of tf.function steps: a function traced now that applies
         gradients (``kind``) is a step function (see function_enter). True when the watch runs."""
-        gap = self.gap
-        if not (self.clock.stopped and gap is not None and gap.loop == "steps"):
+        if not self._watching_bursts():
             return False
         if self.fn_stack and self.mode == "tf.function":
             self.step_fns.setdefault(id(self.fn_stack[0]), kind)
         return True
 
-    def _tail_step(self) -> None:
+    def _tail_step(self, traced: bool = False) -> None:
         """A step function called during the watch between bursts: one more step of the burst, or, after a
-        pause of BURST_PAUSE_NS (the clock's ``burst_pause_ns``) and 20 steps' time, the next burst (the watch and the run end)."""
+        pause of BURST_PAUSE_NS (the clock's ``burst_pause_ns``) and 20 steps' time, the next burst (the
+        watch and the run end). ``traced``: a step function's first call (its tracing) just returned,
+        one more step whose tracing is no pause (the burst goes on after it)."""
         gap = self.gap
         now = self.clock.clock()
         last, self.tail_last_ns = self.tail_last_ns, now
-        if gap is None or last is None or not gap.running:
+        if gap is None or not gap.running or (last is None and not traced):
             return
-        pause = now - last
+        pause = now - last if last is not None and not traced else 0
         if pause >= max(self.clock.burst_pause_ns, 20 * self.tail_step_ns):
             gap.next_step(round(max(0, pause - self.tail_step_ns) / 1e9, 3), self.tail_burst)  # raises
         self.tail_burst += 1
         gap.fit_steps = self.tail_burst  # the burst so far (the watch's time limit or the script's end)
         gap.t0 = time.perf_counter()  # the gap, if one comes, begins after this step
+        if traced:
+            return
         if now - self.tail_begun_ns >= TAIL_STEPS_NS:  # no bursts: the steps just go on; nothing to time
             gap.end("script_end")
             self.gap = None
@@ -1247,7 +1235,7 @@ class Tracker:
     # -- tf.function ---------------------------------------------------------------------------
     def function_enter(self, fn: Any, args: tuple[Any, ...]) -> bool:
         """Push a call on the main thread; returns True when pushed (the wrapper pops it)."""
-        if self.clock.stopped and self.gap is not None and self.gap.loop == "steps":
+        if self._watching_bursts():
             if self.fn_stack or not self.on_main():
                 return False
             if id(fn) in self.step_fns:
@@ -1287,7 +1275,7 @@ class Tracker:
             return
         if self.clock.stopped:  # the watch between bursts: a function that became a step in this call
             if id(fn) in self.step_fns:
-                self._tail_traced()
+                self._tail_step(traced=True)
             return
         kind = self.step_fns.get(id(fn))
         if kind is None:
