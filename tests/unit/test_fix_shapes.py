@@ -1057,6 +1057,73 @@ def test_batch_scale_scales_every_optimizer_and_makes_a_default_rate_explicit() 
     assert "SGD at line 4: default 0.01 made explicit, → 0.04 (linear scaling for SGD)" in reason
 
 
+def test_batch_scale_scales_an_optimizer_class_of_the_scripts_own() -> None:
+    # keras-io's gradient centralization (copied into many repositories): class GCRMSprop(RMSprop), built
+    # with a rate and fitted second; before, only the plain RMSprop was scaled, the subclass left silently
+    reason = assert_codemod(
+        "batch-scale",
+        """
+        import keras
+        from keras.optimizers import RMSprop, SGD
+        batch_size = 32
+        class GCRMSprop(RMSprop):
+            def get_gradients(self, loss, params):
+                return super().get_gradients()
+        class Nesterov(keras.optimizers.SGD):
+            pass
+        class Warm(Nesterov):
+            pass
+        first = RMSprop(learning_rate=1e-4)
+        optimizer = GCRMSprop(1e-4)
+        sgd = Warm()
+        """,
+        """
+        import keras
+        from keras.optimizers import RMSprop, SGD
+        batch_size = 128
+        class GCRMSprop(RMSprop):
+            def get_gradients(self, loss, params):
+                return super().get_gradients()
+        class Nesterov(keras.optimizers.SGD):
+            pass
+        class Warm(Nesterov):
+            pass
+        first = RMSprop(learning_rate=0.0002)
+        optimizer = GCRMSprop(0.0002)
+        sgd = Warm(learning_rate=0.04)
+        """,
+        params={"factor": "4"},
+    )
+    assert (
+        "GCRMSprop (a subclass of RMSprop) at line 12: 0.0001 → 0.0002 (square-root scaling for RMSprop)"
+        in (reason)
+    )
+    assert "Warm (a subclass of SGD) at line 13: default 0.01 made explicit, → 0.04 (linear scaling" in reason
+
+
+def test_batch_scale_does_not_guess_the_rate_of_an_optimizer_subclass_with_its_own_init() -> None:
+    # its __init__ may take other arguments first (WarmupAdam(warmup_steps, ...)) or set a rate itself:
+    # only a learning_rate= keyword is followed; anything else is said, and the patch says it too
+    src = """
+    import keras
+    batch_size = 32
+    class WarmupAdam(keras.optimizers.Adam):
+        def __init__(self, warmup_steps, **kwargs):
+            super().__init__(**kwargs)
+            self.warmup_steps = warmup_steps
+    a = WarmupAdam(1000)
+    b = WarmupAdam(1000, learning_rate=3e-4)
+    """
+    out = run("batch-scale", src)
+    assert out.changed
+    assert "LEARNING RATE NOT SCALED" in out.reason
+    assert "WarmupAdam (a subclass of Adam) at line 8: 0.0003 → 0.0004243" in out.reason
+    # the patch's comment above the batch edit names the one left
+    assert "WarmupAdam (a subclass of Adam) at line 7: its own __init__ takes the rate" in out.code
+    assert "WarmupAdam(1000, learning_rate=0.000424264)" in out.code
+    assert "a = WarmupAdam(1000)\n" in out.code
+
+
 def test_batch_scale_follows_a_module_constant_and_a_string_optimizer() -> None:
     assert_codemod(
         "batch-scale",
@@ -3032,6 +3099,18 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
     ),
     # keras-io WGAN-GP: compile(d_optimizer, g_optimizer, d_loss_fn, g_loss_fn) over super().compile(),
     # the models handed to WGAN(discriminator=d_model, ...): "which model computes the loss is not visible"
+    # keras-io gradient centralization (Keras 3): class GCRMSprop(RMSprop) built with a rate and fitted
+    # second, after a plain RMSprop: batch-scale scaled only the plain one, the subclass left silently
+    "gradient_centralization.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 168); model.compile() (line 183)",
+            "xla-jit": "jit_compile=True on model.compile() (line 168); model.compile() (line 183)",
+            "mixed-precision": "kept float32: Dense at line 119 (model)",
+            "batch-scale": "GCRMSprop (a subclass of RMSprop) at line 145: 0.0001 → 0.0001414 (square-root "
+            "scaling for RMSprop); RMSprop at line 170: 0.0001 → 0.0001414",
+        },
+    ),
     "wgan_gp.py": (
         _FIT,
         {

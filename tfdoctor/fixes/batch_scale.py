@@ -52,6 +52,36 @@ SQRT = frozenset(
 )
 
 
+def script_optimizers(tree: cst.Module) -> dict[str, tuple[str, bool]]:
+    """Optimizer classes the script defines over a known one (``class GCRMSprop(RMSprop)``, keras-io's
+    gradient centralization, copied into many repositories; ``class WarmupAdam(keras.optimizers.Adam)``;
+    a subclass of such a class): class name -> (the known optimizer it extends, whether it has an
+    ``__init__`` of its own)."""
+    classes = {c.name.value: c for c in walk(tree) if isinstance(c, cst.ClassDef)}
+    out: dict[str, tuple[str, bool]] = {}
+    changed = True
+    while changed:  # a subclass of a subclass: until nothing more is found
+        changed = False
+        for name, cls in classes.items():
+            if name in out:
+                continue
+            for b in cls.bases:
+                base = (dotted(b.value) or "").split(".")[-1]
+                known = base if base in LINEAR or base in SQRT else out.get(base, ("", False))[0]
+                if known:
+                    init = (
+                        any(
+                            isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+                            for s in cls.body.body
+                        )
+                        or out.get(base, ("", False))[1]
+                    )
+                    out[name] = (known, init)
+                    changed = True
+                    break
+    return out
+
+
 def _number(node: cst.BaseExpression) -> float | None:
     if isinstance(node, cst.Integer):
         return float(int(node.value, 0))
@@ -712,7 +742,7 @@ class BatchScaleCodemod(FixCodemod):
         for call, name, string in opts:
             rule = "linear" if name in LINEAR else "square-root"
             scale = self._scale(name)
-            where = f"{name} at line {self.line(call)}"
+            where = f"{self.opt_label.get(id(call), name)} at line {self.line(call)}"
             if scale == 1:  # SGD on a summed loss: the gradient already grows with the batch
                 done.append(
                     f"{where}: left as it is (the loss is a sum over the batch, {self.summed}: its gradient "
@@ -737,6 +767,10 @@ class BatchScaleCodemod(FixCodemod):
                 or kwarg(call, "lr")
                 or (call.args[0] if call.args and call.args[0].keyword is None else None)
             )
+            if id(call) in self.own_init and (lr_arg is None or lr_arg.keyword is None):
+                # its __init__ may take other arguments first, or set a rate of its own
+                missed.append(f"{where}: its own __init__ takes the rate: learning rate not followed")
+                continue
             if lr_arg is None:
                 lr = DEFAULT_LR.get(name)
                 if lr is None:
@@ -1222,14 +1256,26 @@ class BatchScaleCodemod(FixCodemod):
         return found
 
     def _optimizers(self, tree: cst.Module) -> list[tuple[cst.Call, str, cst.SimpleString | None]]:
-        """Every optimizer the script builds: (constructor call or compile call, class, the string)."""
+        """Every optimizer the script builds: (constructor call or compile call, class, the string). An
+        optimizer class of the script's own (keras-io's ``class GCRMSprop(RMSprop)``) counts as the
+        optimizer it extends: its class is that base's (the scaling rule, the default rate), and
+        :attr:`opt_label` names it for the summary."""
         out: list[tuple[cst.Call, str, cst.SimpleString | None]] = []
+        own = script_optimizers(tree)
+        self.opt_label: dict[int, str] = {}
+        self.own_init: set[int] = set()  # subclasses with an __init__ of their own: keyword rates only
         for c in walk(tree):
             if not isinstance(c, cst.Call):
                 continue
             last = (call_name(c) or "").split(".")[-1]
             if last in LINEAR or last in SQRT:
                 out.append((c, last, None))
+            elif last in own:
+                base, init = own[last]
+                out.append((c, base, None))
+                self.opt_label[id(c)] = f"{last} (a subclass of {base})"
+                if init:
+                    self.own_init.add(id(c))
             elif attr_name(c) == "compile":
                 opt = kwarg(c, "optimizer") or (c.args[0] if c.args and c.args[0].keyword is None else None)
                 if opt is not None and isinstance(opt.value, cst.SimpleString):
@@ -1554,7 +1600,8 @@ class BatchScale(Fix):
     optimizers (Adam, AdamW, RMSprop, Adagrad, …); on a loss summed over the batch (``reduction="sum"``, a
     ``reduce_sum`` the step differentiates or ``compute_loss`` returns) an SGD-style rate is left as it
     is, its gradient growing with the batch already (the summary says where the sum is). Every optimizer the script builds is scaled (a GAN's
-    two); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
+    two; an optimizer class of its own, ``class GCRMSprop(RMSprop)``, as the optimizer it extends, its rate
+    followed only by ``learning_rate=`` where the class has an ``__init__`` of its own); a default learning rate is made explicit (``Adam()`` → ``Adam(learning_rate=0.001×√N)``,
     ``optimizer="adam"`` → the class); a name is followed to its number (a module constant
     ``INIT_LR = 1e-3``, a parameter default ``lr=1e-3``, an argparse default, an environment variable's
     default, ``LEARNING_RATE * 10``,

@@ -24,7 +24,7 @@ from tfdoctor.fixes._cst import (
     walk,
 )
 from tfdoctor.fixes._models import Models
-from tfdoctor.fixes.batch_scale import LINEAR, SQRT
+from tfdoctor.fixes.batch_scale import LINEAR, SQRT, script_optimizers
 from tfdoctor.fixes.tf_function import is_apply
 from tfdoctor.model import FP16_POLICIES
 
@@ -147,13 +147,14 @@ class MixedPrecisionCodemod(FixCodemod):
         self.opt_name: str | None = None
         custom = any(isinstance(c, cst.Call) and is_apply(c) for c in walk(tree))
         if self.policy == "mixed_float16" and custom:
+            optimizers = OPTIMIZERS | set(script_optimizers(tree))  # class GCAdam(Adam) too
             for a in walk(tree):
                 if (
                     isinstance(a, cst.Assign)
                     and len(a.targets) == 1
                     and isinstance(a.targets[0].target, cst.Name)
                     and isinstance(a.value, cst.Call)
-                    and (call_name(a.value) or "").split(".")[-1] in OPTIMIZERS
+                    and (call_name(a.value) or "").split(".")[-1] in optimizers
                 ):
                     self.wrap_opt.add(id(a.value))
                     self.opt_name = a.targets[0].target.value
