@@ -55,6 +55,7 @@ ADVICE_IDS: frozenset[str] = frozenset(
         "overlap-allreduce",
         "balance-workers",
         "host-work-outside-step",
+        "callback-frequency",
     }
 )
 

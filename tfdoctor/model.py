@@ -155,6 +155,25 @@ class HostCall(_Frozen):
     timed_steps: int = 0  # the timing window's steps (calls / timed_steps: calls a step)
 
 
+class FitCallback(_Frozen):
+    """A callback given to ``fit()`` whose per-batch hooks (``on_train_batch_begin`` / ``on_train_batch_end``,
+    overridden) the harness timed in the timing window: they run between the training batches, on the
+    host, before the next batch starts (Keras 3 runs a callback's batch hooks in a thread only when none
+    of the callbacks overrides them). ``name`` is its class; ``site`` and ``code`` where the script's own
+    class defines its batch hook (empty for Keras's callbacks); ``settings`` what makes a Keras callback
+    work each batch (``save_freq=10``, ``update_freq=1``)."""
+
+    name: str  # "ModelCheckpoint", "LossHistory"
+    site: str = ""  # "train.py:27": the script's own on_train_batch_end (empty: a Keras callback)
+    code: str = ""  # that line's text, stripped
+    settings: str = ""  # "save_freq=10": what makes it work each batch
+    calls: int = 0  # batch-hook calls in the timing window
+    seconds: float = 0.0  # time inside them, in the timing window
+    slowest_s: float = 0.0  # the longest call
+    timed_steps: int = 0  # the timing window's steps
+    timing_s: float = 0.0  # the timing window's steps' time, summed
+
+
 class GapPredict(_Frozen):
     """``predict()`` calls the script made at one line between two ``fit()`` calls, or Keras host calls
     (``api``: a model called eagerly, get_weights / set_weights) between two bursts of a custom loop's
@@ -256,6 +275,8 @@ class Facts(_Frozen):
     # Keras predict() calls in the training loop and fit() calls of one batch each (see KerasBatchCall)
     keras_batch_calls: list[KerasBatchCall] = Field(default_factory=list)
     host_calls: list[HostCall] = Field(default_factory=list)  # Keras host work between the steps
+    # fit()'s callbacks whose batch hooks take time between the batches (see FitCallback)
+    fit_callbacks: list[FitCallback] = Field(default_factory=list)
     #: the work between the fit() calls of a fit-per-epoch loop (None: not watched; see BetweenFits)
     between_fits: BetweenFits | None = None
     strategy: str | None = None  # class name of the active tf.distribute strategy

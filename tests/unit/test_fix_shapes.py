@@ -3111,6 +3111,18 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "scaling for RMSprop); RMSprop at line 170: 0.0001 → 0.0001414",
         },
     ),
+    # a fit with the callbacks people add (a ModelCheckpoint every 10 batches, TensorBoard each batch, an
+    # evaluate() every 25 batches in a callback of its own): TFD209 names them; the fixes are fit's
+    "heavy_callbacks.py": (
+        _FIT,
+        {
+            "steps-per-execution": "steps_per_execution=8 in model.compile() (line 56)",
+            "xla-jit": "jit_compile=True on model.compile() (line 56)",
+            "mixed-precision": "kept float32: Dense at line 53 (model)",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 128, line 14); learning rate Adam at line 57: 0.001 → "
+            "0.001414 (square-root scaling for Adam)",
+        },
+    ),
     "wgan_gp.py": (
         _FIT,
         {

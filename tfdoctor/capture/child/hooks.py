@@ -475,6 +475,7 @@ class Tracker:
         # fit with Keras's own train_step: logs["loss"] is the epoch's running mean (see _batch_loss)
         self.fit_running_mean = False
         self.fit_seen, self.fit_mean = 0, 0.0
+        self.metrics_reset = False  # the tracked model's metrics were reset inside fit (sync_loss_tracker)
         # a train_step override's logs: which ``*loss`` keys are a Mean tracker's running mean, and each
         # one's weight per batch (None: not decided yet; decided at the second batch, see _tracker_losses)
         self.tracked_model: Any = None  # the model of the outermost fit() running
@@ -533,6 +534,8 @@ class Tracker:
         #: (api, site) -> what Facts.host_calls says of it (see host_call)
         self.host_calls: dict[tuple[str, str], dict[str, Any]] = {}
         self.in_host_call = 0  # inside a timed get_weights / set_weights / model call (nested ones not)
+        #: id(callback) -> what Facts.fit_callbacks says of it (see time_callbacks)
+        self.fit_callbacks: dict[int, dict[str, Any]] = {}
         #: (api, site) -> what Facts.keras_batch_calls says of it (see keras_batch_call)
         self.batch_calls: dict[tuple[str, str], dict[str, Any]] = {}
         self.fit_per_batch = False  # the fit() call in progress is one of a fit() per batch
@@ -806,6 +809,56 @@ class Tracker:
             return
         self._count_call(self.host_calls, api, frame, seconds)
 
+    #: the batch hooks of a fit() callback that run between the training batches
+    CALLBACK_HOOKS = ("on_train_batch_begin", "on_train_batch_end")
+
+    def time_callbacks(self, given: Any) -> Callable[[], None]:
+        """Time the batch hooks of the callbacks the script gave the outermost ``fit()`` (those that
+        override them: a hook left as Keras's no-op costs nothing, and Keras dispatches such callbacks in a
+        thread): each hook is wrapped on its instance for this fit(). Returns what undoes that."""
+        undo: list[tuple[Any, str]] = []
+        for cb in given if isinstance(given, (list, tuple)) else []:
+            if type(cb).__module__ == __name__:
+                continue  # tfdoctor's own step counter
+            for name in self.CALLBACK_HOOKS:
+                try:
+                    fn = getattr(cb, name)
+                except Exception:
+                    continue
+                if not callable(fn) or getattr(fn, "_is_default", False) or name in vars(cb):
+                    continue  # Keras's no-op, or an instance attribute of the script's (or ours) already
+                rec = self.fit_callbacks.get(id(cb))
+                if rec is None:
+                    rec = self.fit_callbacks[id(cb)] = _callback_record(cb)
+                setattr(cb, name, self._timed_hook(fn, rec))
+                undo.append((cb, name))
+
+        def restore() -> None:
+            for cb, name in undo:
+                try:
+                    delattr(cb, name)
+                except Exception:
+                    pass
+
+        return restore
+
+    def _timed_hook(self, fn: Callable[..., Any], rec: dict[str, Any]) -> Callable[..., Any]:
+        clock = self.clock
+
+        @functools.wraps(fn)
+        def hook(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if self.in_fit == 1 and not clock.stopped and clock.windows.of(clock.index) == "timing":
+                    dt = time.perf_counter() - t0
+                    rec["calls"] += 1
+                    rec["seconds"] += dt
+                    rec["slowest_s"] = max(rec["slowest_s"], dt)
+
+        return hook
+
     def at_windows_end(self, t: int) -> bool:
         """The clock's hook where the planned windows end (see :meth:`steps_gap_ready`); never raises."""
         try:
@@ -1074,7 +1127,24 @@ class Tracker:
             return logs
         own = share_of_mean(self.fit_seen, self.fit_mean, n, mean)
         self.fit_seen, self.fit_mean = self.fit_seen + n, mean
+        if self.metrics_reset:  # after this step's logs were made (a callback's evaluate() at its end)
+            self.sync_loss_tracker()
         return {**logs, "loss": own}
+
+    def sync_loss_tracker(self) -> None:
+        """The model's metrics were reset inside fit (:func:`install`'s ``reset_metrics``): the running
+        mean goes on from what Keras's loss tracker holds now (an evaluate()'s own batches: keras-io's
+        callbacks guide evaluates every N batches), not from the epoch's mean."""
+        self.metrics_reset = False
+        self.fit_seen, self.fit_mean = 0, 0.0
+        tracker = getattr(self.tracked_model, "_loss_tracker", None)
+        try:
+            count = float(tracker.count.numpy())  # type: ignore[union-attr]
+            total = float(tracker.total.numpy())  # type: ignore[union-attr]
+        except Exception:
+            return  # no Keras loss tracker: the mean restarts
+        if count > 0 and math.isfinite(total):
+            self.fit_seen, self.fit_mean = int(count), total / count
 
     # -- optimizers ----------------------------------------------------------------------------
     def _note_optimizer(self, opt: Any) -> None:
@@ -1612,6 +1682,14 @@ class Tracker:
             out["keras_batch_calls"] = self._timed_calls(self.batch_calls)
         if self.host_calls:
             out["host_calls"] = self._timed_calls(self.host_calls)
+        timed_cbs = [r for r in self.fit_callbacks.values() if r["calls"]]
+        if timed_cbs:
+            w = self.clock.windows
+            timed = max(0, min(self.clock.index - w.warmup, w.timing))
+            out["fit_callbacks"] = [
+                {**r, "timed_steps": timed, "timing_s": self.clock.timing_ns / 1e9}
+                for r in sorted(timed_cbs, key=lambda r: -r["seconds"])
+            ]
         if self.gap is not None:
             self.gap.end("script_end")  # no-op when the next fit(), the limit or a write ended it
             out["between_fits"] = self.gap.facts()
@@ -2241,6 +2319,10 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             self.begin = batch
+            if (
+                tracker.metrics_reset
+            ):  # a callback's evaluate() before this batch: its loss goes on from there
+                tracker._guard("fit metrics reset", tracker.sync_loss_tracker)
             if tracker.lr_at_first_batch:
                 tracker._guard("fit scheduled rate", lambda: tracker.note_scheduled_rate(self.model))
             tracker._guard("fit batch begin", tracker.fit_batch_begin)
@@ -2309,10 +2391,14 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
                     for c in (given if isinstance(given, (list, tuple)) else [])
                 )
                 tracker.in_fit = max(tracker.in_fit, 1)
+                untime: list[Callable[[], None]] = []  # the script's callbacks' batch hooks, timed
+                tracker._guard("fit callbacks", lambda: untime.append(tracker.time_callbacks(given)))
                 t0 = time.perf_counter()
                 try:
                     out = orig(self, *args_l, **kwargs)
                 finally:
+                    for undo in untime:
+                        undo()
                     tracker.fit_end(self)
                 if tracker.gap is not None and tracker.gap.active and not tracker.in_fit:
                     tracker.gap.begin()  # the fit() gap_ready ended early returned: the gap's time runs
@@ -2327,6 +2413,23 @@ def patch_keras(tracker: Tracker, keras: Any) -> None:
             return fit
 
         _wrap(fit_owner, "fit", make_fit)
+
+    reset_owner = next((c for c in keras.Model.__mro__ if "reset_metrics" in c.__dict__), None)
+    if reset_owner is not None:
+
+        def make_reset(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def reset_metrics(self: Any, *args: Any, **kwargs: Any) -> Any:
+                out = orig(self, *args, **kwargs)
+                if tracker.in_fit == 1 and self is tracker.tracked_model:
+                    # the loss tracker restarts: an evaluate() inside fit (a callback's check on held-out
+                    # data every N batches) resets the model's metrics and fills the tracker with its own
+                    # batches' loss (read as the epoch's running mean, the next step's loss came out -22)
+                    tracker.metrics_reset = True  # read again where our callback runs next
+                return out
+
+            return reset_metrics
+
+        _wrap(reset_owner, "reset_metrics", make_reset)
 
     predict_owner = next((c for c in keras.Model.__mro__ if "predict" in c.__dict__), None)
     if predict_owner is not None:
@@ -2493,6 +2596,35 @@ def _subclasses(cls: type) -> list[type]:
                 out.append(sub)
                 todo.append(sub)
     return out
+
+
+#: a Keras callback's attributes that make it work each batch, as the finding names them
+_CALLBACK_SETTINGS = ("save_freq", "update_freq", "histogram_freq", "write_steps_per_second")
+
+
+def _callback_record(cb: Any) -> dict[str, Any]:
+    """What :class:`~tfdoctor.model.FitCallback` says of ``cb`` before it is timed: its class, where the
+    script's own class defines its batch hook, the settings that make a Keras callback work each batch."""
+    cls = type(cb)
+    rec: dict[str, Any] = {"name": cls.__name__, "site": "", "code": "", "settings": ""}
+    rec.update(calls=0, seconds=0.0, slowest_s=0.0)
+    if not cls.__module__.startswith(("keras", "tensorflow", "tf_keras")):
+        for name in ("on_train_batch_end", "on_batch_end", "on_train_batch_begin", "on_batch_begin"):
+            fn = getattr(cls, name, None)
+            code = getattr(fn, "__code__", None)
+            if code is not None and is_user_file(code.co_filename):
+                rec["site"] = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+                rec["code"] = linecache.getline(code.co_filename, code.co_firstlineno).strip()
+                break
+    else:
+        parts = []
+        for attr in _CALLBACK_SETTINGS:
+            v = getattr(cb, attr, None)
+            if v is None or v is False or isinstance(v, (dict, list)):
+                continue
+            parts.append(f"{attr}={v!r}")
+        rec["settings"] = ", ".join(parts)
+    return rec
 
 
 def _fit_with_callback(args: tuple[Any, ...], kwargs: dict[str, Any], cb: Any) -> list[Any]:
