@@ -54,7 +54,8 @@ class FitCallbacks(Rule):
 
     What it detects:
         The harness timed, in the timing window, the per-batch hooks (``on_train_batch_begin`` /
-        ``on_train_batch_end``) of the callbacks the script gave ``fit()``: a ``ModelCheckpoint`` with a
+        ``on_train_batch_end``, Keras 2's ``on_batch_*``, a ``LambdaCallback``'s) of the callbacks the
+        script gave ``fit()``: a ``ModelCheckpoint`` with a
         ``save_freq`` in batches, ``TensorBoard(update_freq="batch")``, a callback of the script's own
         (keras-io's callbacks guide records the loss each batch; user scripts evaluate on held-out data
         every N batches). It fires when they take 10 % or more of the timing window's time. The profiled

@@ -156,8 +156,9 @@ class HostCall(_Frozen):
 
 
 class FitCallback(_Frozen):
-    """A callback given to ``fit()`` whose per-batch hooks (``on_train_batch_begin`` / ``on_train_batch_end``,
-    overridden) the harness timed in the timing window: they run between the training batches, on the
+    """A callback given to ``fit()`` whose per-batch hooks (``on_train_batch_begin`` / ``on_train_batch_end``
+    or Keras 2's ``on_batch_*``, overridden in its class or set on it as ``LambdaCallback`` does) the
+    harness timed in the timing window: they run between the training batches, on the
     host, before the next batch starts (Keras 3 runs a callback's batch hooks in a thread only when none
     of the callbacks overrides them). ``name`` is its class; ``site`` and ``code`` where the script's own
     class defines its batch hook (empty for Keras's callbacks); ``settings`` what makes a Keras callback

@@ -34,12 +34,18 @@ class Checks(keras.callbacks.Callback):
             self.model.evaluate(self.x, self.y, verbose=0)
 
 
+class Legacy(keras.callbacks.Callback):  # Keras 2's name for the hook, still called by Keras 3
+    def on_batch_end(self, batch, logs=None):
+        self.last = batch
+
+
 rng = np.random.default_rng(0)
 x = rng.normal(size=(2048, 64)).astype("float32")
 y = (x[:, :8].sum(axis=1) > 0).astype("int64")
 model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation="relu"), keras.layers.Dense(2)])
 model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-callbacks = [Checks(x[:1024], y[:1024])]
+seen = []
+callbacks = [Checks(x[:1024], y[:1024]), Legacy(), keras.callbacks.LambdaCallback(on_batch_end=lambda b, logs: seen.append(b))]
 if EVALUATE:
     callbacks.append(
         keras.callbacks.ModelCheckpoint(
@@ -81,19 +87,26 @@ def test_callbacks_batch_hooks_are_timed_and_losses_survive_an_evaluate_inside_f
     light, light_steps = _run(tfd_home, tmp_path / "light", "plain")
 
     cbs = {c.name: c for c in heavy.fit_callbacks}
-    assert set(cbs) == {"Checks", "ModelCheckpoint"}, heavy.fit_callbacks  # not tfdoctor's own callback
+    # not tfdoctor's own callback; Keras 2's on_batch_end and a LambdaCallback's hook on the instance too
+    assert set(cbs) == {"Checks", "ModelCheckpoint", "Legacy", "LambdaCallback"}, heavy.fit_callbacks
     ck = cbs["ModelCheckpoint"]
     assert ck.settings.startswith("save_freq=3") and not ck.site, ck
     own = cbs["Checks"]
     lines = SCRIPT.splitlines()
     assert own.site == f"train.py:{lines.index('    def on_train_batch_end(self, batch, logs=None):') + 1}"
+    assert (
+        cbs["Legacy"].site == f"train.py:{lines.index('    def on_batch_end(self, batch, logs=None):') + 1}"
+    )
+    lam = next(i for i, line in enumerate(lines) if "LambdaCallback(on_batch_end=" in line)
+    assert cbs["LambdaCallback"].site == f"train.py:{lam + 1}", cbs["LambdaCallback"]
     for c in cbs.values():
         # every batch end of the timing window's steps, each call timed
         assert c.timed_steps > 0 and c.calls == c.timed_steps, c
         assert 0 < c.slowest_s <= c.seconds < c.timing_s, c
     # an evaluate() of 1024 rows every 4 batches costs more than appending a loss every batch
-    (light_cb,) = light.fit_callbacks
-    assert light_cb.name == "Checks" and light_cb.seconds < own.seconds, (light_cb, own)
+    light_cb = {c.name: c for c in light.fit_callbacks}
+    assert set(light_cb) == {"Checks", "Legacy", "LambdaCallback"}, light.fit_callbacks
+    assert light_cb["Checks"].seconds < own.seconds, (light_cb, own)
 
     # the same training, batch for batch (no shuffle, one seed; evaluate() changes no weight): each step's
     # loss read from Keras's running mean is the same with the evaluations as without them

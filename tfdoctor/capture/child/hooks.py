@@ -809,54 +809,79 @@ class Tracker:
             return
         self._count_call(self.host_calls, api, frame, seconds)
 
-    #: the batch hooks of a fit() callback that run between the training batches
-    CALLBACK_HOOKS = ("on_train_batch_begin", "on_train_batch_end")
+    #: the batch hooks of a fit() callback that run between the training batches (``on_batch_*``: the
+    #: Keras 2 names, which Keras 3's default ``on_train_batch_*`` still call: the callbacks guide's
+    #: ``LossHistory.on_batch_end``; ``LambdaCallback(on_batch_end=...)``)
+    CALLBACK_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 
     def time_callbacks(self, given: Any) -> Callable[[], None]:
         """Time the batch hooks of the callbacks the script gave the outermost ``fit()`` (those that
-        override them: a hook left as Keras's no-op costs nothing, and Keras dispatches such callbacks in a
-        thread): each hook is wrapped on its instance for this fit(). Returns what undoes that."""
-        undo: list[tuple[Any, str]] = []
+        override them, in the class or on the instance as ``LambdaCallback`` does: a hook left as Keras's
+        no-op costs nothing, and Keras dispatches such callbacks in a thread): each hook is wrapped on its
+        instance for this fit(). Returns what undoes that (an instance's own hook is put back)."""
+        undo: list[tuple[Any, str, Any]] = []
         for cb in given if isinstance(given, (list, tuple)) else []:
             if type(cb).__module__ == __name__:
                 continue  # tfdoctor's own step counter
+            depth = [0]  # one callback's hooks calling each other (on_train_batch_end -> on_batch_end): once
             for name in self.CALLBACK_HOOKS:
                 try:
                     fn = getattr(cb, name)
+                    own = vars(cb).get(name, _MISSING)
                 except Exception:
                     continue
-                if not callable(fn) or getattr(fn, "_is_default", False) or name in vars(cb):
-                    continue  # Keras's no-op, or an instance attribute of the script's (or ours) already
+                if (
+                    not callable(fn)
+                    or getattr(fn, "_is_default", False)
+                    or getattr(fn, "__tfdoctor__", False)
+                ):
+                    continue  # Keras's no-op, or timed already
                 rec = self.fit_callbacks.get(id(cb))
                 if rec is None:
                     rec = self.fit_callbacks[id(cb)] = _callback_record(cb)
-                setattr(cb, name, self._timed_hook(fn, rec))
-                undo.append((cb, name))
+                hook = self._timed_hook(fn, rec, depth)
+                try:
+                    setattr(cb, name, hook)
+                except Exception:
+                    continue
+                undo.append((cb, name, own))
 
         def restore() -> None:
-            for cb, name in undo:
+            for cb, name, own in reversed(undo):
                 try:
-                    delattr(cb, name)
+                    if own is _MISSING:
+                        delattr(cb, name)
+                    else:
+                        setattr(cb, name, own)
                 except Exception:
                     pass
 
         return restore
 
-    def _timed_hook(self, fn: Callable[..., Any], rec: dict[str, Any]) -> Callable[..., Any]:
+    def _timed_hook(
+        self, fn: Callable[..., Any], rec: dict[str, Any], depth: list[int]
+    ) -> Callable[..., Any]:
         clock = self.clock
 
-        @functools.wraps(fn)
         def hook(*args: Any, **kwargs: Any) -> Any:
+            depth[0] += 1
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                if self.in_fit == 1 and not clock.stopped and clock.windows.of(clock.index) == "timing":
+                depth[0] -= 1
+                if (
+                    not depth[0]
+                    and self.in_fit == 1
+                    and not clock.stopped
+                    and clock.windows.of(clock.index) == "timing"
+                ):
                     dt = time.perf_counter() - t0
                     rec["calls"] += 1
                     rec["seconds"] += dt
                     rec["slowest_s"] = max(rec["slowest_s"], dt)
 
+        hook.__tfdoctor__ = True  # type: ignore[attr-defined]
         return hook
 
     def at_windows_end(self, t: int) -> bool:
@@ -2598,6 +2623,9 @@ def _subclasses(cls: type) -> list[type]:
     return out
 
 
+#: "no such instance attribute" (see Tracker.time_callbacks)
+_MISSING = object()
+
 #: a Keras callback's attributes that make it work each batch, as the finding names them
 _CALLBACK_SETTINGS = ("save_freq", "update_freq", "histogram_freq", "write_steps_per_second")
 
@@ -2608,9 +2636,12 @@ def _callback_record(cb: Any) -> dict[str, Any]:
     cls = type(cb)
     rec: dict[str, Any] = {"name": cls.__name__, "site": "", "code": "", "settings": ""}
     rec.update(calls=0, seconds=0.0, slowest_s=0.0)
-    if not cls.__module__.startswith(("keras", "tensorflow", "tf_keras")):
+    own = vars(cb) if hasattr(cb, "__dict__") else {}
+    if not cls.__module__.startswith(("keras", "tensorflow", "tf_keras")) or any(
+        n in own for n in Tracker.CALLBACK_HOOKS
+    ):
         for name in ("on_train_batch_end", "on_batch_end", "on_train_batch_begin", "on_batch_begin"):
-            fn = getattr(cls, name, None)
+            fn = own.get(name) or getattr(cls, name, None)  # LambdaCallback(on_batch_end=...): the instance's
             code = getattr(fn, "__code__", None)
             if code is not None and is_user_file(code.co_filename):
                 rec["site"] = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
