@@ -67,16 +67,15 @@ def script_optimizers(tree: cst.Module) -> dict[str, tuple[str, bool]]:
                 continue
             for b in cls.bases:
                 base = (dotted(b.value) or "").split(".")[-1]
-                known = base if base in LINEAR or base in SQRT else out.get(base, ("", False))[0]
+                # a class of the script's (its own __init__ inherited), else a known optimizer
+                known, init = out.get(base) or (
+                    (base, False) if base in LINEAR or base in SQRT else ("", False)
+                )
                 if known:
-                    init = (
-                        any(
-                            isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
-                            for s in cls.body.body
-                        )
-                        or out.get(base, ("", False))[1]
+                    own_init = any(
+                        isinstance(s, cst.FunctionDef) and s.name.value == "__init__" for s in cls.body.body
                     )
-                    out[name] = (known, init)
+                    out[name] = (known, init or own_init)
                     changed = True
                     break
     return out

@@ -861,8 +861,6 @@ class Tracker:
     def _timed_hook(
         self, fn: Callable[..., Any], rec: dict[str, Any], depth: list[int]
     ) -> Callable[..., Any]:
-        clock = self.clock
-
         def hook(*args: Any, **kwargs: Any) -> Any:
             depth[0] += 1
             t0 = time.perf_counter()
@@ -870,12 +868,7 @@ class Tracker:
                 return fn(*args, **kwargs)
             finally:
                 depth[0] -= 1
-                if (
-                    not depth[0]
-                    and self.in_fit == 1
-                    and not clock.stopped
-                    and clock.windows.of(clock.index) == "timing"
-                ):
+                if not depth[0] and self.in_fit == 1 and not self.clock.stopped and self.in_timing():
                     dt = time.perf_counter() - t0
                     rec["calls"] += 1
                     rec["seconds"] += dt
@@ -988,15 +981,23 @@ class Tracker:
         if rec is None:
             code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
             rec = table[(api, site)] = {"code": code, "calls": 0, "seconds": 0.0, **first}
-        if self.clock.windows.of(self.clock.index) == "timing":
+        if self.in_timing():
             rec["calls"] += 1
             rec["seconds"] += seconds
         return rec
 
+    def in_timing(self) -> bool:
+        """The step in progress is one of the timing window's."""
+        return self.clock.windows.of(self.clock.index) == "timing"
+
+    def timed_steps(self) -> int:
+        """The timing window's steps so far."""
+        w = self.clock.windows
+        return max(0, min(self.clock.index - w.warmup, w.timing))
+
     def _timed_calls(self, table: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
         """``table``'s records as facts, each with the timing window's steps so far."""
-        w = self.clock.windows
-        timed = max(0, min(self.clock.index - w.warmup, w.timing))
+        timed = self.timed_steps()
         return [{"api": api, "site": site, **rec, "timed_steps": timed} for (api, site), rec in table.items()]
 
     def gap_ready(self, params: Any) -> bool:
@@ -1709,8 +1710,7 @@ class Tracker:
             out["host_calls"] = self._timed_calls(self.host_calls)
         timed_cbs = [r for r in self.fit_callbacks.values() if r["calls"]]
         if timed_cbs:
-            w = self.clock.windows
-            timed = max(0, min(self.clock.index - w.warmup, w.timing))
+            timed = self.timed_steps()
             out["fit_callbacks"] = [
                 {**r, "timed_steps": timed, "timing_s": self.clock.timing_ns / 1e9}
                 for r in sorted(timed_cbs, key=lambda r: -r["seconds"])
