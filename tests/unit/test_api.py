@@ -38,7 +38,11 @@ def test_default_steps_match_the_cli() -> None:
 
     p = argparse.ArgumentParser()
     ProfileCommand.add_options(p)
-    assert p.parse_args([]).steps == DEFAULT_STEPS
+    # None: config() plans DEFAULT_STEPS, and a --steps the user gave is told apart (no re-run to fit)
+    assert p.parse_args([]).steps is None
+    from tfdoctor.commands import profile
+
+    assert profile.DEFAULT_STEPS == DEFAULT_STEPS
 
 
 def test_impossible_step_counts_are_a_usage_error_before_anything_runs(tmp_path: Path) -> None:

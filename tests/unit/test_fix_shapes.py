@@ -3111,6 +3111,30 @@ SHAPE_CASES: dict[str, tuple[Facts, dict[str, str]]] = {
             "scaling for RMSprop); RMSprop at line 170: 0.0001 → 0.0001414",
         },
     ),
+    # TensorFlow's tf.function guide: a whole epoch in one tf.function (``for x, y in dataset:``), the
+    # pipeline returned by make_dataset() and handed to it; the run counted 64 updates a call. XLA on that
+    # function failed (no XLA kernel for ScanDataset); prefetch saw "no pipeline assigned to a name"
+    "tf_function_epoch.py": (
+        Facts(loop_kind="custom", step_kind="tf.function", steps_per_execution=64),
+        {
+            "tfdata-prefetch": "at the end of the pipeline (line 21)",
+            "xla-jit": "train_one_step() (line 36) as @tf.function(jit_compile=True): the step the loop of "
+            "train() runs each batch",
+            "mixed-precision": "kept float32: Dense at line 29 (model)",
+            "batch-scale": "batch size ×2 (BATCH_SIZE = 128, line 12)",
+        },
+    ),
+    # the distributed-training tutorial / Orbit: ``for _ in tf.range(steps): step_fn(next(iterator))``
+    "multi_step_range.py": (
+        Facts(loop_kind="custom", step_kind="tf.function", steps_per_execution=16),
+        {
+            "tfdata-prefetch": "at the end of the pipeline (line 20)",
+            "xla-jit": "step_fn() (line 37) as @tf.function(jit_compile=True): the step the loop of "
+            "train_multiple_steps() runs each batch",
+            "mixed-precision": "kept float32: Dense at line 29 (model)",
+            "batch-scale": "batch size ×2 (GLOBAL_BATCH_SIZE = 128, line 12)",
+        },
+    ),
     # a fit with the callbacks people add (a ModelCheckpoint every 10 batches, TensorBoard each batch, an
     # evaluate() every 25 batches in a callback of its own): TFD209 names them; the fixes are fit's
     "heavy_callbacks.py": (
@@ -3974,7 +3998,11 @@ def test_a_pipeline_a_function_of_the_script_returns_is_a_pipeline() -> None:
     assert "map(f, num_parallel_calls=tf.data.AUTOTUNE)" in run("tfdata-parallel-map", bare).code
     # a function defined twice is not guessed at
     twice = bare + "\n\n    def prepare_dataset(n):\n        return None\n"
-    assert_skipped("tfdata-prefetch", twice, "no tf.data pipeline assigned to a name in the script")
+    assert_skipped(
+        "tfdata-prefetch",
+        twice,
+        "no tf.data pipeline assigned to a name (or returned by a function) in the script",
+    )
 
 
 def test_a_function_transforming_the_dataset_it_is_given_continues_that_pipeline() -> None:
@@ -4339,3 +4367,55 @@ def test_host_calls_between_bursts_are_moved_where_the_loop_is_judged_whole() ->
         "    return model(*args, **kwargs)",
     ]
     ast.parse(out.code)
+
+
+def test_xla_jit_on_an_in_graph_loop_whose_body_is_the_step_says_what_to_change() -> None:
+    """A tf.function looping over its batches with the tape inline in the loop: XLA cannot compile the
+    dataset ops, and there is no step function of its own to compile: skipped, and why, before a run."""
+    src = """\
+import tensorflow as tf
+
+@tf.function
+def train_epoch(model, optimizer, dataset):
+    for x, y in dataset:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+"""
+    facts = Facts(loop_kind="custom", step_kind="tf.function", steps_per_execution=32)
+    out = get_fix("xla-jit").apply(src, FixContext(hardware=BF16, filename="train.py", facts=facts))
+    assert out.status == "skipped" and not out.changed, out.reason
+    assert "loops over its batches in its graph (32 a call; the loop in train_epoch() (line 5))" in out.reason
+    assert "move the loop's body into a function of its own" in out.reason
+    # one batch a call (no in-graph loop in the run's facts): the step function itself, as before
+    one = Facts(loop_kind="custom", step_kind="tf.function")
+    out = get_fix("xla-jit").apply(src, FixContext(hardware=BF16, filename="train.py", facts=one))
+    assert out.changed and "@tf.function(jit_compile=True)\ndef train_epoch" in out.code, out.reason
+
+
+def test_prefetch_ends_a_pipeline_a_function_returns_into_a_call() -> None:
+    """``train(model, make_ds())`` and ``for x in make_ds()``: no name holds the pipeline; the chain the
+    function returns gets the prefetch (once), and one that prefetches already is left alone."""
+    src = """\
+import tensorflow as tf
+
+def make_ds():
+    return tf.data.Dataset.from_tensor_slices(x).shuffle(100).batch(8)
+
+for epoch in range(3):
+    train(model, make_ds())
+    for batch in make_ds():
+        pass
+"""
+    out = get_fix("tfdata-prefetch").apply(src, FixContext(filename="train.py", facts=_FN))
+    assert out.changed, out.reason
+    assert (
+        "return tf.data.Dataset.from_tensor_slices(x).shuffle(100).batch(8).prefetch(tf.data.AUTOTUNE)\n"
+        in out.code
+    )
+    assert out.code.count("prefetch") == 1
+    done = out.code
+    again = get_fix("tfdata-prefetch").apply(done, FixContext(filename="train.py", facts=_FN))
+    assert not again.changed and "make_ds()" in again.reason, again.reason

@@ -208,11 +208,47 @@ def input_wait_set(
     return iv.union_sets(getnext, kept), between
 
 
+#: the loop over a dataset inside a tf.function (autograph's ``for x in dataset:``): a reduce over a
+#: ``scan`` whose function is the loop's body
+_LOOP_NAME = "ReduceDatasetOp::DoCompute"
+_SCAN_RE = re.compile(r"^ReduceIterator::Root(?:::\w+)*::Scan$")
+_SCAN_INPUT_RE = re.compile(r"^ReduceIterator::Root(?:::\w+)*::Scan::\w+$")
+
+
+def in_graph_loop(trace: Trace) -> tuple[iv.IntervalSet, iv.IntervalSet]:
+    """(body, input) of a training loop over a dataset inside a ``tf.function`` (TensorFlow's tf.function
+    guide: ``for x, y in dataset: train_one_step(...)`` in one function, a whole epoch a call), on a CPU
+    trace. Autograph runs such a loop as a ``reduce`` over a ``scan`` of the dataset, the loop's body
+    the scan's function: tf.data's threads run the training step's op kernels, one batch after another,
+    while the caller's thread waits in the function. *input* is each ``Scan``'s fetch of its next batch
+    (``ReduceIterator::Root::Prefetch::Scan::BatchV2``); *body* the rest of the ``Scan`` events, the
+    step's own work. Both empty without such a loop."""
+    loops, scans, inputs = [], [], []
+    for plane in trace.host_planes():
+        if not any(n == _LOOP_NAME for n in plane.event_names):
+            continue
+        for ln in plane.lines:
+            if not ln.name.startswith("tf_data"):
+                continue
+            cache: dict = {}
+            loops.append(_set(plane, ln, lambda n: n == _LOOP_NAME, cache))
+            scans.append(_set(plane, ln, lambda n: bool(_SCAN_RE.match(n)), cache))
+            inputs.append(_set(plane, ln, lambda n: bool(_SCAN_INPUT_RE.match(n)), cache))
+    loop = iv.union_sets(*loops)
+    if not loop[0].size:
+        return iv.EMPTY, iv.EMPTY
+    fetch = iv.intersect(iv.union_sets(*inputs), loop)
+    body = iv.subtract(iv.intersect(iv.union_sets(*scans), loop), fetch)
+    return body, fetch
+
+
 def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSet]:
     cache: dict = {}
     inp, coll, ops, disp, wait, func, kern, send, marker = [], [], [], [], [], [], [], [], []
     main = steps.main_line
     main_disp = iv.EMPTY
+    body, fetch = in_graph_loop(trace) if not gpu else (iv.EMPTY, iv.EMPTY)
+    inp.append(fetch)
     for plane in trace.host_planes():
         for ln in plane.lines:
             inp.append(_set(plane, ln, lambda n: n in INPUT_NAMES and n != INPUT_MARKER, cache))
@@ -228,7 +264,10 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
                 kern.append(_set(plane, ln, lambda n: n == "KernelAndDeviceFunc::Run", cache))
                 if not gpu:  # ops a function runs inline on the caller's thread (and XLA clusters)
                     ops.append(_set(plane, ln, is_host_op, cache))
-            elif not ln.name.startswith("tf_data"):
+            elif ln.name.startswith("tf_data"):
+                if body[0].size:  # the op kernels of a loop's body that tf.data's threads run
+                    ops.append(iv.intersect(_set(plane, ln, is_host_op, cache), body))
+            else:
                 if gpu:
                     # host-side events of a GPU run's executor threads are kernel launches/op dispatch, but
                     # the batch's sends to the device are input transfer

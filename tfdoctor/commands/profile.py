@@ -20,6 +20,7 @@ from tfdoctor.capture.runner import (
 from tfdoctor.errors import RunError, TensorFlowMissing, TfdoctorError, UsageError
 from tfdoctor.model import Report
 from tfdoctor.rundir import RunDir
+from tfdoctor.session.inscript import DEFAULT_STEPS
 from tfdoctor.session.profile import profile_script
 from tfdoctor.store import RunStore
 
@@ -123,7 +124,11 @@ class ProfileCommand:
             return value if defaults else argparse.SUPPRESS
 
         parser.add_argument(
-            "--steps", type=int, default=d(40), help="total training steps to run (default 40)"
+            "--steps",
+            type=int,
+            default=d(None),
+            help=f"total training steps to run (default {DEFAULT_STEPS}; a script that ends before its profile "
+            "window without --steps is profiled again, planned to the steps it has)",
         )
         parser.add_argument(
             "--warmup",
@@ -231,7 +236,7 @@ class ProfileCommand:
         cfg = CaptureConfig(
             script=check_script(args.script),
             args=script_args,
-            steps=args.steps,
+            steps=args.steps if args.steps is not None else DEFAULT_STEPS,
             warmup=args.warmup,
             profile_steps=args.profile_steps,
             timeout_s=args.timeout,
@@ -246,6 +251,10 @@ class ProfileCommand:
         check_tensorflow()
         return cfg
 
+    @staticmethod
+    def steps_given(args: argparse.Namespace) -> bool:
+        return getattr(args, "steps", None) is not None
+
     def capture(
         self, store: RunStore, cfg: CaptureConfig, args: argparse.Namespace, err: Console
     ) -> tuple[RunDir, CaptureResult, Report]:
@@ -255,6 +264,9 @@ class ProfileCommand:
             run_id=args.run_id,
             force=args.force,
             display=lambda label: ProgressDisplay(err, label),
+            # a script shorter than the planned steps is profiled again to its length, unless --steps
+            # was given (the user chose the count)
+            rerun_short=self.name == "profile" and not self.steps_given(args),
         )
 
     def show(self, report: Report, run: RunDir, args: argparse.Namespace, out: Console) -> None:

@@ -12,6 +12,7 @@ from libcst.metadata import PositionProvider
 from tfdoctor.fixes._base import Fix, FixCodemod
 from tfdoctor.fixes._cst import (
     COMBINATORS,
+    DATASET_METHODS,
     Pipelines,
     aliases,
     by_owner,
@@ -64,6 +65,38 @@ def _prefetching_inputs(pipes: Pipelines, assigns: list[cst.Assign]) -> list[str
     return inputs if inputs and all(prefetches) else []
 
 
+def _used_directly(tree: cst.Module, pipes: Pipelines) -> list[str]:
+    """The functions of the script's returning a dataset whose call is used as it is, not assigned to a
+    name: TensorFlow's tf.function guide trains with ``train(model, optimizer, make_ds())`` (a function
+    ``return tf.data.Dataset...batch(BATCH)``), others write ``for x, y in make_ds():`` or
+    ``model.fit(make_ds())``. Their returned chains end a pipeline no name holds. A call that a chain goes
+    on from (``load_split(n).map(...)``, keras-io's DDIM) is that chain's source, not its end."""
+    used: list[cst.BaseExpression] = []
+    for n in walk(tree):
+        if isinstance(n, cst.Call) and not (
+            isinstance(n.func, cst.Attribute) and n.func.attr.value in DATASET_METHODS
+        ):
+            used += [a.value for a in n.args]
+        elif isinstance(n, cst.For):
+            used.append(n.iter)
+    out: dict[str, None] = {}
+    for c in used:
+        if (
+            isinstance(c, cst.Call)
+            and isinstance(c.func, cst.Name)
+            and c.func.value in pipes.functions
+            and pipes.functions[c.func.value]
+            and not c.func.value.startswith("tfdoctor_")
+        ):
+            out[c.func.value] = None
+    return list(out)
+
+
+def _returns_a_name(r: cst.Return, pipes: Pipelines) -> bool:
+    root = method_chain(r.value)[0] if r.value is not None else None
+    return isinstance(root, cst.Name) and root.value in pipes.names
+
+
 def _ends(pipes: Pipelines) -> set[str]:
     """Where nothing visibly trains on a pipeline (a class's loop over ``self.ds_train``), the pipelines no
     other one is built from: ``ds = from_tensor_slices(...).map(f)`` read by ``ds_train = ds.take(n)...``
@@ -84,8 +117,9 @@ class PrefetchCodemod(FixCodemod):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         pipes = Pipelines(tree)
-        if not pipes.names:
-            raise SkipFile("no tf.data pipeline assigned to a name in the script")
+        direct = _used_directly(tree, pipes)
+        if not pipes.names and not direct:
+            raise SkipFile("no tf.data pipeline assigned to a name (or returned by a function) in the script")
         al = aliases(tree)
         self.autotune = al.autotune()  # tf.data.AUTOTUNE, or tf_data.AUTOTUNE as keras-io writes it
         feeding = consumers(tree, pipes) or _ends(pipes)
@@ -143,6 +177,18 @@ class PrefetchCodemod(FixCodemod):
                 done.append(f"{label}: {kind}() of {' and '.join(inputs)}, each prefetching")
                 continue
             self.targets.add(id(assigns[-1]))
+        for fname in direct:  # ``train(model, make_ds())``: the chains make_ds() returns end the pipeline
+            # (a ``return dataset`` of a name the function assigns is that name's pipeline, read above)
+            rets = [r for r in pipes.functions[fname] if not _returns_a_name(r, pipes)]
+            if not rets:
+                continue
+            ends = [r.value for r in rets if r.value is not None] + [
+                b.value for r in rets for b in pipes.built_by(r)
+            ]
+            if any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1]):
+                done.append(f"{fname}()")
+            else:
+                self.targets.update(id(r) for r in rets)
         if not self.targets:
             raise SkipFile(
                 f"the pipeline feeding training already prefetches ({', '.join(done) or 'none found'})"
@@ -182,7 +228,9 @@ class Prefetch(Fix):
     function of the script's returns when the pipeline is that call, ``train_dataset =
     prepare_dataset(split)`` as in keras-io's DDIM, or ``train_ds = configure_for_performance(train_ds)``,
     a function applying tf.data methods to the dataset it is given, as in TensorFlow's "Load and
-    preprocess images"; a function defined once), unless any assignment of that pipeline, or that
+    preprocess images"; a function defined once; a pipeline no name holds, a function's returned chain
+    whose call the script uses as it is, ``train(model, optimizer, make_ds())`` in TensorFlow's tf.function
+    guide), unless any assignment of that pipeline, or that
     returned chain, already prefetches, or it is a ``tf.data.Dataset.zip`` (``sample_from_datasets``,
     ``choose_from_datasets``) of the script's pipelines with nothing after it and each of those prefetches
     (keras-io's SimSiam zips two pipelines ending in ``.prefetch(AUTO)``). A name assigned in two

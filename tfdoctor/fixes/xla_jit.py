@@ -10,7 +10,7 @@ from libcst.codemod import SkipFile
 from libcst.metadata import PositionProvider
 
 from tfdoctor.fixes._base import Fix, FixCodemod, FixContext, rebuilt_every_fit
-from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, kwarg, set_kwarg, walk
+from tfdoctor.fixes._cst import aliases, attr_name, call_name, dotted, expr, kwarg, own_nodes, set_kwarg, walk
 from tfdoctor.fixes._models import compile_sites
 from tfdoctor.fixes.tf_function import _is_step_body
 
@@ -25,6 +25,7 @@ class XlaCodemod(FixCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         al = aliases(tree)
         tf_function = al.functions  # tf.function, or function from ``from tensorflow import function``
+        self.tf_function_name = f"{al.tf}.function" if al.tf else min(tf_function, default="tf.function")
         self.targets: set[int] = set()
         self.bare: set[int] = set()  # @tf.function without a call
         where: list[str] = []
@@ -43,6 +44,10 @@ class XlaCodemod(FixCodemod):
                 for c in walk(f.body)
             ):
                 step_names.add(f.name.value)
+        self.decorate: set[int] = set()  # id() of step functions that get @tf.function(jit_compile=True)
+        facts = self.fix.facts
+        if facts.loop_kind == "custom" and (facts.steps_per_execution or 1) > 1:
+            step_names = self._in_graph_loop(tree, step_names, tf_function, where)
         for n in walk(tree):
             if isinstance(n, cst.FunctionDef) and n.name.value in step_names:
                 for d in n.decorators:
@@ -63,7 +68,7 @@ class XlaCodemod(FixCodemod):
         sites, notes = compile_sites(tree, self.line)
         for c, label in sites:
             self._consider(c, label, where, already)
-        if not self.targets and not self.bare:
+        if not self.targets and not self.bare and not self.decorate:
             if already:
                 raise SkipFile(f"the script already sets jit_compile ({'; '.join(already)})")
             if notes:
@@ -80,6 +85,85 @@ class XlaCodemod(FixCodemod):
             )
         self.summary = "jit_compile=True on " + "; ".join(where)
         return super().transform_module_impl(tree)
+
+    def _in_graph_loop(
+        self, tree: cst.Module, step_names: set[str], tf_function: frozenset[str], where: list[str]
+    ) -> set[str]:
+        """The run's step function loops over its batches in its graph (the facts: several optimizer
+        updates a call): TensorFlow's tf.function guide writes ``for x, y in dataset:`` inside one
+        tf.function, the distributed-training tutorial and Model Garden's Orbit ``for _ in tf.range(n):
+        step_fn(next(iterator))``. XLA cannot compile that function: the dataset's ops have no XLA kernel
+        (``ScanDataset``, ``IteratorGetNext``). The step function its loop calls is compiled instead,
+        ``@tf.function(jit_compile=True)`` on it (one XLA cluster a batch, the loop around it in the
+        graph as before); a loop whose body holds the step itself is skipped with what to change.
+        Returns the step names left to the usual targets (those without such a loop)."""
+        functions: dict[str, list[cst.FunctionDef]] = {}
+        for f in walk(tree):
+            if isinstance(f, cst.FunctionDef):
+                functions.setdefault(f.name.value, []).append(f)
+
+        def decorated(f: cst.FunctionDef) -> bool:
+            return any(
+                dotted(d.decorator) in tf_function
+                or (isinstance(d.decorator, cst.Call) and call_name(d.decorator) in tf_function)
+                for d in f.decorators
+            )
+
+        def loops(f: cst.FunctionDef) -> list[cst.For | cst.While]:
+            return [n for n in own_nodes(f.body) if isinstance(n, (cst.For, cst.While))]
+
+        outer = [f for fs in functions.values() for f in fs if decorated(f) and loops(f)]
+        if not outer:
+            return step_names
+        called: dict[str, None] = {}
+        inline: list[str] = []
+        for f in outer:
+            for loop in loops(f):
+                if _is_step_body(loop.body) and not any(
+                    isinstance(c, cst.Call)
+                    and (
+                        (isinstance(c.func, cst.Name) and c.func.value in step_names)
+                        or (attr_name(c) == "run" and c.args and dotted(c.args[0].value) in step_names)
+                    )
+                    for c in walk(loop.body)
+                ):
+                    inline.append(f"{f.name.value}() (line {self.line(loop)})")
+                for c in walk(loop.body):
+                    if not isinstance(c, cst.Call):
+                        continue
+                    if isinstance(c.func, cst.Name) and c.func.value in step_names:
+                        called[c.func.value] = None
+                    elif attr_name(c) == "run" and c.args and (name := dotted(c.args[0].value)) in step_names:
+                        called[str(name)] = None
+        outer_names = {f.name.value for f in outer}
+        for name in called:
+            fs = functions.get(name, [])
+            if len(fs) != 1 or name in outer_names:
+                continue
+            f = fs[0]
+            if not decorated(f):
+                self._refuse_unsupported(f, tree)
+                self.decorate.add(id(f))
+                where.append(
+                    f"{name}() (line {self.line(f)}) as @tf.function(jit_compile=True): the step the loop of "
+                    f"{' and '.join(sorted(outer_names))}() runs each batch (XLA cannot compile the dataset "
+                    "ops of that loop)"
+                )
+        if not self.decorate and inline:
+            raise SkipFile(
+                f"the step function loops over its batches in its graph ({self.fix.facts.steps_per_execution} "
+                f"a call; the loop in {', '.join(inline)}): XLA cannot compile the dataset ops of that loop; "
+                "move the loop's body into a function of its own (its training step) to compile that with XLA"
+            )
+        return {n for n in step_names if n not in outer_names and n not in called}
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        if id(original_node) not in self.decorate:
+            return updated_node
+        deco = cst.Decorator(decorator=expr(f"{self.tf_function_name}(jit_compile=True)"))
+        return updated_node.with_changes(decorators=[*updated_node.decorators, deco])
 
     def _refuse_unsupported(self, step: cst.FunctionDef, tree: cst.Module) -> None:
         """Ops XLA has no kernel for, in the step or the file's functions it calls (followed by name):
@@ -150,7 +234,12 @@ class XlaJit(Fix):
     whose class overrides ``compile`` with its own signature: that override's ``super().compile(...)``;
     an override without one, or a ``compile`` whose keywords keras.Model.compile does not take, is
     skipped with the reason before any run). The tf.function that runs ``strategy.run(step_fn)`` is the
-    step under a distribution strategy. A
+    step under a distribution strategy. Where the run's step function loops over its batches in its graph
+    (several optimizer updates a call: ``for x, y in dataset:`` inside one tf.function, as TensorFlow's
+    tf.function guide trains an epoch, or ``for _ in tf.range(n): step_fn(next(iterator))``), XLA cannot
+    compile that function (no XLA kernel for ``ScanDataset`` or ``IteratorGetNext``): the step function its
+    loop calls gets ``@tf.function(jit_compile=True)`` instead, and a loop whose body is the step itself is
+    skipped with what to change. A
     ``jit_compile`` the script sets itself is left alone. When the step is a tf.function defined outside
     the script, the harness's run-time switch compiles it and the patch is empty (say so to the user).
 

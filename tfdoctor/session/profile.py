@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.capture.child.clock import Windows
 from tfdoctor.capture.runner import CaptureConfig, CaptureProgress, CaptureResult, run_capture
 from tfdoctor.errors import TfdoctorError, UsageError
 from tfdoctor.model import FixSummary, Report
@@ -41,11 +42,18 @@ def profile_script(
     kind: str = "profile",
     parent: str | None = None,
     display: Display | None = None,
+    rerun_short: bool = False,
 ) -> tuple[RunDir, CaptureResult, Report]:
     """Capture ``cfg.script`` into a new run of ``store``; returns (the run, what happened, its report).
 
     ``display(label)`` is the face's progress display: a context manager, entered while the script
     runs, that yields the progress callback.
+
+    ``rerun_short`` (``tfdoctor profile`` without ``--steps``): a script that ended by itself before the
+    profile window (no trace: TensorFlow's tf.function guide trains 20 epochs, a step each, against the
+    40 steps planned) is run once more in the same run directory, planned to the steps it has
+    (:func:`short_steps`), and ``cfg.steps`` becomes that count, so a fix loop after it plans the same;
+    the result's message says so.
     """
     ident = cfg.worker()
     name = Path(str(cfg.script)).name
@@ -57,8 +65,42 @@ def profile_script(
             return capture_worker(store, cfg, ident, run_id=run_id, force=force, progress=progress)
         run = store.new_run(str(cfg.script), cfg.args, kind=kind, parent=parent, run_id=run_id, force=force)
         result = run_capture(cfg, run, progress=progress)
+        steps = short_steps(cfg, result) if rerun_short else None
+        if steps is not None:
+            first = len(result.steps)
+            planned = cfg.steps
+            cfg.steps = steps
+            result = run_capture(cfg, run, progress=progress)
+            again = (
+                f"the script ended by itself after {first} of {planned} steps, before the profile window: "
+                f"run again, planned to {steps} steps (--steps {steps})"
+            )
+            result.message = f"{again}; {result.message}" if result.message else again
     report = finish_run(store, run, result)
     return run, result, report
+
+
+def short_steps(cfg: CaptureConfig, result: CaptureResult) -> int | None:
+    """The steps to plan a second run of a script that ended by itself before its profile window (no
+    trace), or None where a second run would not help: it failed or was stopped, a trace came, or the
+    steps it has leave under four steps past its warm-up for the timing and profile windows. A warm-up
+    that grew (steps still tracing or unsettled) is planned to grow as much again: the steps it ran
+    less that growth, so the windows end where the script does."""
+    if not cfg.profile or result.status != "complete" or result.trace_files:
+        return None
+    n = len(result.steps)
+    planned = cfg.windows()
+    if n >= planned.total:
+        return None
+    grown = max(0, result.windows.warmup - planned.warmup)
+    steps = n - grown
+    try:
+        again = Windows.split(steps, cfg.warmup, cfg.profile_steps, cfg.profile)
+    except ValueError:
+        return None
+    if again.timing < 2 or again.profile < 2 or again.total + grown > n:
+        return None
+    return steps
 
 
 # -- the fix loop's configuration, from a capture just run or from a stored run ----------------------

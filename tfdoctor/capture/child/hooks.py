@@ -12,7 +12,9 @@ Who counts steps (first one seen wins, never two at once):
   first optimizer seen ends a step (a GAN's second optimizer does not).
 * ``tf.function`` -- the step is a ``tf.function``: Python only runs while it traces, so the function
   being traced when ``apply_gradients`` (or ``GradientTape.gradient``) runs is marked as the step
-  function, and each outermost call of it is a step.
+  function, and each outermost call of it is a step. A call that loops over batches in its graph
+  (``for x in dataset:`` or ``for _ in tf.range(n)`` inside the function) is a step of as many batches
+  as its optimizer's ``iterations`` grew by, as a Keras step of ``steps_per_execution`` batches.
 * ``gradient_tape`` -- the fallback without an optimizer: each eager ``GradientTape.gradient``.
 
 The compute start of a step is ``GradientTape.__enter__`` (eager), the step function's call, or
@@ -178,6 +180,9 @@ def inner_shape(value: Any) -> tuple[int | None, ...] | None:
 
 #: distinct input shapes a run notes at most (enough to tell "varies" from "fixed")
 INPUT_SHAPES_KEPT = 16
+#: calls of a tf.function step whose optimizer updates are counted before one update a call is taken as
+#: the step's (Tracker._updates_in_call)
+UPDATES_LEARNED = 3
 
 
 def loss_parts(value: Any) -> tuple[Any, ...] | None:
@@ -520,6 +525,15 @@ class Tracker:
         self.fn_returns_nothing: dict[int, bool] = {}  # id(Function) -> returns_nothing(its function)
         self.eager_targets: list[Any] = []  # the targets of a tf.function run eagerly, this call
         self.batch_votes: Counter[int] = Counter()
+        #: id(step Function) -> the optimizers its trace applied (id -> optimizer): their ``iterations``
+        #: tell how many updates, batches, one call ran (an in-graph loop: ``for x in dataset`` or
+        #: ``for _ in tf.range(n)`` inside the tf.function)
+        self.fn_optimizers: dict[int, dict[int, Any]] = {}
+        self.jit_inside: set[int] = set()  # id(outermost Function) calling a jit_compile=True one inside
+        self.opt_iterations: dict[int, int] = {}  # id(optimizer) -> its iterations at the last read
+        self.updates_learned = 0  # calls whose updates were counted while every one ran one update
+        self.step_updates = 1  # updates the step that is ending ran (batches it took)
+        self.update_votes: Counter[int] = Counter()
         # the shapes (after the batch dimension) of an eager step's model input, up to INPUT_SHAPES_KEPT
         self.input_shapes: set[tuple[int | None, ...]] = set()
         self.modules: dict[str, Any] = {}
@@ -597,6 +611,8 @@ class Tracker:
         examples = self.step_batch
         if examples is not None:
             self.batch_votes[examples] += 1
+            if self.step_updates > 1:  # one call ran several batches: the examples of all of them
+                examples *= self.step_updates
         self.step_kind_votes["tf.function" if self.step_saw_function else "eager"] += 1
         self._reset_step()
         self.clock.end_step(t, loss=value, examples=examples)
@@ -604,6 +620,7 @@ class Tracker:
     def _reset_step(self) -> None:
         self.step_loss = None
         self.step_batch = None
+        self.step_updates = 1
         self.step_saw_tfdata = False
         self.step_saw_function = False
 
@@ -1256,6 +1273,7 @@ class Tracker:
         if self.fn_stack:  # traced (or run eagerly) inside a tf.function: that function is the step
             fn = self.fn_stack[0]
             self.step_fns[id(fn)] = "apply_gradients"
+            self.fn_optimizers.setdefault(id(fn), {})[id(opt)] = opt
             self.source.setdefault("apply_gradients", where(user_frame(3)) or "")
             return
         if not self.on_main():
@@ -1345,6 +1363,10 @@ class Tracker:
         if self.in_fit or self.clock.stopped or not self.on_main() or self.waiting_for_phase():
             return False
         self.fn_stack.append(fn)
+        if len(self.fn_stack) > 1 and getattr(fn, "_jit_compile", False):
+            # a function compiled with XLA called inside another (the step an in-graph loop runs each
+            # batch, @tf.function(jit_compile=True) on it): the outermost one's graph holds an XLA cluster
+            self.jit_inside.add(id(self.fn_stack[0]))
         if len(self.fn_stack) == 1:
             try:
                 self._guard("function enter", lambda: self._outermost_call(fn, args))
@@ -1387,11 +1409,12 @@ class Tracker:
                 self.source["step_fn"] = f"{code.co_filename}:{code.co_firstlineno}"
             else:  # Keras's own compiled step (model.train_on_batch): where the user's code calls it
                 self.source.setdefault("step_fn", where(user_frame(1)) or "")
-            self.facts["jit_compile"] = bool(getattr(fn, "_jit_compile", False))
+            self.facts["jit_compile"] = bool(getattr(fn, "_jit_compile", False)) or id(fn) in self.jit_inside
         if fn is not self.step_fn and id(fn) not in self.step_fns:
             return
         if kind == "apply_gradients" or self.mode == "tf.function":
             self._note_input()
+            self.step_updates = self._updates_in_call(fn)
             if loss_parts(result) is None:  # a step returning nothing: the loss metric it updates,
                 result = self._metric_loss(fn)  # else what it took gradients of
                 if result is None:
@@ -1403,6 +1426,37 @@ class Tracker:
             if loss is None and id(fn) in self.tape_acc:  # read each call: the accumulator stays in step
                 loss = self._tape_loss(fn)
             self.pending = ("tf.function", self.clock.clock(), loss)
+
+    def _updates_in_call(self, fn: Any) -> int:
+        """The optimizer updates the call of the step function ``fn`` that just returned ran: one, unless
+        the function loops over batches in its graph (TensorFlow's tf.function guide trains a whole epoch
+        as ``for x, y in dataset:`` inside one; the distributed-training tutorial and Model Garden's Orbit
+        run ``for _ in tf.range(steps): step(next(iterator))``). Read from the ``iterations`` of the
+        optimizers its trace applied (what each grew by since the last call; the fewest of them: keras-io's
+        WGAN-GP steps its critic 5 times a batch, its generator once). A read is one variable op
+        (~35 µs): after :data:`UPDATES_LEARNED` calls that all ran one update it is not read again."""
+        opts = self.fn_optimizers.get(id(fn))
+        if not opts or self.updates_learned >= UPDATES_LEARNED:
+            return 1
+        deltas = []
+        for key, opt in opts.items():
+            try:
+                now = int(read_scalar(opt.iterations))
+            except Exception:
+                return 1
+            prev = self.opt_iterations.get(key)
+            self.opt_iterations[key] = now
+            if prev is not None:
+                deltas.append(now - prev)
+        if not deltas:  # the first call (it traced): nothing to compare with yet
+            return 1
+        k = min(deltas)
+        if k <= 1:
+            if not self.update_votes:
+                self.updates_learned += 1
+            return 1
+        self.update_votes[k] += 1
+        return k
 
     def _metric_loss(self, fn: Any) -> Any:
         """The result of the Keras metric a step returning nothing keeps its loss in: TensorFlow's
@@ -1523,6 +1577,19 @@ class Tracker:
                     if self.step_batch is None:
                         bs = self._dataset_batch(ds)
                         self.step_batch = None if bs is None else bs * self.iter_batch_factor.get(id(a), 1)
+                return
+        tf = self.modules.get("tf")
+        dataset_cls = getattr(getattr(tf, "data", None), "Dataset", None)
+        for a in args:
+            # a dataset handed to the step function: it loops over it in its graph (a whole epoch a call,
+            # as TensorFlow's tf.function guide writes it); a tf.distribute dataset keeps the user's
+            ds = getattr(a, "_original_dataset", None) if dataset_cls is not None else None
+            ds = a if dataset_cls is not None and isinstance(a, dataset_cls) else ds
+            if dataset_cls is not None and isinstance(ds, dataset_cls):
+                self.step_saw_tfdata = True
+                self.dataset = ds
+                if self.step_batch is None:
+                    self.step_batch = self._dataset_batch(ds)
                 return
         if self.step_batch is None:
             self.step_batch = first_dim(args)
@@ -1726,6 +1793,10 @@ class Tracker:
             out["input_kind"] = self.input_kind
         if self.input_shapes:
             out["input_shapes_vary"] = len(self.input_shapes) > 1
+        if self.update_votes and mode != "keras_callback":
+            # a custom loop's step function runs several batches a call (an in-graph loop): as Keras's
+            # steps_per_execution, a step holds that many batches
+            out["steps_per_execution"] = self.update_votes.most_common(1)[0][0]
         fit_batch = self.facts.get("fit_batch_size")
         if mode == "keras_callback" and isinstance(fit_batch, int):
             # one step of fit runs steps_per_execution batches: its examples are not the batch size
