@@ -266,6 +266,16 @@ def test_facts_show_the_warm_up_and_the_memo_cache():
     assert "Warm-up" not in dict(facts_rows(Facts()))
 
 
+def test_facts_name_a_custom_loops_batches_a_call_apart_from_keras_steps_per_execution():
+    from tfdoctor.model import Facts
+    from tfdoctor.report.html import facts_rows
+
+    fit = dict(facts_rows(Facts(loop_kind="keras_fit", steps_per_execution=8)))
+    assert fit["steps_per_execution"] == "8"
+    loop = dict(facts_rows(Facts(loop_kind="custom", steps_per_execution=64)))
+    assert loop["Batches a call (in-graph loop)"] == "64" and "steps_per_execution" not in loop
+
+
 def test_the_run_page_names_the_fit_whose_steps_were_timed():
     """A script fitting several models (keras-io's SimCLR): the facts table says which fit() was timed."""
     from tfdoctor.model import Facts, Report, StepTiming

@@ -277,7 +277,11 @@ def facts_rows(f: Facts, timed: str | None = None) -> list[tuple[str, str]]:
         ("XLA (jit_compile)", yn(f.jit_compile)),
         ("XLA auto-jit", yn(f.auto_jit)),
         ("Strategy", f.strategy and f"{f.strategy} × {f.num_replicas}"),
-        ("steps_per_execution", None if f.steps_per_execution is None else str(f.steps_per_execution)),
+        (
+            # a custom loop's tf.function looping over its batches in its graph: the updates a call ran
+            "steps_per_execution" if f.loop_kind == "keras_fit" else "Batches a call (in-graph loop)",
+            None if f.steps_per_execution is None else str(f.steps_per_execution),
+        ),
         (
             "Optimizer",
             f.optimizer and (f.optimizer + (f" (lr {f.learning_rate:g})" if f.learning_rate else "")),

@@ -5,6 +5,7 @@ call :func:`profile_script`; the fix loop measures its trials through the same c
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -51,9 +52,9 @@ def profile_script(
 
     ``rerun_short`` (``tfdoctor profile`` without ``--steps``): a script that ended by itself before the
     profile window (no trace: TensorFlow's tf.function guide trains 20 epochs, a step each, against the
-    40 steps planned) is run once more in the same run directory, planned to the steps it has
-    (:func:`short_steps`), and ``cfg.steps`` becomes that count, so a fix loop after it plans the same;
-    the result's message says so.
+    40 steps planned) is run once more in the same run directory over the steps it has, its warm-up the
+    first run's as it became; ``cfg.steps`` becomes what a fix loop after it, its warm-up adaptive, must
+    plan to end there too (:func:`short_steps`); the result's message says so.
     """
     ident = cfg.worker()
     name = Path(str(cfg.script)).name
@@ -69,11 +70,14 @@ def profile_script(
         if steps is not None:
             first = len(result.steps)
             planned = cfg.steps
+            # the second run's warm-up is the first one's, as long as it grew (a warm-up growing further
+            # would cut the profile window short); a fix loop after it plans the steps, warm-up adaptive
+            again_cfg = dataclasses.replace(cfg, steps=first, warmup=result.windows.warmup)
             cfg.steps = steps
-            result = run_capture(cfg, run, progress=progress)
+            result = run_capture(again_cfg, run, progress=progress)
             again = (
                 f"the script ended by itself after {first} of {planned} steps, before the profile window: "
-                f"run again, planned to {steps} steps (--steps {steps})"
+                f"run again over the {first} steps it has (as --steps {first} --warmup {again_cfg.warmup})"
             )
             result.message = f"{again}; {result.message}" if result.message else again
     report = finish_run(store, run, result)
@@ -83,9 +87,10 @@ def profile_script(
 def short_steps(cfg: CaptureConfig, result: CaptureResult) -> int | None:
     """The steps to plan a second run of a script that ended by itself before its profile window (no
     trace), or None where a second run would not help: it failed or was stopped, a trace came, or the
-    steps it has leave under four steps past its warm-up for the timing and profile windows. A warm-up
-    that grew (steps still tracing or unsettled) is planned to grow as much again: the steps it ran
-    less that growth, so the windows end where the script does."""
+    steps it has leave under two steps each for the timing and profile windows past its warm-up. The
+    second run keeps the first one's warm-up as it became (fixed) and plans all the steps the script
+    has; the count returned, for a fix loop after it whose warm-up is adaptive again, is the steps it
+    ran less the warm-up's growth, so its windows end where the script does."""
     if not cfg.profile or result.status != "complete" or result.trace_files:
         return None
     n = len(result.steps)
@@ -93,14 +98,14 @@ def short_steps(cfg: CaptureConfig, result: CaptureResult) -> int | None:
     if n >= planned.total:
         return None
     grown = max(0, result.windows.warmup - planned.warmup)
-    steps = n - grown
-    try:
-        again = Windows.split(steps, cfg.warmup, cfg.profile_steps, cfg.profile)
+    try:  # the second run: its warm-up the first one's; the planned steps: the warm-up grows as much
+        again = Windows.split(n, result.windows.warmup, cfg.profile_steps, cfg.profile)
+        Windows.split(n - grown, cfg.warmup, cfg.profile_steps, cfg.profile)
     except ValueError:
         return None
-    if again.timing < 2 or again.profile < 2 or again.total + grown > n:
+    if again.timing < 2 or again.profile < 2:
         return None
-    return steps
+    return n - grown
 
 
 # -- the fix loop's configuration, from a capture just run or from a stored run ----------------------

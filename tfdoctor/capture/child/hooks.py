@@ -603,6 +603,7 @@ class Tracker:
         if self.mode is None:
             self.mode = mode
         if self.mode != mode:
+            self.step_updates = 1  # counted for a call that is not the step counter's: not the next step's
             return
         self.pending = None
         value = None
