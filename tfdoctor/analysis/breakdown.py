@@ -215,6 +215,18 @@ _SCAN_RE = re.compile(r"^ReduceIterator::Root(?:::\w+)*::Scan$")
 _SCAN_INPUT_RE = re.compile(r"^ReduceIterator::Root(?:::\w+)*::Scan::\w+$")
 
 
+def _is_loop(name: str) -> bool:
+    return name == _LOOP_NAME
+
+
+def _is_scan(name: str) -> bool:
+    return bool(_SCAN_RE.match(name))
+
+
+def _is_scan_input(name: str) -> bool:
+    return bool(_SCAN_INPUT_RE.match(name))
+
+
 def in_graph_loop(trace: Trace) -> tuple[iv.IntervalSet, iv.IntervalSet]:
     """(body, input) of a training loop over a dataset inside a ``tf.function`` (TensorFlow's tf.function
     guide: ``for x, y in dataset: train_one_step(...)`` in one function, a whole epoch a call), on a CPU
@@ -224,16 +236,15 @@ def in_graph_loop(trace: Trace) -> tuple[iv.IntervalSet, iv.IntervalSet]:
     (``ReduceIterator::Root::Prefetch::Scan::BatchV2``); *body* the rest of the ``Scan`` events, the
     step's own work. Both empty without such a loop."""
     loops, scans, inputs = [], [], []
+    cache: dict = {}  # each predicate's event-name ids, once a plane
     for plane in trace.host_planes():
-        if not any(n == _LOOP_NAME for n in plane.event_names):
+        if _LOOP_NAME not in plane.event_names:
             continue
         for ln in plane.lines:
-            if not ln.name.startswith("tf_data"):
-                continue
-            cache: dict = {}
-            loops.append(_set(plane, ln, lambda n: n == _LOOP_NAME, cache))
-            scans.append(_set(plane, ln, lambda n: bool(_SCAN_RE.match(n)), cache))
-            inputs.append(_set(plane, ln, lambda n: bool(_SCAN_INPUT_RE.match(n)), cache))
+            if ln.name.startswith("tf_data"):
+                loops.append(_set(plane, ln, _is_loop, cache))
+                scans.append(_set(plane, ln, _is_scan, cache))
+                inputs.append(_set(plane, ln, _is_scan_input, cache))
     loop = iv.union_sets(*loops)
     if not loop[0].size:
         return iv.EMPTY, iv.EMPTY

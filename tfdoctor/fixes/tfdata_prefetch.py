@@ -92,6 +92,11 @@ def _used_directly(tree: cst.Module, pipes: Pipelines) -> list[str]:
     return list(out)
 
 
+def _prefetches(ends: list[cst.BaseExpression]) -> bool:
+    """Does any of the chains ``ends`` (where a pipeline ends) call ``prefetch``?"""
+    return any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1])
+
+
 def _returns_a_name(r: cst.Return, pipes: Pipelines) -> bool:
     root = method_chain(r.value)[0] if r.value is not None else None
     return isinstance(root, cst.Name) and root.value in pipes.names
@@ -163,7 +168,7 @@ class PrefetchCodemod(FixCodemod):
                         b.value for b in every
                     ]
                 ends += [b.value for b in pipes.built_by(r)]  # ``ds = ds.prefetch(...)`` in a transformer
-            if any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1]):
+            if _prefetches(ends):
                 done.append(label)
                 continue
             if returned or built:
@@ -185,7 +190,7 @@ class PrefetchCodemod(FixCodemod):
             ends = [r.value for r in rets if r.value is not None] + [
                 b.value for r in rets for b in pipes.built_by(r)
             ]
-            if any(n == "prefetch" for e in ends for n, _ in method_chain(e)[1]):
+            if _prefetches(ends):
                 done.append(f"{fname}()")
             else:
                 self.targets.update(id(r) for r in rets)

@@ -18,6 +18,25 @@ from tfdoctor.fixes.tf_function import _is_step_body
 PYTHON_OPS = frozenset({"numpy_function", "py_function", "py_func"})
 
 
+def _steps_run(node: cst.CSTNode, step_names: set[str], *, direct: bool) -> list[str]:
+    """The step functions ``node`` runs through ``strategy.run(step_fn, ...)`` and, with ``direct``, calls
+    by name, in source order."""
+    out = []
+    for c in walk(node):
+        if not isinstance(c, cst.Call):
+            continue
+        if direct and isinstance(c.func, cst.Name) and c.func.value in step_names:
+            out.append(c.func.value)
+        elif (
+            attr_name(c) == "run"
+            and c.args
+            and isinstance(c.args[0].value, cst.Name)
+            and c.args[0].value.value in step_names
+        ):
+            out.append(c.args[0].value.value)
+    return out
+
+
 class XlaCodemod(FixCodemod):
     DESCRIPTION = "jit_compile=True on the training step"
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -35,14 +54,7 @@ class XlaCodemod(FixCodemod):
         }
         # a function running the step through strategy.run(step_fn, ...) is the compiled step
         for f in walk(tree):
-            if isinstance(f, cst.FunctionDef) and any(
-                isinstance(c, cst.Call)
-                and attr_name(c) == "run"
-                and c.args
-                and isinstance(c.args[0].value, cst.Name)
-                and c.args[0].value.value in step_names
-                for c in walk(f.body)
-            ):
+            if isinstance(f, cst.FunctionDef) and _steps_run(f.body, step_names, direct=False):
                 step_names.add(f.name.value)
         self.decorate: set[int] = set()  # id() of step functions that get @tf.function(jit_compile=True)
         facts = self.fix.facts
@@ -119,22 +131,10 @@ class XlaCodemod(FixCodemod):
         inline: list[str] = []
         for f in outer:
             for loop in loops(f):
-                if _is_step_body(loop.body) and not any(
-                    isinstance(c, cst.Call)
-                    and (
-                        (isinstance(c.func, cst.Name) and c.func.value in step_names)
-                        or (attr_name(c) == "run" and c.args and dotted(c.args[0].value) in step_names)
-                    )
-                    for c in walk(loop.body)
-                ):
+                names = _steps_run(loop.body, step_names, direct=True)
+                if _is_step_body(loop.body) and not names:
                     inline.append(f"{f.name.value}() (line {self.line(loop)})")
-                for c in walk(loop.body):
-                    if not isinstance(c, cst.Call):
-                        continue
-                    if isinstance(c.func, cst.Name) and c.func.value in step_names:
-                        called[c.func.value] = None
-                    elif attr_name(c) == "run" and c.args and (name := dotted(c.args[0].value)) in step_names:
-                        called[str(name)] = None
+                called.update(dict.fromkeys(names))
         outer_names = {f.name.value for f in outer}
         for name in called:
             fs = functions.get(name, [])

@@ -532,7 +532,6 @@ class Tracker:
         self.jit_inside: set[int] = set()  # id(outermost Function) calling a jit_compile=True one inside
         self.opt_iterations: dict[int, int] = {}  # id(optimizer) -> its iterations at the last read
         self.updates_learned = 0  # calls whose updates were counted while every one ran one update
-        self.step_updates = 1  # updates the step that is ending ran (batches it took)
         self.update_votes: Counter[int] = Counter()
         # the shapes (after the batch dimension) of an eager step's model input, up to INPUT_SHAPES_KEPT
         self.input_shapes: set[tuple[int | None, ...]] = set()
@@ -598,12 +597,11 @@ class Tracker:
             if len(self.errors) < 20:
                 self.errors.append(f"{what}: {traceback.format_exc(limit=4)}")
 
-    def _end(self, mode: str, t: int | None = None, loss: Any = None) -> None:
-        """A step ended (by the counter ``mode``)."""
+    def _end(self, mode: str, t: int | None = None, loss: Any = None, batches: int = 1) -> None:
+        """A step ended (by the counter ``mode``); it ran ``batches`` batches (an in-graph loop's call)."""
         if self.mode is None:
             self.mode = mode
         if self.mode != mode:
-            self.step_updates = 1  # counted for a call that is not the step counter's: not the next step's
             return
         self.pending = None
         value = None
@@ -612,8 +610,7 @@ class Tracker:
         examples = self.step_batch
         if examples is not None:
             self.batch_votes[examples] += 1
-            if self.step_updates > 1:  # one call ran several batches: the examples of all of them
-                examples *= self.step_updates
+            examples *= batches  # one call ran several batches: the examples of all of them
         self.step_kind_votes["tf.function" if self.step_saw_function else "eager"] += 1
         self._reset_step()
         self.clock.end_step(t, loss=value, examples=examples)
@@ -621,7 +618,6 @@ class Tracker:
     def _reset_step(self) -> None:
         self.step_loss = None
         self.step_batch = None
-        self.step_updates = 1
         self.step_saw_tfdata = False
         self.step_saw_function = False
 
@@ -1415,12 +1411,12 @@ class Tracker:
             return
         if kind == "apply_gradients" or self.mode == "tf.function":
             self._note_input()
-            self.step_updates = self._updates_in_call(fn)
+            batches = self._updates_in_call(fn)
             if loss_parts(result) is None:  # a step returning nothing: the loss metric it updates,
                 result = self._metric_loss(fn)  # else what it took gradients of
                 if result is None:
                     result = self._tape_loss(fn)
-            self._end("tf.function", loss=result)
+            self._end("tf.function", loss=result, batches=batches)
         elif kind == "gradient_tape" and self.mode is None:
             # gradients computed in a tf.function: an eager apply_gradients may follow and count
             loss = scalar_loss(result)
@@ -1579,14 +1575,12 @@ class Tracker:
                         bs = self._dataset_batch(ds)
                         self.step_batch = None if bs is None else bs * self.iter_batch_factor.get(id(a), 1)
                 return
-        tf = self.modules.get("tf")
-        dataset_cls = getattr(getattr(tf, "data", None), "Dataset", None)
-        for a in args:
+        dataset_cls: Any = getattr(getattr(self.modules.get("tf"), "data", None), "Dataset", None)
+        for a in args if dataset_cls is not None else ():
             # a dataset handed to the step function: it loops over it in its graph (a whole epoch a call,
             # as TensorFlow's tf.function guide writes it); a tf.distribute dataset keeps the user's
-            ds = getattr(a, "_original_dataset", None) if dataset_cls is not None else None
-            ds = a if dataset_cls is not None and isinstance(a, dataset_cls) else ds
-            if dataset_cls is not None and isinstance(ds, dataset_cls):
+            ds = a if isinstance(a, dataset_cls) else getattr(a, "_original_dataset", None)
+            if isinstance(ds, dataset_cls):
                 self.step_saw_tfdata = True
                 self.dataset = ds
                 if self.step_batch is None:
