@@ -253,6 +253,23 @@ def in_graph_loop(trace: Trace) -> tuple[iv.IntervalSet, iv.IntervalSet]:
     return body, fetch
 
 
+def _is_input(name: str) -> bool:
+    return name in INPUT_NAMES and name != INPUT_MARKER
+
+
+def _is_marker(name: str) -> bool:
+    return name == INPUT_MARKER
+
+
+def _is_kernel_run(name: str) -> bool:
+    return name == "KernelAndDeviceFunc::Run"
+
+
+def _is_launch(name: str) -> bool:
+    """A GPU run's executor-thread event that launches work (not the batch's send to the device)."""
+    return (is_host_op(name) or name in DISPATCH_NAMES) and not is_input_send(name)
+
+
 def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSet]:
     cache: dict = {}
     inp, coll, ops, disp, wait, func, kern, send, marker = [], [], [], [], [], [], [], [], []
@@ -262,17 +279,17 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
     inp.append(fetch)
     for plane in trace.host_planes():
         for ln in plane.lines:
-            inp.append(_set(plane, ln, lambda n: n in INPUT_NAMES and n != INPUT_MARKER, cache))
+            inp.append(_set(plane, ln, _is_input, cache))
             if ln is main:  # the loop's next() on a tf.data iterator, GIL reacquired included
                 inp.append(_calls_around(plane, ln, _set(plane, ln, _is_eager_getnext, cache), cache))
-            marker.append(_set(plane, ln, lambda n: n == INPUT_MARKER, cache))
+            marker.append(_set(plane, ln, _is_marker, cache))
             coll.append(_set(plane, ln, is_collective, cache))
             if ln is main:
                 main_disp = _set(plane, ln, is_dispatch, cache)
                 disp.append(main_disp)
                 wait.append(_set(plane, ln, is_wait, cache))
                 func.append(_set(plane, ln, is_function_run, cache))
-                kern.append(_set(plane, ln, lambda n: n == "KernelAndDeviceFunc::Run", cache))
+                kern.append(_set(plane, ln, _is_kernel_run, cache))
                 if not gpu:  # ops a function runs inline on the caller's thread (and XLA clusters)
                     ops.append(_set(plane, ln, is_host_op, cache))
             elif ln.name.startswith("tf_data"):
@@ -283,14 +300,7 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
                     # host-side events of a GPU run's executor threads are kernel launches/op dispatch, but
                     # the batch's sends to the device are input transfer
                     send.append(_set(plane, ln, is_input_send, cache))
-                    disp.append(
-                        _set(
-                            plane,
-                            ln,
-                            lambda n: (is_host_op(n) or n in DISPATCH_NAMES) and not is_input_send(n),
-                            cache,
-                        )
-                    )
+                    disp.append(_set(plane, ln, _is_launch, cache))
                 else:
                     ops.append(_set(plane, ln, is_cpu_work, cache))
     main_set = iv.EMPTY
@@ -315,23 +325,28 @@ def _host_sets(trace: Trace, steps: Steps, gpu: bool) -> dict[str, iv.IntervalSe
     }
 
 
+def _is_h2d(name: str) -> bool:
+    return name.startswith("MemcpyH2D") or name == "Memcpy HtoD"
+
+
+def _is_d2h(name: str) -> bool:
+    return name.startswith("MemcpyD2H") or name == "Memcpy DtoH"
+
+
+def _is_device_compute(name: str) -> bool:
+    return not name.startswith(("Memcpy", "Memset")) and not is_collective(name)
+
+
 def _device_sets(plane: Plane) -> dict[str, iv.IntervalSet]:
-    cache: dict = {}
+    cache: dict = {}  # each predicate's event-name ids, once (a predicate defined per line never hits)
     comp, h2d, d2h, coll = [], [], [], []
     for ln in plane.lines:
         if ln.is_derived or not len(ln):
             continue
-        h2d.append(_set(plane, ln, lambda n: n.startswith("MemcpyH2D") or n == "Memcpy HtoD", cache))
-        d2h.append(_set(plane, ln, lambda n: n.startswith("MemcpyD2H") or n == "Memcpy DtoH", cache))
+        h2d.append(_set(plane, ln, _is_h2d, cache))
+        d2h.append(_set(plane, ln, _is_d2h, cache))
         coll.append(_set(plane, ln, is_collective, cache))
-        comp.append(
-            _set(
-                plane,
-                ln,
-                lambda n: not n.startswith(("Memcpy", "Memset")) and not is_collective(n),
-                cache,
-            )
-        )
+        comp.append(_set(plane, ln, _is_device_compute, cache))
     return {
         "collective": iv.union_sets(*coll),
         "device_compute": iv.union_sets(*comp),
