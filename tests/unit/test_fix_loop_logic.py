@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import random
 import subprocess
 from pathlib import Path
 
@@ -15,8 +16,19 @@ from rich.console import Console
 
 from tfdoctor.capture.child.clock import Windows
 from tfdoctor.capture.runner import CaptureResult
-from tfdoctor.fixes import all_fixes
-from tfdoctor.fixes.judge import KEEP_ABOVE, WORTH, Estimate, Pair, Sample, chained, disjoint, estimate
+from tfdoctor.fixes import all_fixes, judge
+from tfdoctor.fixes.judge import (
+    KEEP_ABOVE,
+    LOUD_DF,
+    WORTH,
+    Estimate,
+    Pair,
+    Sample,
+    chained,
+    disjoint,
+    estimate,
+    louder,
+)
 from tfdoctor.fixes.workspace import backup_path, make_workspace, unified_diff
 from tfdoctor.model import (
     BetweenFits,
@@ -1869,3 +1881,77 @@ def test_whole_loop_figures_say_so_and_drop_the_steps_only_caveat() -> None:
     assert "These figures time the training steps" in steps_only and "whole loop (" not in steps_only
     header = patch_header("ppo.py", ["host-calls"], 1.8, [1.5, 2.1], "", {}, outside=0.95, whole_loop=True)
     assert "# of the whole loop: a burst of training steps" in header and "training steps only" not in header
+
+
+#: a run's earlier trials, rounds within ±3 % of their own means (a calm run's scatter)
+CALM_POOL = [[0.10, 0.14, 0.12, 0.08], [0.50, 0.47, 0.52, 0.49], [-0.30, -0.27, -0.32, -0.29]]
+
+
+def test_a_keep_on_rounds_scattering_more_than_the_run_waits_for_rounds_of_its_own() -> None:
+    """Rounds of 1.25x and 1.35x in a run whose other rounds agree within ±3 %: on the run's scale two
+    such rounds clear the bar, but two rounds say little of how noisy this trial is (a prefetch thread
+    competing for two cores makes its trial several times as noisy as the run's others), so the keep
+    waits until the trial's own rounds give LOUD_DF degrees of freedom, and its interval then takes
+    Student's t at them. A run's first trial (no pool, no run scale) keeps on its two rounds."""
+    measure, calls = _steady_reference({1: 12.5, 2: 13.5, 3: 13.0, 4: 12.8})
+    r = judge_rounds(measure, first_trial=_banded(12.5), ref_prev=_banded(10.0), max_rounds=6, pool=CALM_POOL)
+    assert r.ratios == [1.25, 1.35, 1.3, 1.28] and len(r.pairs) == LOUD_DF + 1
+    assert r.decision is not None and r.decision.verdict == "faster", r.decision
+    assert "over 4 paired rounds" in r.decision.reason
+    assert louder(r.pairs[:2], pool=CALM_POOL) and louder(r.pairs[:3], pool=CALM_POOL)
+    calls.clear()
+    r = judge_rounds(measure, first_trial=_banded(12.5), ref_prev=_banded(10.0), max_rounds=6)
+    assert len(r.pairs) == 2 and r.decision is not None and r.decision.verdict == "faster"
+    # a round budget of two still decides on two rounds (the wait is within the budget)
+    r = judge_rounds(measure, first_trial=_banded(12.5), ref_prev=_banded(10.0), max_rounds=2, pool=CALM_POOL)
+    assert len(r.pairs) == 2 and r.decision is not None and r.decision.verdict == "faster"
+
+
+def _noisy_run(rng: random.Random, trues: list[float], loud: dict[int, float], noise: float = 0.04):
+    """One simulated --fix run through judge_rounds: trial k truly ``trues[k]`` times its reference, each
+    run's rate off by a log-normal ``noise`` (times ``loud[k]`` in both runs of trial k's rounds), a
+    budget of 4 rounds with the loop's extension; yields each trial's Rounds."""
+    pool: list[list[float]] = []
+    for k, true in enumerate(trues):
+        scale = noise * loud.get(k, 1.0)
+
+        def rate(side: str, true: float = true, scale: float = scale) -> float:
+            return 10.0 * (true if side == "trial" else 1.0) * math.exp(rng.gauss(0, scale))
+
+        def measure(side, i, rate=rate):
+            return Measured(run_id=f"{side}{i}", status="complete", throughput=_banded(rate(side), band=0.01))
+
+        yield judge_rounds(
+            measure,
+            first_trial=_banded(rate("trial"), band=0.01),
+            ref_prev=_banded(rate("reference"), band=0.01),
+            max_rounds=4,
+            pool=pool,
+        )
+
+
+def test_a_neutral_trial_noisier_than_the_run_is_seldom_kept_and_calm_gains_still_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300 simulated --fix runs (4 % noise a run): three calm trials (1.5x, 1.0x, 1.15x), then a neutral
+    trial whose rounds scatter three times as much (a prefetch thread on two cores). Judged on the run's
+    calm scale with Student's t at the pool's many degrees of freedom it was kept in 16 % of runs; waiting
+    for its own rounds (LOUD_DF) and taking t at their degrees of freedom, in 10 % (what still leaks: two
+    rounds that agree by chance, which no judge can tell from a calm trial). The calm 1.15x
+    gain is kept in nearly every run as before."""
+    kept_loud = kept_gain = 0
+    runs = 300
+    for seed in range(runs):
+        rounds = list(_noisy_run(random.Random(7000 + seed), [1.5, 1.0, 1.15, 1.0], {3: 3.0}))
+        kept_gain += rounds[2].decision is not None and rounds[2].decision.keep
+        kept_loud += rounds[3].decision is not None and rounds[3].decision.keep
+    assert kept_loud <= 0.11 * runs, kept_loud
+    assert kept_gain >= 0.9 * runs, kept_gain
+    # judged as before (the run's scale, no wait): kept in about one run in six
+    monkeypatch.setattr(judge, "LOUD_DF", 10**6)
+    monkeypatch.setattr(judge, "louder", lambda *a, **k: False)
+    before = sum(
+        bool(list(_noisy_run(random.Random(7000 + seed), [1.5, 1.0, 1.15, 1.0], {3: 3.0}))[3].decision.keep)
+        for seed in range(runs)
+    )
+    assert kept_loud < 0.7 * before, (kept_loud, before)

@@ -12,6 +12,7 @@ from tfdoctor.fixes.judge import (
     DECISIVE,
     DISTURBED,
     KEEP_ABOVE,
+    LOUD_DF,
     WORTH,
     Pair,
     Sample,
@@ -302,6 +303,13 @@ def test_the_paired_floor_takes_over_once_it_has_as_many_degrees_of_freedom() ->
     wide = [Pair(Sample(100.0), Sample(160.0), "BA"), Pair(Sample(100.0), Sample(100.0), "AB")]
     assert floor(wide, ref_earlier=[110.0], pool=pool) == pytest.approx(
         floor_quantile(0.95, 7) * paired_spread(wide)[0] / math.sqrt(2)
+    )
+    # once its own rounds give LOUD_DF degrees of freedom, Student's t at those, not at the run's
+    wide4 = [*wide, Pair(Sample(100.0), Sample(150.0), "BA"), Pair(Sample(100.0), Sample(105.0), "AB")]
+    own, own_df = paired_spread(wide4)
+    assert own_df == LOUD_DF and own > round_scale([log_ratios(wide4), *pool])[0]
+    assert floor(wide4, ref_earlier=[110.0], pool=pool) == pytest.approx(
+        floor_quantile(0.95, LOUD_DF) * own / math.sqrt(4)
     )
 
 
