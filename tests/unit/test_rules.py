@@ -143,6 +143,12 @@ def test_generator_cause_and_fix() -> None:
     findings, _ = _eval("sample_traces/rules-input-generator")
     f = next(x for x in findings if x.rule_id == "TFD101")
     assert "Python generator" in f.claim and f.fix_ids[0] == "generator-prefetch"
+    # what no fix does (the GIL) is said as advice, and a tf.data source gets none
+    advice = next(e for e in f.evidence if e.label == "advice")
+    assert "GIL" in advice.value and "num_parallel_calls=tf.data.AUTOTUNE" in advice.value
+    findings, _ = _eval("sample_traces/rules-input-sequential-map")
+    f = next(x for x in findings if x.rule_id == "TFD101")
+    assert "Python generator" not in f.claim and all(e.label != "advice" for e in f.evidence)
 
 
 def test_findings_are_sorted_by_saving_then_severity_undecided_last() -> None:
