@@ -27,7 +27,6 @@ from __future__ import annotations
 import ast
 import ctypes
 import functools
-import linecache
 import os
 import sys
 import tempfile
@@ -36,6 +35,7 @@ import time
 import types
 from typing import Any
 
+from tfdoctor.capture.child import sites
 from tfdoctor.capture.child.clock import StopCapture
 from tfdoctor.capture.child.guard import scratch_place, writes
 
@@ -241,10 +241,10 @@ class GapWatch:
         """A ``predict()`` of ``rows`` rows that took ``seconds``, called from the script's ``frame``."""
         if not self.running or frame is None:
             return
-        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        site = sites.site(frame.f_code.co_filename, frame.f_lineno)
         rec = self.predicts.get(site)
         if rec is None:
-            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            code = sites.code(frame.f_code.co_filename, frame.f_lineno)
             rec = self.predicts[site] = {"code": code, "calls": 0, "seconds": 0.0, "rows": None}
         rec["calls"] += 1
         rec["seconds"] += seconds
@@ -258,10 +258,10 @@ class GapWatch:
         custom loop's steps, from the script's ``frame``."""
         if not self.running or frame is None:
             return
-        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        site = sites.site(frame.f_code.co_filename, frame.f_lineno)
         rec = self.host.get((api, site))
         if rec is None:
-            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            code = sites.code(frame.f_code.co_filename, frame.f_lineno)
             rec = self.host[(api, site)] = {"code": code, "calls": 0, "seconds": 0.0}
         rec["calls"] += 1
         rec["seconds"] += seconds

@@ -35,7 +35,6 @@ import functools
 import importlib.abc
 import importlib.util
 import inspect
-import linecache
 import math
 import os
 import statistics
@@ -49,6 +48,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tfdoctor.capture.child import sites
 from tfdoctor.capture.child.clock import StepClock, StopCapture
 from tfdoctor.capture.child.gap import GapWatch, in_loop
 from tfdoctor.capture.child.procs import WATCHDOG_THREAD
@@ -118,7 +118,7 @@ def first_user_frame(frame: types.FrameType | None) -> types.FrameType | None:
 
 def short_site(frame: types.FrameType | None) -> str:
     """ " at train.py:12" for a frame (the report's way of naming a script's line), "" for None."""
-    return f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else ""
+    return f" at {sites.site(frame.f_code.co_filename, frame.f_lineno)}" if frame is not None else ""
 
 
 def where(frame: types.FrameType | None, *, definition: bool = False) -> str | None:
@@ -990,10 +990,10 @@ class Tracker:
         frame = first_user_frame(frame)
         if frame is None:
             return None
-        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        site = sites.site(frame.f_code.co_filename, frame.f_lineno)
         rec = table.get((api, site))
         if rec is None:
-            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            code = sites.code(frame.f_code.co_filename, frame.f_lineno)
             rec = table[(api, site)] = {"code": code, "calls": 0, "seconds": 0.0, **first}
         if self.in_timing():
             rec["calls"] += 1
@@ -2710,8 +2710,8 @@ def _callback_record(cb: Any) -> dict[str, Any]:
             fn = own.get(name) or getattr(cls, name, None)  # LambdaCallback(on_batch_end=...): the instance's
             code = getattr(fn, "__code__", None)
             if code is not None and is_user_file(code.co_filename):
-                rec["site"] = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
-                rec["code"] = linecache.getline(code.co_filename, code.co_firstlineno).strip()
+                rec["site"] = sites.site(code.co_filename, code.co_firstlineno)
+                rec["code"] = sites.code(code.co_filename, code.co_firstlineno)
                 break
     else:
         parts = []
