@@ -1898,10 +1898,14 @@ def test_a_keep_on_rounds_scattering_more_than_the_run_waits_for_rounds_of_its_o
     assert r.ratios == [1.25, 1.35, 1.3, 1.28] and len(r.pairs) == LOUD_DF + 1
     assert r.decision is not None and r.decision.verdict == "faster", r.decision
     assert "over 4 paired rounds" in r.decision.reason
+    assert r.decision.reason.endswith(
+        "; its first rounds scattered more than this run's others: kept once 4 of its own agreed"
+    )
     assert louder(r.pairs[:2], pool=CALM_POOL) and louder(r.pairs[:3], pool=CALM_POOL)
     calls.clear()
     r = judge_rounds(measure, first_trial=_banded(12.5), ref_prev=_banded(10.0), max_rounds=6)
     assert len(r.pairs) == 2 and r.decision is not None and r.decision.verdict == "faster"
+    assert "scattered" not in r.decision.reason
     # a round budget of two still decides on two rounds (the wait is within the budget)
     r = judge_rounds(measure, first_trial=_banded(12.5), ref_prev=_banded(10.0), max_rounds=2, pool=CALM_POOL)
     assert len(r.pairs) == 2 and r.decision is not None and r.decision.verdict == "faster"

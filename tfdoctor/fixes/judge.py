@@ -525,14 +525,26 @@ def decide(
     """
     est = estimate(pairs, ref_earlier=ref_earlier, pool=pool, trial_earlier=trial_earlier, states=states)
     n = len(pairs)
+
+    def loud(rounds: Sequence[Pair]) -> bool:
+        return louder(rounds, ref_earlier=ref_earlier, pool=pool, trial_earlier=trial_earlier)
+
     clear = n == 1 and steady_ref and est.high < 1 / DECISIVE  # a keep waits for min_rounds
     what = _what(pairs)
     if n >= min_rounds or clear or n >= max_rounds:
         cited = f"{estimate_text(est)} over {what}"
-        if est.low > keep_above and not (
-            n < max_rounds and louder(pairs, ref_earlier=ref_earlier, pool=pool, trial_earlier=trial_earlier)
-        ):
-            return Decision("faster", est, f"faster: {cited}, above the {keep_above:.2f}x bar")
+        if est.low > keep_above and not (n < max_rounds and loud(pairs)):
+            waited = n > min_rounds and loud(pairs[:-1])
+            return Decision(
+                "faster",
+                est,
+                f"faster: {cited}, above the {keep_above:.2f}x bar"
+                + (
+                    f"; its first rounds scattered more than this run's others: kept once {n} of its own agreed"
+                    if waited
+                    else ""
+                ),
+            )
         if est.high < 1:
             return Decision("not faster", est, f"slower: {cited}")
         if est.high < worth:
