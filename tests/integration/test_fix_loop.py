@@ -583,3 +583,63 @@ def test_output_the_script_varies_by_itself_is_told_by_running_the_reference_aga
     runs = RunStore(tfd_home).runs_dir
     labels = [RunDir(p).meta.get("fix") for p in runs.iterdir() if (p / "meta.json").is_file()]
     assert "tfdata-prefetch: reference, its output again" in labels
+
+
+EPOCH_LINE_AFTER_THE_WINDOWS = """
+import time
+
+import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(0)
+x_all = rng.random((1024, 8)).astype("float32")
+y_all = x_all.sum(axis=1, keepdims=True)
+
+
+def batches():
+    while True:
+        idx = rng.integers(0, len(x_all), 32)
+        yield x_all[idx], y_all[idx]
+
+
+w = tf.Variable(tf.zeros((8, 1)))
+opt = tf.keras.optimizers.SGD(0.01)
+
+
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((x @ w - y) ** 2)
+    opt.apply_gradients([(tape.gradient(loss, w), w)])
+    return loss
+
+
+gen = batches()
+for epoch in range(20):
+    start = time.perf_counter()
+    for step in range(600):
+        xb, yb = next(gen)
+        loss = train_step(xb, yb)
+    print(f"epoch {epoch}: loss {float(loss):.4f} ({1000 * (time.perf_counter() - start) / 600:.1f} ms/step)")
+"""
+
+
+def test_a_trial_is_compared_with_the_reference_run_as_the_trials_are_not_its_profiled_run(
+    tfd_home, tmp_path
+):
+    """train_on_batch.py, 2026-12-03: after its windows the profiled run of a custom loop goes on for up to 3 s
+    watching for bursts of steps, and printed an epoch's end line the trials' shorter timing-only runs never
+    reach; with its 41 recorded steps against the trial's 61 the trial counted as having gone further, and
+    every trial was rejected: "the script's output changed: no more 'epoch #: loss # (<time>/step)'". The
+    trial's output is compared with the reference re-run as the trials run."""
+    script = tmp_path / "tail" / "train.py"
+    script.parent.mkdir()
+    script.write_text(EPOCH_LINE_AFTER_THE_WINDOWS)
+    summary = _profile_and_fix(
+        tfd_home, script, "tl", only=["generator-prefetch"], confirm_rounds=1, final_profile=False
+    )
+    store = RunStore(tfd_home)
+    assert "epoch 0: loss" in (store.get("tl").path / "stdout.log").read_text()  # the tail reached it
+    (trial,) = summary.trials
+    assert "output changed" not in trial.reason, trial.reason
+    assert trial.speedup_ci is not None  # measured in paired rounds, past the output check
