@@ -534,7 +534,15 @@ def decide(
     if n >= min_rounds or clear or n >= max_rounds:
         cited = f"{estimate_text(est)} over {what}"
         if est.low > keep_above and not (n < max_rounds and loud(pairs)):
-            waited = n > min_rounds and loud(pairs[:-1])
+            # the rounds before this one cleared the bar but scattered more than the run's: a keep waited
+            waited = (
+                n > min_rounds
+                and loud(pairs[:-1])
+                and estimate(
+                    pairs[:-1], ref_earlier=ref_earlier, pool=pool, trial_earlier=trial_earlier, states=states
+                ).low
+                > keep_above
+            )
             return Decision(
                 "faster",
                 est,

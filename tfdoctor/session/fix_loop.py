@@ -328,8 +328,11 @@ class _State:
     # the modules beside the script that it imports (relative path → source), as this state has them
     modules: dict[str, str] = field(default_factory=dict)
     # its throughput is a timing-only run's, measured as the paired rounds' runs are (the profiled
-    # baseline's is not: see _judge_rounds)
+    # baseline's is not: see _judge_rounds; once paired rounds re-measured it, it is)
     timed: bool = True
+    # ``stdout`` and ``steps`` are a timing-only run's (the profiled baseline's are not, whatever its
+    # throughput became: see comparable_outputs)
+    output_timed: bool = True
 
     def key(self) -> StateKey:
         return state_key(self.source, self.switches, self.modules)
@@ -755,13 +758,13 @@ def memo_problem(facts: Facts | None) -> str | None:
 
 def comparable_outputs(ref: _State) -> list[tuple[str, list[StepTiming]]]:
     """The reference's outputs a trial's output is compared with, and each run's steps: runs measured as
-    the trials are. The profiled baseline's own run is not one (``timed`` False): after its windows a
+    the trials are. The profiled baseline's own run is not one (``output_timed`` False): after its windows a
     custom loop's run goes on unprofiled watching for bursts of steps (hooks.steps_gap_ready), up to
     seconds of steps its steps.jsonl does not hold, so its output covers more of the script than its
     steps say (train_on_batch.py, 2026-12-03: 41 steps recorded, ~250 printed; every trial rejected as
     "no more 'epoch #: loss #'"); its re-runs, timing-only like the trials, are."""
     runs = list(zip(ref.stdouts, ref.stdout_steps, strict=False))
-    return runs if not ref.timed else [(ref.stdout, ref.steps), *runs]
+    return [(ref.stdout, ref.steps), *runs] if ref.output_timed else runs
 
 
 def examples_seen(steps: list[StepTiming], per_step: int | None) -> float:
@@ -1013,6 +1016,7 @@ class FixLoop:
             run_id=self.baseline.id,
             modules=dict(self.user_modules),
             timed=False,
+            output_timed=False,
         )
         base_state = state
         self.base_examples = state.examples
