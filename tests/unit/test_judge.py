@@ -24,6 +24,7 @@ from tfdoctor.fixes.judge import (
     floor,
     floor_quantile,
     log_ratios,
+    louder,
     paired_spread,
     round_scale,
     slowed,
@@ -525,3 +526,16 @@ def test_the_round_scale_is_not_taken_from_the_spikes() -> None:
     robust, n = round_scale(groups)
     sd, _ = paired_spread((), groups)
     assert n == 25 and robust < 0.12 < 0.2 < sd
+
+
+def test_a_keep_says_it_waited_for_its_own_rounds_only_where_it_did() -> None:
+    """Rounds of 1.06x and 1.44x scatter more than a run whose rounds scatter ±0.1-0.2 (louder), but their
+    interval did not clear the bar either: kept on a third round of 1.56x, the keep waited for nothing, and
+    its reason does not say it did (it said "its first rounds scattered more ... kept once 3 of its own
+    agreed" after any louder first rounds)."""
+    pool = [[0.10, 0.30, -0.05, 0.22], [0.5, 0.72, 0.35, 0.6], [-0.3, -0.1, -0.45, -0.2]]
+    two, three = _b2b([1.06, 1.44]), _b2b([1.06, 1.44, 1.56])
+    assert louder(two, pool=pool) and estimate(two, pool=pool).low <= KEEP_ABOVE
+    assert decide(two, max_rounds=6, pool=pool) is None
+    d = decide(three, max_rounds=6, pool=pool)
+    assert d is not None and d.keep and "scattered" not in d.reason, d
