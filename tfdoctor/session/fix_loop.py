@@ -320,10 +320,9 @@ class _State:
     stdout: str
     facts: Facts
     loss_runs: list[list[StepTiming]] = field(default_factory=list)  # every run's steps (loss noise)
-    # what other runs of it printed (a re-run for the output check: the script's own variation), and
-    # their steps
-    stdouts: list[str] = field(default_factory=list)
-    stdout_steps: list[list[StepTiming]] = field(default_factory=list)
+    # what other runs of it printed and their steps (a re-run for the output check: the script's own
+    # variation)
+    reruns: list[tuple[str, list[StepTiming]]] = field(default_factory=list)
     run_id: str | None = None  # its latest run
     # the modules beside the script that it imports (relative path → source), as this state has them
     modules: dict[str, str] = field(default_factory=dict)
@@ -763,8 +762,7 @@ def comparable_outputs(ref: _State) -> list[tuple[str, list[StepTiming]]]:
     seconds of steps its steps.jsonl does not hold, so its output covers more of the script than its
     steps say (train_on_batch.py, 2026-12-03: 41 steps recorded, ~250 printed; every trial rejected as
     "no more 'epoch #: loss #'"); its re-runs, timing-only like the trials, are."""
-    runs = list(zip(ref.stdouts, ref.stdout_steps, strict=False))
-    return [(ref.stdout, ref.steps), *runs] if ref.output_timed else runs
+    return [(ref.stdout, ref.steps), *ref.reruns] if ref.output_timed else list(ref.reruns)
 
 
 def examples_seen(steps: list[StepTiming], per_step: int | None) -> float:
@@ -1749,8 +1747,7 @@ class FixLoop:
                 break
             ref = replace(
                 ref,
-                stdouts=[*ref.stdouts, _read(again.file(STDOUT))],
-                stdout_steps=[*ref.stdout_steps, list(got.steps)],
+                reruns=[*ref.reruns, (_read(again.file(STDOUT)), list(got.steps))],
                 loss_runs=[*ref.loss_runs, list(got.steps)],
             )
             changed = output_changed()
