@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from tfdoctor.model import Evidence, Finding
+from tfdoctor.model import PYTHON_WORK_ADVICE, Evidence, Finding
 from tfdoctor.rules import _figures as fig
 from tfdoctor.rules._base import Context, Example, Rule, pct, severity_for, us
 
 SHARED = "../shared/traces/PFE_TensorFlow_Profiler/applications/cnn"
-#: what no fix here does for a Python source: its per-example work runs under the GIL (pydataset_fit's
-#: expert twin, 2026-12-02: the same numpy work as tf.data ops ran 1.16x the baseline where prefetch and
-#: the generator cache measured no decided gain)
-GIL_ADVICE = (
-    "per-example Python/numpy work runs under the GIL: prefetching overlaps it with the step but cannot "
-    "spread it over cores; written as tf.data ops (from_tensor_slices → map(..., "
-    "num_parallel_calls=tf.data.AUTOTUNE)) it runs in parallel, a rewrite of the data code tfdoctor "
-    "leaves to you"
-)
 SLOW_GETNEXT_US = 50.0  # XProf's tf.data bottleneck analysis: a GetNext over 50 µs means the pipeline is slow
 
 
@@ -105,7 +96,11 @@ class InputStall(Rule):
                     label="source", value="Python generator (from_generator / py_function)", source=gen_src
                 )
             )
-            ev.append(Evidence(label="advice", value=GIL_ADVICE, source=gen_src))
+            ev.append(
+                Evidence(
+                    label="advice", value=PYTHON_WORK_ADVICE.format(who="the Python source"), source=gen_src
+                )
+            )
         seq_map = [
             s for s in ctx.facts.dataset if s.op.lower() in ("map", "interleave") and s.parallel is False
         ]

@@ -241,6 +241,17 @@ TENSOR_CORE_CC = 7.0
 #: float16 dtype policies: fast on tensor-core GPUs, slow on every CPU (TFD404 replaces them there)
 FP16_POLICIES = ("mixed_float16", "float16")
 
+#: what no fix does for a Python data source, said by generator-prefetch's advice and TFD101's evidence
+#: (``who``: the generator, or "the Python source"): its per-example work runs under the GIL
+#: (pydataset_fit's expert twin, 2026-12-02: the same numpy work as tf.data ops ran 1.16x the baseline where
+#: prefetch and the generator cache measured no decided gain)
+PYTHON_WORK_ADVICE = (
+    "{who} still does its per-example work in Python under the GIL; moving it into tf.data ops "
+    "(tf.data.Dataset.from_tensor_slices(...).map(<the same steps as tf ops>, num_parallel_calls=tf.data.AUTOTUNE)"
+    ".batch(...).prefetch(tf.data.AUTOTUNE)) runs it in parallel threads outside Python: see docs/fixes.md "
+    "(generator-prefetch) for the patch pattern"
+)
+
 
 class Facts(_Frozen):
     """What the harness recorded about the run, independent of the trace."""

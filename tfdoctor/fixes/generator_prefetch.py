@@ -23,6 +23,7 @@ from tfdoctor.fixes._cst import (
     walk,
 )
 from tfdoctor.fixes.tf_function import _is_step_body
+from tfdoctor.model import PYTHON_WORK_ADVICE
 
 HELPER = '''
 def {name}(iterable, depth=4):
@@ -114,13 +115,6 @@ CHUNK = 64
 LOADER_BASES = frozenset({"PyDataset", "Sequence"})
 #: threads Keras runs a PyDataset's ``__getitem__`` in (``workers=``)
 WORKERS = 4
-
-ADVICE = (
-    "{fn}() still does its per-example work in Python under the GIL; moving it into tf.data ops "
-    "(tf.data.Dataset.from_tensor_slices(...).map(<the same steps as tf ops>, num_parallel_calls=tf.data.AUTOTUNE)"
-    ".batch(...).prefetch(tf.data.AUTOTUNE)) runs it in parallel threads outside Python: see docs/fixes.md "
-    "(generator-prefetch) for the patch pattern"
-)
 
 
 def _own(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -313,7 +307,7 @@ class GeneratorPrefetchCodemod(FixCodemod):
             if x
         )
         for u in used:
-            self.advise(ADVICE.format(fn=u.split("()")[0]))
+            self.advise(PYTHON_WORK_ADVICE.format(who=u.split("()")[0] + "()"))
         return self._with_helpers(super().transform_module_impl(tree))
 
     def _plan_iterables(
