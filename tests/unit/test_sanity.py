@@ -361,6 +361,16 @@ def test_a_loss_whose_value_depends_on_the_batch_is_not_compared_across_batch_si
     seeded = [run(32, [4.254, 2.35, 3.375, 4.086, 2.455, 1.758]) for _ in range(19)]
     assert batch_dependent(seeded, run(64, [3.59, 4.436, 4.637, 2.855, 2.024])) is None
     assert batch_dependent(seeded, run(64, [7.9, 7.8, 7.7])) is not None  # above every early step
+    # tests/data/shapes/grad_accum.py, unseeded (measured): the three reference runs at 32 a step started
+    # 0.1683-0.1704 (the script's other runs at 32: up to 0.2047), batch ×2 at 0.1853, then among their early
+    # steps: a mean loss's draw, and batch ×2 is compared as any trial is (it was refused as batch-dependent)
+    accum = [
+        run(32, [0.1683, 0.1773, 0.1812, 0.1714, 0.1531]),
+        run(32, [0.1704, 0.178, 0.1789, 0.1806, 0.1739]),
+        run(32, [0.1703, 0.1779, 0.1624, 0.1657, 0.1759]),
+    ]
+    assert batch_dependent(accum, run(64, [0.1853, 0.1811, 0.1852, 0.1802, 0.1806])) is None
+    assert batch_dependent(accum, run(64, [0.2353, 0.2311, 0.2352, 0.2302])) is not None  # all above
     gone = run(166, [7.659, float("nan"), 7.6, 7.6])
     assert (
         batch_dependent(refs, gone) is None and loss_check(refs, gone, per_update=True).status == "not finite"
