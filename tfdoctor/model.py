@@ -366,6 +366,11 @@ class StepTiming(_Frozen):
     # pipeline does once an epoch (a shuffle buffer filled; the old iterator's delete, which can wait
     # for its autotuning thread)
     epoch_start: bool = False
+    # the step function the step ran, where it is not the run's first (None: the first, or not known): a
+    # loop with two training steps, keras-io's PPO (``train_policy`` returning its KL, then
+    # ``train_value_function`` whose loss is a squared return), records two losses of other kinds, and
+    # the loss check compares each function's steps with its own (tfdoctor.fixes.sanity.loss_check)
+    fn: str | None = None
 
     @property
     def duration_ns(self) -> int:

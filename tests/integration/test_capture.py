@@ -1222,3 +1222,53 @@ def test_a_run_says_how_much_of_the_machine_other_processes_kept_busy(tfd_home):
     assert res.ok, res.error
     assert res.outside_load is not None
     assert 0.6 / (os.cpu_count() or 1) <= res.outside_load <= 1.0
+
+
+TWO_STEP_FUNCTIONS = """
+import numpy as np
+import tensorflow as tf
+
+x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+actor = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
+critic = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+opt_a, opt_c = tf.keras.optimizers.Adam(1e-3), tf.keras.optimizers.Adam(1e-3)
+
+
+@tf.function
+def train_policy(x):
+    with tf.GradientTape() as tape:
+        kl = tf.reduce_mean(tf.square(actor(x))) * 1e-3
+    opt_a.apply_gradients(zip(tape.gradient(kl, actor.trainable_variables), actor.trainable_variables))
+    return kl
+
+
+@tf.function
+def train_value(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(critic(x) - 100.0))
+    opt_c.apply_gradients(zip(tape.gradient(loss, critic.trainable_variables), critic.trainable_variables))
+
+
+for epoch in range(20):
+    for _ in range(3):
+        train_policy(x)
+    for _ in range(2):
+        train_value(x)
+"""
+
+
+def test_the_steps_of_a_second_step_function_are_named(tfd_home, tmp_path):
+    """keras-io's PPO shape: two ``@tf.function`` training steps, each its own optimizer. Both count as
+    steps; those of the second carry its name (``StepTiming.fn``), so the loss check compares each
+    function's losses with its own (a KL against a squared return, before)."""
+    script = tmp_path / "ppo_like.py"
+    script.write_text(TWO_STEP_FUNCTIONS)
+    res, _ = capture(tfd_home, script, steps=30, warmup=3, profile=False)
+    assert res.facts is not None, (res.message, res.error, res.stderr_tail)
+    kinds = [s.fn for s in sorted(res.steps, key=lambda s: s.index)]
+    assert len(kinds) == 30, kinds
+    assert kinds[:10] == [None, None, None, "train_value", "train_value"] * 2, kinds
+    values = [s.loss for s in res.steps if s.fn == "train_value"]
+    kls = [s.loss for s in res.steps if s.fn is None]
+    assert all(v is not None and v > 1000 for v in values), values  # the critic's squared error
+    assert all(v is not None and v < 1 for v in kls), kls  # the actor's returned "KL"

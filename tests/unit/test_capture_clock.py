@@ -163,8 +163,10 @@ def test_a_diverged_loss_is_written_as_such_and_read_back(tmp_path):
     clock.close()
     # the line is the model's fields, whatever the values: every one of them (a field added to the model
     # and not to the line would be silently left at its default)
-    line = step_line(7, "timing", 10, 25, 3, 2, 1e-05, 64, 2)
+    line = step_line(7, "timing", 10, 25, 3, 2, 1e-05, 64, 2, fn='train_"value"')
     assert list(json.loads(line)) == list(StepTiming.model_fields)
+    assert StepTiming.model_validate_json(line).fn == 'train_"value"'
+    line = step_line(7, "timing", 10, 25, 3, 2, 1e-05, 64, 2)
     assert StepTiming.model_validate_json(line) == StepTiming(
         index=7,
         window="timing",

@@ -566,3 +566,39 @@ def test_the_tolerance_holds_the_spread_of_the_reference_runs_medians_on_a_steep
     assert "the highest median of 5 reference runs over it" in stuck.text, stuck.text
     # one reference run: its step-to-step noise only (the first check, before the paired rounds)
     assert loss_check(refs[-1:], _steps(_cliff(18), examples=64)).status == "higher"
+
+
+def test_each_step_function_s_losses_are_compared_with_its_own() -> None:
+    """keras-io's PPO (tests/data/shapes/ppo_cartpole.py, measured 2026-12-03): ``train_policy`` returns
+    its KL and runs until the KL passes 0.015, then ``train_value_function`` (a squared return) runs; where
+    the KL stopped moves from run to run, so step by step the trial's value losses met the reference's KL
+    and host-calls (1.80x) was rejected as "loss above the reference's: median 153.7 vs 0.006351". Each
+    function's steps are now compared with its own; a function whose loss went up still fails the trial."""
+
+    def run(kl: list[float], value: list[float]) -> list[StepTiming]:
+        steps = _steps(kl + value)
+        return [
+            s if i < len(kl) else s.model_copy(update={"fn": "train_value_function"})
+            for i, s in enumerate(steps)
+        ]
+
+    ref_kl = [0.0001, 0.0003, 0.0009, 0.0016, 0.0026, 0.0037, 0.0051, 0.0068, 0.0089, 0.0113, 0.0139, 0.0161]
+    refs = [
+        run(ref_kl, [212.6, 211.1, 209.8, 208.4, 207.0, 205.7]),
+        run([0.0004, 0.0012, 0.0027, 0.0047, 0.0073, 0.0105, 0.0142, 0.0183], [208.9, 207.7, 206.2, 205.0]),
+    ]
+    trial = run([0.002, 0.0046, 0.0077, 0.0114, 0.0156], [209.8, 208.3, 206.9, 205.5, 204.2, 203.0, 201.6])
+    untagged = [s.model_copy(update={"fn": None}) for s in trial]
+    # untagged (before: one sequence of steps), step i of the trial against step i of the reference runs
+    assert (
+        loss_check([[s.model_copy(update={"fn": None}) for s in r] for r in refs], untagged).status
+        == "higher"
+    )
+    check = loss_check(refs, trial)
+    assert check.status == "ok", check.text
+    assert check.text.startswith("the first step function: ") and "; train_value_function(): " in check.text
+    worse = run([0.002, 0.0046, 0.0077, 0.0114, 0.0156], [409.8, 408.3, 406.9, 405.5, 404.2, 403.0, 401.6])
+    check = loss_check(refs, worse)
+    assert check.status == "higher" and check.text.startswith(
+        "train_value_function(): loss above the reference's"
+    )

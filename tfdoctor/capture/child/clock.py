@@ -454,6 +454,7 @@ def step_line(
     examples: int | None,
     phase: int | None = None,
     epoch_start: bool = False,
+    fn: str | None = None,
 ) -> str:
     """One line of ``steps.jsonl``: a :class:`~tfdoctor.model.StepTiming` as JSON, formatted without
     building the model (see :meth:`StepClock.end_step`). A loss that is NaN or infinite is kept as such
@@ -462,6 +463,8 @@ def step_line(
     tail = (
         "" if phase is None else f',"phase":{phase}'
     ) + f',"epoch_start":{"true" if epoch_start else "false"}'
+    if fn is not None:
+        tail += f',"fn":{json.dumps(fn)}'
     return (
         f'{{"index":{index},"window":"{window}","start_ns":{start_ns},"end_ns":{end_ns},'
         f'"input_wait_ns":{input_wait_ns},"between_ns":{between_ns},"loss":{_num(loss)},'
@@ -595,8 +598,10 @@ class StepClock:
         *,
         loss: float | None = None,
         examples: int | None = None,
+        fn: str | None = None,
     ) -> None:
-        """The step in progress ended at ``t``. Writes it, moves windows; raises StopCapture at the end.
+        """The step in progress ended at ``t`` (a step of ``fn``, the step function it ran, where that is
+        not the run's first: see :attr:`tfdoctor.model.StepTiming.fn`). Writes it, moves windows; raises StopCapture at the end.
 
         This runs once per step of the user's loop, right after TensorFlow's kernels have evicted Python's
         code and data from the caches: every line here costs several times what it costs in a warm
@@ -628,7 +633,7 @@ class StepClock:
         self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
         self._write(
             step_line(
-                index, window, start, end, wait, gap - wait, loss, examples, self.phase, self._epoch_start
+                index, window, start, end, wait, gap - wait, loss, examples, self.phase, self._epoch_start, fn
             )
         )
         if self._input_open and self.markers is not None:

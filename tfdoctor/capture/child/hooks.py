@@ -597,8 +597,11 @@ class Tracker:
             if len(self.errors) < 20:
                 self.errors.append(f"{what}: {traceback.format_exc(limit=4)}")
 
-    def _end(self, mode: str, t: int | None = None, loss: Any = None, batches: int = 1) -> None:
-        """A step ended (by the counter ``mode``); it ran ``batches`` batches (an in-graph loop's call)."""
+    def _end(
+        self, mode: str, t: int | None = None, loss: Any = None, batches: int = 1, fn: str | None = None
+    ) -> None:
+        """A step ended (by the counter ``mode``); it ran ``batches`` batches (an in-graph loop's call),
+        in the step function named ``fn`` where that is not the run's first."""
         if self.mode is None:
             self.mode = mode
         if self.mode != mode:
@@ -613,7 +616,7 @@ class Tracker:
             examples *= batches  # one call ran several batches: the examples of all of them
         self.step_kind_votes["tf.function" if self.step_saw_function else "eager"] += 1
         self._reset_step()
-        self.clock.end_step(t, loss=value, examples=examples)
+        self.clock.end_step(t, loss=value, examples=examples, fn=fn)
 
     def _reset_step(self) -> None:
         self.step_loss = None
@@ -1416,7 +1419,13 @@ class Tracker:
                 result = self._metric_loss(fn)  # else what it took gradients of
                 if result is None:
                     result = self._tape_loss(fn)
-            self._end("tf.function", loss=result, batches=batches)
+            other = None  # a second step function (keras-io's PPO: train_policy, then train_value_function)
+            if fn is not self.step_fn:
+                other = (
+                    getattr(getattr(fn, "python_function", None), "__name__", None)
+                    or f"step function {id(fn)}"
+                )
+            self._end("tf.function", loss=result, batches=batches, fn=other)
         elif kind == "gradient_tape" and self.mode is None:
             # gradients computed in a tf.function: an eager apply_gradients may follow and count
             loss = scalar_loss(result)
