@@ -1959,3 +1959,28 @@ def test_a_neutral_trial_noisier_than_the_run_is_seldom_kept_and_calm_gains_stil
         for seed in range(runs)
     )
     assert kept_loud < 0.7 * before, (kept_loud, before)
+
+
+def test_a_bursty_loop_s_steady_step_rate_leaves_out_the_gap_its_window_held() -> None:
+    """keras-io's PPO, a host-calls trial as measured (2026-12-03): the timing window (a second at least)
+    held a burst's 1 ms steps, the 2.4 s of collection before the next burst inside one step and the value
+    function's 0.3 s first call; the sub-windows read 0.3-45 steps/s and the bootstrap over them left six
+    rounds of 1.26-1.83x *not decided* at [0.61x, 3.75x]. The gap is timed on its own (``between_fits``),
+    so the steps' rate and spread are taken without those two steps."""
+    durs = [1.0] * 80 + [306.5] + [1.0] * 79 + [2430.4] + [1.0] * 40
+    t, steps = 0, []
+    for i, ms in enumerate(durs):
+        steps.append(
+            StepTiming(index=i, window="timing", start_ns=t, end_ns=t + int(ms * 1e6), examples=1000)
+        )
+        t += int(ms * 1e6)
+    tp = Throughput.from_steps(steps, 1000)
+    assert tp is not None and max(tp.windows) > 50 * min(tp.windows)  # as the run's report had them
+    gap = BetweenFits(seconds=3.8, ended_by="next_step", limit_s=30.0, fit_steps=86, loop="steps")
+    whole, why = loop_throughput(tp, Facts(between_fits=gap, batch_size=1000), None, steps)
+    assert why == "" and whole is not None
+    assert whole.steps_per_s == pytest.approx(86 / (86 / 1000 + 3.8))
+    assert max(whole.windows) == pytest.approx(min(whole.windows))  # the steps' own steady spread
+    # without the steps, as before: the report's rate and its windows scaled
+    old, _ = loop_throughput(tp, Facts(between_fits=gap, batch_size=1000))
+    assert old is not None and max(old.windows) > 50 * min(old.windows)
