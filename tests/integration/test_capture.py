@@ -1272,3 +1272,44 @@ def test_the_steps_of_a_second_step_function_are_named(tfd_home, tmp_path):
     kls = [s.loss for s in res.steps if s.fn is None]
     assert all(v is not None and v > 1000 for v in values), values  # the critic's squared error
     assert all(v is not None and v < 1 for v in kls), kls  # the actor's returned "KL"
+
+
+CUSTOM_EPOCHS = """
+import time
+import numpy as np
+import tensorflow as tf
+
+x = np.random.default_rng(0).normal(size=(96, 4)).astype("float32")
+ds = tf.data.Dataset.from_tensor_slices(x).batch(16)  # 6 steps an epoch
+model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+opt = tf.keras.optimizers.SGD(0.01)
+
+
+@tf.function
+def step(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x)))
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+
+for epoch in range(10):
+    for batch in ds:
+        step(batch)
+    time.sleep(0.3)  # the epoch's validation and checkpoint save
+    for batch in ds.take(1):  # a pass over another pipeline: no epoch of the steps'
+        pass
+"""
+
+
+def test_a_custom_loop_s_epoch_begins_where_its_dataset_is_iterated_anew(tfd_home, tmp_path):
+    """A custom loop's work between epochs (validation, a checkpoint save) is left out of the next step,
+    as fit's is, and that step is marked as its epoch's first (held to the median where throughput is
+    measured); the first epoch's first step, and steps of a loop that makes an iterator a step, are not."""
+    script = tmp_path / "epochs.py"
+    script.write_text(CUSTOM_EPOCHS)
+    res, _ = capture(tfd_home, script, steps=30, warmup=3, profile=False)
+    assert res.facts is not None, (res.message, res.error, res.stderr_tail)
+    steps = sorted(res.steps, key=lambda s: s.index)
+    assert [s.index for s in steps if s.epoch_start] == [6, 12, 18, 24], [s.epoch_start for s in steps]
+    assert max(s.duration_ns for s in steps if s.index > 0) < 0.25e9, [s.duration_ns for s in steps]
