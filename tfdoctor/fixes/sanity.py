@@ -510,8 +510,8 @@ def batch_dependent(refs: Sequence[Sequence[StepTiming]], new: Sequence[StepTimi
     """Why the losses of a bigger batch cannot be compared with the reference's, or None: the loss of the
     model as it starts (the first step, before any update) is off every reference run's by more than
     three times their spread and 5 %, and it and the trial's next steps are outside the losses of their
-    first :data:`BATCH_DEPENDENT_EARLY` steps, so its value depends on the batch (keras-io's SimCLR: a contrastive
-    loss over the batch's pairs grows with the log of the batch; 6.88-7.06 in 13 reference runs at 80
+    first :data:`BATCH_DEPENDENT_EARLY` steps, so its value depends on the batch (keras-io's SimCLR: a
+    contrastive loss over the batch's pairs grows with the log of the batch; 6.88-7.06 in 13 reference runs at 80
     images a step, 7.64-7.75 at 166, and batch ×2 was rejected as "loss above the reference's"). A mean
     loss starts where the reference's did whatever the batch; a sum is :func:`batch_summed`'s."""
     runs = [losses(r) for r in refs]

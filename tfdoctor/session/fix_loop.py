@@ -137,7 +137,7 @@ def loop_throughput(
     tp: Throughput | None,
     facts: Facts | None,
     unit: tuple[int, float | None] | None = None,
-    timed_steps: Sequence[StepTiming] = (),
+    run_steps: Sequence[StepTiming] = (),
 ) -> tuple[Throughput | None, str]:
     """The whole loop's rate of a run that timed one burst of steps and the script's work until the next
     (``facts.between_fits``, loop "steps", ended by the next step): passes of the loop a second (a burst's
@@ -147,22 +147,20 @@ def loop_throughput(
     run's own. The sub-window rates are scaled alike (their relative spread is the steps'). None, with why,
     where the run did not time such a gap.
 
-    ``timed_steps``: the run's timed steps, whose steady rate is then taken without the few that held the gap
-    between two bursts or a function's first trace (:func:`tfdoctor.model.lone_stalls`), which the gap
-    counts already: a timing window of at least a second holds one of PPO's 0.17 s bursts, the 1.8-3.5 s
+    ``run_steps``: the run's steps; its timing window's steady rate is then taken without the few that held
+    the gap between two bursts or a function's first trace (:func:`tfdoctor.model.lone_stalls`), which the
+    gap counts already: a timing window of at least a second holds one of PPO's 0.17 s bursts, the 1.8-3.5 s
     of collection after it and the value function's 0.3 s first call, and its sub-windows read 0.3-45
     steps/s about a median of 38; every host-calls round stood at 1.26-1.83x, yet the within-run
     bootstrap over those sub-windows left it *not decided* at [0.61x, 3.75x]."""
     gap = facts.between_fits if facts is not None else None
-    timed = sorted(timed_steps, key=lambda s: s.index)
-    if tp is not None and len(timed) >= 3:
-        steady = lone_stalls(timed)
-        if len(steady) < len(timed):
-            spe = tp.batches_per_step
-            tp = (
-                Throughput.from_steps(steady, facts.batch_size if facts else None, steps_per_execution=spe)
-                or tp
-            )
+    timed = [s for s in run_steps if s.window == "timing"]
+    steady = lone_stalls(timed)
+    if tp is not None and facts is not None and len(steady) < len(timed):
+        tp = (
+            Throughput.from_steps(steady, facts.batch_size, steps_per_execution=facts.steps_per_execution)
+            or tp
+        )
     if tp is None or tp.steps_per_s <= 0:
         return None, "no steps timed"
     if gap is None or gap.loop != "steps":
@@ -1010,8 +1008,7 @@ class FixLoop:
         outside = self.loop_outside_share()
         gap = facts.between_fits
         if outside is not None and outside >= WHOLE_LOOP_SHARE and gap is not None and gap.loop == "steps":
-            timed = [s for s in self.report.steps if s.window == "timing"]
-            whole, _ = loop_throughput(base_tp, facts, timed_steps=timed)
+            whole, _ = loop_throughput(base_tp, facts, run_steps=self.report.steps)
             if whole is not None and gap.fit_steps:
                 self.whole_loop, base_tp = True, whole
                 self.burst_pause = burst_pause_s(gap.seconds)
@@ -1608,8 +1605,7 @@ class FixLoop:
                 self.loads.append(res.outside_load)
             rep = finish_run(self.store, run, res)
             if self.whole_loop and not profile and res.ok:
-                timed = [s for s in res.steps if s.window == "timing"]
-                whole, why = loop_throughput(rep.throughput, res.facts, self.loop_unit, timed)
+                whole, why = loop_throughput(rep.throughput, res.facts, self.loop_unit, res.steps)
                 rep = rep.model_copy(update={"throughput": whole})
                 if whole is None:
                     res = replace(res, message=f"the whole loop not measured: {why}")

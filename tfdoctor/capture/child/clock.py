@@ -601,7 +601,8 @@ class StepClock:
         fn: str | None = None,
     ) -> None:
         """The step in progress ended at ``t`` (a step of ``fn``, the step function it ran, where that is
-        not the run's first: see :attr:`tfdoctor.model.StepTiming.fn`). Writes it, moves windows; raises StopCapture at the end.
+        not the run's first: see :attr:`tfdoctor.model.StepTiming.fn`). Writes it, moves windows; raises
+        StopCapture at the end.
 
         This runs once per step of the user's loop, right after TensorFlow's kernels have evicted Python's
         code and data from the caches: every line here costs several times what it costs in a warm
