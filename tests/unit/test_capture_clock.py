@@ -3,9 +3,11 @@ cache scan, script checks, import hooks."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -190,6 +192,43 @@ def test_retroactive_end_keeps_later_compute_starts_for_the_next_step(tmp_path):
     s0, s1 = _read(tmp_path / "steps.jsonl")
     assert (s0.start_ns, s0.end_ns, s0.input_wait_ns) == (100, 200, 0)
     assert (s1.start_ns, s1.end_ns, s1.input_wait_ns) == (200, 300, 50)
+
+
+class _Cyclic:
+    """Garbage only a full collection frees: an object in a reference cycle."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_the_set_ups_garbage_is_collected_where_the_timing_window_begins(tmp_path, collector_on):
+    """Not in a step: a full collection the set-up's garbage called for fell 71 steps into progbar_loop's
+    timing window (250-370 ms in a 5 ms step). A script that turned the collector off keeps it off."""
+    threshold, enabled = gc.get_threshold(), gc.isenabled()
+    gc.set_threshold(10**9)  # no automatic collection during the test
+    if not collector_on:
+        gc.disable()
+    try:
+        now = [0]
+        clock = StepClock(Windows(2, 2, 0), tmp_path / "steps.jsonl", clock=lambda: now[0])
+        ref = weakref.ref(_Cyclic())
+        for i in range(2):  # the warm-up
+            now[0] += 10
+            clock.compute_start()
+            now[0] += 10
+            clock.end_step()
+            if i == 0:
+                assert ref() is not None
+        assert (ref() is None) == collector_on  # collected as the timing window begins
+        ref = weakref.ref(_Cyclic())  # garbage of the timing window's first step
+        clock.compute_start()
+        clock.end_step()
+        assert ref() is not None  # left to the collector's own schedule
+    finally:
+        gc.set_threshold(*threshold)
+        if enabled:
+            gc.enable()
 
 
 def test_close_before_the_profile_window_does_not_touch_the_profiler(tmp_path):
