@@ -658,6 +658,10 @@ def test_two_undecided_fixes_are_pooled_and_kept_together(tmp_path: Path) -> Non
     assert any(e.kind == "trial" and e.fix_id == "pooled" and "paired round 1/2" in e.message for e in events)
     assert {e.label for e in events if e.kind == "trial" and e.fix_id == "pooled"} == {POOL}  # progress
     assert any(e.kind == "result" and e.message.startswith(f"{POOL}: kept (faster: ") for e in events)
+    # each member's own progress line as the table words it: not decided, not "rejected (not decided …)"
+    for fix_id in ("generator-prefetch", "generator-cache"):
+        (line,) = [e.message for e in events if e.kind == "result" and e.fix_id == fix_id]
+        assert line.startswith(f"{fix_id}: not decided (noisy machine): "), line
     saved = loop.baseline.report().fix  # report.json
     assert [(t.fix_id, t.status, t.members) for t in saved.trials] == [
         ("generator-prefetch", "kept", []),

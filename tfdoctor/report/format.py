@@ -20,7 +20,7 @@ import re
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from tfdoctor.model import FixSummary, Report, Throughput
+    from tfdoctor.model import FixSummary, FixTrial, Report, Throughput
 
 
 class _Interval(Protocol):
@@ -34,6 +34,16 @@ class _Interval(Protocol):
 
 def _decimals(x: float) -> int:
     return 3 if abs(x - 1) < 0.05 else 2
+
+
+def trial_result(t: FixTrial) -> str:
+    """A trial's result word, the same in the table and in the fix loop's progress lines: its status,
+    "not decided" where the judge's round budget ran out (the trial's status is then "rejected": nothing
+    is kept on it), and "kept (together)" for an undecided fix kept by the pooled trial of the undecided
+    fixes."""
+    if t.verdict == "undecided":
+        return "kept (together)" if t.status == "kept" else "not decided"
+    return t.status
 
 
 def ratio(x: float | None, *, decimals: int | None = None) -> str:

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, FixSummary, FixTrial, Report, Throughput
+from tfdoctor.model import CATEGORIES, CATEGORY_LABELS, FixSummary, Report, Throughput
 from tfdoctor.report import format as fmt
 from tfdoctor.report.measured import corrected_ms, precision_view, tracer_cost_view
 
@@ -195,7 +195,7 @@ def fix_table(report: Report) -> Table | None:
         speedup = Text(fmt.ratio_ci(t.speedup, t.speedup_ci) if t.speedup else "")
         if t.paired_ratios:
             speedup.append("\npaired " + ", ".join(fmt.ratio(r) for r in t.paired_ratios), style="dim")
-        result = trial_result(t)
+        result = fmt.trial_result(t)
         table.add_row(
             t.name,
             _rate_cell(t.throughput, t.reference),
@@ -222,14 +222,6 @@ def _rate_cell(rate: Throughput | None, reference: Throughput | None) -> Text:
     if rate and reference:
         cell.append(f"\n{fmt.against(reference)}", style="dim")
     return cell
-
-
-def trial_result(t: FixTrial) -> str:
-    """A trial's result word: its status, "not decided" where the judge's round budget ran out, and
-    "kept (together)" for an undecided fix kept by the pooled trial of the undecided fixes."""
-    if t.verdict == "undecided":
-        return "kept (together)" if t.status == "kept" else "not decided"
-    return t.status
 
 
 def _why(t) -> Text:  # type: ignore[no-untyped-def]
@@ -271,7 +263,7 @@ def fix_blocks(report: Report) -> list[RenderableType]:
         out.append(Padding(body, (0, 0, 0, 4), expand=False))
     for t in fx.trials:
         head = Text(t.name, style="bold")
-        result = trial_result(t)
+        result = fmt.trial_result(t)
         head.append("  ")
         head.append(result, style=_STATUS_STYLE.get(t.status, ""))
         if t.speedup:

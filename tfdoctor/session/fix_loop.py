@@ -100,6 +100,7 @@ from tfdoctor.report.format import (
     ratio_ci,
     timed_apart,
     training,
+    trial_result,
 )
 from tfdoctor.rundir import PATCH, STDOUT, RunDir
 from tfdoctor.session.build import finish_run
@@ -122,6 +123,15 @@ MIN_TIMING_S = 1.0
 #: a run whose steps hold more examples than the baseline's runs fewer steps, never fewer than its
 #: warm-up and this many timed steps
 MIN_TIMED_STEPS = 3
+
+
+def result_line(label: str, trial: FixTrial) -> str:
+    """The progress line of a decided trial, with the table's result word (:func:`trial_result`):
+    "xla-jit: not decided (noisy machine): 0.997x [0.931x, 1.067x] …", not "rejected (not decided …)"."""
+    word = trial_result(trial)
+    if trial.reason.startswith(word):
+        return f"{label}: {trial.reason}"
+    return f"{label}: {word} ({trial.reason})"
 
 
 def burst_pause_s(gap_s: float) -> float:
@@ -1106,7 +1116,7 @@ class FixLoop:
                 tried.append((fix, dict(variant), len(trials) - 1))
                 files = patch_files(trial.patch)
                 where = f" ({', '.join(files)})" if set(files) - {self.relpath} else ""  # a module too
-                self.event("result", f"{label}{where}: {trial.status} ({trial.reason})", fix_id=fix.ID)
+                self.event("result", result_line(f"{label}{where}", trial), fix_id=fix.ID)
                 then_fallback = k + 1 < len(variants) and bool(variants[k + 1].get("fallback"))
                 if trial.status == "failed" and then_fallback:
                     continue
@@ -1425,7 +1435,7 @@ class FixLoop:
         expected = state.examples * factor if state.examples else None
         trial, after = self.trial(pooled, outcome, state, state, expected, label)
         trials.append(trial)
-        self.event("result", f"{label}: {trial.status} ({trial.reason})", fix_id=pooled.ID)
+        self.event("result", result_line(label, trial), fix_id=pooled.ID)
         if trial.status != "kept":
             return after
         for fix, j in members:
