@@ -1408,6 +1408,40 @@ def test_a_disturbed_round_is_set_aside_and_said_so() -> None:
     assert "set aside" not in r.decision.reason
 
 
+def test_one_round_against_the_run_just_before_takes_the_references_other_runs_for_its_floor(
+    tmp_path: Path,
+) -> None:
+    """``--fix-rounds 1``: generator-cache's one round (AB) pairs it with the tf-function state's re-run
+    that ended generator-prefetch's round, so no state was measured twice in its rounds and its interval
+    was the runs' sub-windows only, 1.18x [1.17x, 1.20x] kept (heavy_callbacks, runs of one window:
+    "1.45x [1.45x, 1.45x]"). The tf-function state's other run (its own trial, 40 against 44 steps/s)
+    gives the floor its run-to-run spread: not decided."""
+    rates = {
+        "tf-function": 40.0,
+        "tf-function: reference, paired round 1": 10.0,
+        "generator-prefetch": 39.0,
+        "generator-prefetch: reference, paired round 1": 44.0,  # the tf-function state again
+        "generator-cache": 52.0,  # AB: against that re-run, the run just before
+        "combined": 52.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+    }
+    loop = _scripted(tmp_path, rates, ["tf-function", "generator-prefetch", "generator-cache"], rounds=1)
+    summary = loop.run()
+    assert loop.measured[:5] == [
+        "tf-function",
+        "tf-function: reference, paired round 1",
+        "generator-prefetch",
+        "generator-prefetch: reference, paired round 1",
+        "generator-cache",
+    ]
+    cache = next(t for t in summary.trials if t.fix_id == "generator-cache")
+    assert cache.paired_ratios == [pytest.approx(52 / 44, abs=1e-4)]
+    assert cache.verdict == "undecided" and cache.status == "rejected"
+    low, high = cache.speedup_ci
+    assert low < 1.0 < 1.3 < high  # ±20 %: 1.96 · |log(40/44)|/√2 · √2 in log space
+    assert "over 1 paired round (AB)" in cache.reason
+
+
 def test_a_profiled_reference_is_re_measured_and_no_repeat_for_the_floor() -> None:
     """TensorFlow's regression tutorial (8 steps an epoch, a validation after each): the profiled
     baseline's short window read 2.4x the timing-only re-runs, and as one more repeat of the reference

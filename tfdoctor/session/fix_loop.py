@@ -50,6 +50,7 @@ from tfdoctor.fixes.judge import (
     Estimate,
     Pair,
     Sample,
+    between_runs,
     chained,
     comparable,
     decide,
@@ -538,6 +539,7 @@ def judge_rounds(
     ref_timed: bool = True,
     trial_earlier: Sequence[Throughput] = (),
     states: bool = False,
+    ref_history: Sequence[Throughput] = (),
 ) -> Rounds:
     """Paired rounds of a trial against its reference, judged (:func:`_judge_rounds`). ``pool``: the
     round log ratios of the comparisons judged before in the same run, for the judge's paired floor
@@ -546,7 +548,10 @@ def judge_rounds(
     interval must clear (:func:`keep_bar`: higher for a fix that changes the training).
     ``trial_earlier``: the trial's measurements before ``first_trial`` (the same state), and ``states``:
     the interval is never narrower than each state's own run-to-run spread
-    (:func:`tfdoctor.fixes.judge.floor`); both for the combined check, whose interval is the headline."""
+    (:func:`tfdoctor.fixes.judge.floor`); both for the combined check, whose interval is the headline.
+    ``ref_history``: the reference state's other timing-only runs in this ``--fix`` run (as a trial, or
+    as the reference of the trials before), for the floor where the rounds alone measured no state
+    twice: see :func:`_judge_rounds`."""
     r = _judge_rounds(
         measure,
         first_trial=first_trial,
@@ -559,6 +564,7 @@ def judge_rounds(
         ref_timed=ref_timed,
         trial_earlier=trial_earlier,
         states=states,
+        ref_history=ref_history,
     )
     if pool is not None:
         pool.append(log_ratios(r.pairs))
@@ -578,6 +584,7 @@ def _judge_rounds(
     ref_timed: bool = True,
     trial_earlier: Sequence[Throughput] = (),
     states: bool = False,
+    ref_history: Sequence[Throughput] = (),
 ) -> Rounds:
     """Paired rounds of a trial (its first run ``first_trial`` done) against its reference (last measured
     at ``ref_prev``), decided by :func:`tfdoctor.fixes.judge.decide`.
@@ -596,6 +603,15 @@ def _judge_rounds(
     …), until the judge decides or ``max_rounds`` are spent; a keep takes at least two rounds within the
     budget. ``max_rounds`` 0: no rounds; the first run is judged against ``ref_prev`` alone.
     ``measure(side, round)`` runs one side. ``pool``: see :func:`judge_rounds`.
+
+    Where the rounds so far measured no state twice (one AB round against the reference's run just
+    before: ``--fix-rounds 1``, or the first round of a trial judged on it), the between-run floor would
+    be 0 and the interval only the runs' sub-windows, none for a run of one window: heavy_callbacks'
+    batch ×2, tried on a steps-per-execution state whose runs were 3 steps of 8 half-second batches, was
+    kept at "1.45x [1.45x, 1.45x]" and ×4 rejected at "0.41x [0.41x, 0.41x]". The reference state's
+    other runs (``ref_history``: its own trial's, earlier trials' re-runs of it, in the pairs' unit)
+    then give the floor its run-to-run spread. Only then: once a state was measured twice in the rounds,
+    the floor's degrees of freedom are the rounds' own, as before.
     """
     r = Rounds(ref=ref_prev, trial=first_trial, trial_runs=[first_trial])
     worth = max(WORTH, keep_above)  # "not faster" below it; undecided above it: worth more rounds
@@ -641,9 +657,26 @@ def _judge_rounds(
             r.ref_steps.append(m.steps)
         return tp
 
+    history: list[float] = []  # the reference's other runs, in the pairs' unit
+    for seen in ref_history:
+        if seen is ref_prev:
+            continue
+        _, a, u = comparable(first_trial, seen, scale)
+        if u == unit and a.rate > 0:
+            history.append(a.rate)
+
     def judged(**how: Any) -> Decision | None:  # the judge, with this trial's bar
+        earlier = list(how.pop("ref_earlier", ()))
+        if history and between_runs(r.pairs, earlier, r.trial_earlier)[1] == 0:
+            earlier += history  # no state measured twice in the rounds: the reference's other runs
         return decide(
-            r.pairs, keep_above=keep_above, worth=worth, trial_earlier=r.trial_earlier, states=states, **how
+            r.pairs,
+            keep_above=keep_above,
+            worth=worth,
+            trial_earlier=r.trial_earlier,
+            states=states,
+            ref_earlier=earlier,
+            **how,
         )
 
     def alone() -> Rounds:  # the first run judged against the reference's earlier measurement
@@ -971,6 +1004,8 @@ class FixLoop:
         self._base_key = self.state_key(self.user_source.text, {}, self.user_modules)  # the unchanged script
         # every judged trial's round log ratios so far (the combined check's too): the judge's paired floor
         self.paired_logs: list[list[float]] = []
+        # every timing-only run's throughput, by the state it measured (the judge's floor: judge_rounds)
+        self.timed_runs: dict[StateKey, list[Throughput]] = {}
         # what a trial copies: the script's folder, or the working directory above it (workspace_root);
         # for a module, the folder its package lies in, whatever its size
         self.root = self.base if cfg.module else workspace_root(self.script, self.cwd)
@@ -1178,7 +1213,7 @@ class FixLoop:
             self.event("final", f"final state with {', '.join(kept)}")
             ok, failed = True, ""
             if self._last != state.key():  # not the run just made: measured again, timing-only
-                run, res, rep = self.measure(
+                run, res, rep = self.measured_run(
                     label, state.source, state.switches, modules=state.modules, examples=state.examples
                 )
                 ok = res.ok and rep.throughput is not None
@@ -1253,7 +1288,7 @@ class FixLoop:
                 note = f"the final run failed ({failed}): the combined result is not measured"
             if ok and self.cfg.final_profile:  # the breakdown of the final state, for the "after" view
                 self.event("final", f"profiled run with {', '.join(kept)}")
-                prun, pres, _ = self.measure(
+                prun, pres, _ = self.measured_run(
                     "combined (profiled): " + ", ".join(kept),
                     state.source,
                     state.switches,
@@ -1479,7 +1514,7 @@ class FixLoop:
             sw = ref_switches if side == "reference" else trial.switches
             self.event("trial", f"{label}, paired round {i}, {side}", index=index, total=total, label=label)
             return self._measured(
-                self.measure(
+                self.measured_run(
                     f"{label}: {side}, paired round {i}",
                     st.source,
                     sw,
@@ -1499,6 +1534,7 @@ class FixLoop:
             ref_timed=ref.timed,
             trial_earlier=trial_earlier,
             states=states,
+            ref_history=self.timed_runs.get(ref_key, ()),
         )
 
     # -- one run -------------------------------------------------------------------------------------
@@ -1550,6 +1586,25 @@ class FixLoop:
             return steps
         floor = max(3, self.cfg.warmup or 0) + MIN_TIMED_STEPS * (2 if profile else 1)
         return max(min(steps, floor), math.ceil(steps * base / examples))
+
+    def measured_run(
+        self,
+        label: str,
+        code: str,
+        switches: dict[str, str],
+        *,
+        profile: bool = False,
+        modules: dict[str, str] | None = None,
+        examples: float | None = None,
+    ) -> tuple[RunDir, CaptureResult, Report]:
+        """One run (:meth:`measure`), its throughput kept under the state it measured when it is a timing
+        window's (``timed_runs``: the judge's floor, :func:`judge_rounds`)."""
+        _, res, rep = got = self.measure(
+            label, code, switches, profile=profile, modules=modules, examples=examples
+        )
+        if not profile and res.ok and rep.throughput is not None and self._last is not None:
+            self.timed_runs.setdefault(self._last, []).append(rep.throughput)
+        return got
 
     def measure(
         self,
@@ -1675,7 +1730,7 @@ class FixLoop:
         # sides, and only the fix's own cache makes a difference
         ref_switches = reference_switches(ref.switches, switches)
         ref_was_last = self._last == state_key(ref.source, ref_switches, ref.modules)
-        run, res, rep = self.measure(label, outcome.code, switches, modules=modules, examples=expected)
+        run, res, rep = self.measured_run(label, outcome.code, switches, modules=modules, examples=expected)
         tp = rep.throughput if res.ok else None
         shown = tp  # after the paired rounds: the trial's median run
         shown_ref: Throughput | None = None  # and the median run of the state it was paired with
@@ -1768,7 +1823,7 @@ class FixLoop:
             at, of = self._at
             what = f"{label}: the reference again (its output's own variation)"
             self.event("trial", what, index=at, total=of, label=label)
-            again, got, _ = self.measure(
+            again, got, _ = self.measured_run(
                 f"{label}: reference, its output again", ref.source, ref.switches, modules=ref.modules
             )
             if not got.ok:
@@ -1809,7 +1864,7 @@ class FixLoop:
                 label=label,
             )
             if side == "reference":
-                got = self.measure(
+                got = self.measured_run(
                     f"{label}: reference, paired round {i}",
                     ref.source,
                     ref_switches,
@@ -1817,7 +1872,7 @@ class FixLoop:
                     examples=ref.examples,
                 )
             else:
-                got = self.measure(
+                got = self.measured_run(
                     f"{label}: paired round {i}", outcome.code, switches, modules=modules, examples=expected
                 )
             return self._measured(got)
@@ -1832,6 +1887,7 @@ class FixLoop:
             pool=self.paired_logs,
             keep_above=keep_bar(ids, over_kept=over_kept),
             ref_timed=ref.timed,
+            ref_history=self.timed_runs.get(self.state_key(ref.source, ref_switches, ref.modules), ()),
         )
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
