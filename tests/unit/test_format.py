@@ -12,6 +12,9 @@ def test_ratios_and_intervals() -> None:
     assert fmt.ratio_ci(1.29, [1.21, 1.37]) == "1.29x [1.21x, 1.37x]"
     assert fmt.ratio_ci(1.03, (0.99, 1.08)) == "1.030x [0.990x, 1.080x]"  # near the bar: 3 decimals
     assert fmt.ratio_ci(2.0, None) == "2.00x"
+    # far below 1: two significant digits, never a bound of "0.00x"
+    assert fmt.ratio(0.04) == "0.040x" and fmt.ratio(0.0021) == "0.0021x" and fmt.ratio(0.5) == "0.50x"
+    assert fmt.ratio_ci(0.04, [0.002, 0.11]) == "0.0400x [0.0020x, 0.1100x]"
 
 
 def test_rates_and_noise_are_half_the_range() -> None:

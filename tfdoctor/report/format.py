@@ -33,6 +33,10 @@ class _Interval(Protocol):
 
 
 def _decimals(x: float) -> int:
+    """3 near 1 (a ratio near the bar), two significant digits below 0.1 (XLA retracing every step of a
+    padded loop: 0.040x [0.0020x, 0.11x] read "0.04x [0.00x, 0.11x]"), else 2."""
+    if 0 < abs(x) < 0.1:
+        return min(5, 1 - math.floor(math.log10(abs(x))))
     return 3 if abs(x - 1) < 0.05 else 2
 
 
