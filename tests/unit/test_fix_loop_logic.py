@@ -68,6 +68,7 @@ from tfdoctor.session.fix_loop import (
     run_length,
     startup_added,
     startup_excess,
+    whole_epochs,
 )
 from tfdoctor.session.kernel import kernel_fix_loop
 from tfdoctor.store import RunStore
@@ -219,7 +220,8 @@ def _scripted(
         status="complete",
         throughput=_banded(10.0),
         steps=kw.pop("base_steps", []),
-        facts=Facts(
+        facts=kw.pop("base_facts", None)
+        or Facts(
             loop_kind="custom",
             step_kind="eager",
             input_kind="python_generator",
@@ -885,6 +887,53 @@ def test_a_runs_length_is_the_smaller_of_its_steps_and_examples_ratios_in_both_l
     assert run_length(half_batch, uncounted) == pytest.approx(1.0)  # examples unknown: steps only
     assert run_length([], ref) is None and run_length(ref, []) is None
     assert "run_length(" in inspect.getsource(kernel_fix_loop)  # the kernel loop has no twin of it
+
+
+def test_a_step_of_a_whole_short_epoch_is_no_change_of_examples(tmp_path: Path) -> None:
+    """TensorFlow's regression tutorial (251 examples an epoch at batch 32): steps-per-execution's 8-batch
+    executions each held the whole epoch, 251 examples, and the trial was rejected as "examples per step
+    changed (32 → 251, expected 256)". Each timed step beginning an epoch, fewer examples than expected
+    are the epoch's; a step of 251 among steps that are not whole epochs is still a change."""
+
+    def step(i: int, window: str, epoch_start: bool, examples: int = 251) -> StepTiming:
+        return StepTiming(
+            index=i,
+            window=window,
+            start_ns=i * 10,
+            end_ns=i * 10 + 5,
+            examples=examples,
+            epoch_start=epoch_start,
+        )
+
+    epochs = [step(0, "warmup", False), step(1, "warmup", True)] + [
+        step(i, "timing", True) for i in range(2, 8)
+    ]
+    assert whole_epochs(epochs)
+    assert not whole_epochs([step(i, "timing", i % 2 == 0) for i in range(6)])  # epochs of two steps
+    assert not whole_epochs([step(0, "warmup", False), step(1, "timing", True)])  # one timed step
+    rates = {
+        "steps-per-execution": 25.0,
+        "steps-per-execution: reference, paired round 1": 10.0,
+        "steps-per-execution: reference, paired round 2": 10.0,
+        "steps-per-execution: paired round 2": 25.0,
+        "combined": 25.0,
+        "combined vs the baseline: reference, paired round 1": 10.0,
+        "combined vs the baseline: reference, paired round 2": 10.0,
+        "combined vs the baseline: trial, paired round 2": 25.0,
+    }
+    source = (EXAMPLES / "keras_fit.py").read_text()
+    loop = _scripted(
+        tmp_path,
+        rates,
+        ["steps-per-execution"],
+        rounds=2,
+        source=source,
+        steps={"steps-per-execution": epochs},
+        base_facts=Facts(loop_kind="keras_fit", step_kind="tf.function", input_kind="numpy", batch_size=32),
+        facts={"steps-per-execution": Facts(step_kind="tf.function", batch_size=32, steps_per_execution=8)},
+    )
+    (trial,) = loop.run().trials
+    assert "examples per step changed" not in trial.reason and trial.status == "kept", trial.reason
 
 
 def test_a_batch_scaled_in_the_facts_is_in_effect_when_a_step_is_a_whole_epoch() -> None:

@@ -859,6 +859,15 @@ def _batch_in_effect(ids: Sequence[str], before: Facts | None, after: Facts | No
     return abs(after.batch_size - before.batch_size * factor) <= 0.01 * before.batch_size * factor
 
 
+def whole_epochs(steps: Sequence[StepTiming]) -> bool:
+    """Is each timed step a whole epoch (every one after the first begins an epoch)? A step then holds the
+    epoch's examples, fewer than ``steps_per_execution`` batches where the epoch is shorter: TensorFlow's
+    regression tutorial (251 examples an epoch at batch 32, 8 batches) ran one 251-example execution an
+    epoch, and steps-per-execution was rejected as "examples per step changed (32 → 251, expected 256)"."""
+    timed = [s for s in steps if s.window != "warmup"]
+    return len(timed) >= 2 and all(s.epoch_start for s in timed[1:])
+
+
 #: how far a batch-scale trial's examples per step may be from the batch times its factor: a batch the
 #: script derives from the constant scaled, by integer division, is not the exact multiple. keras-io's
 #: SimCLR takes ``unlabeled_dataset_size // (dataset_size // batch_size)``: batch_size 100 → 200 gave 80 →
@@ -1788,6 +1797,7 @@ class FixLoop:
             and examples is not None
             and abs(examples - expected) > batch_tolerance(ids, ref.examples, examples) * expected
             and not _batch_in_effect(ids, before.facts, res.facts, outcome.examples_factor)
+            and not (examples < expected and whole_epochs(res.steps))
         ):
             why = f"examples per step changed ({before.examples} → {examples}, expected {expected:g})"
             return decided("rejected", why), ref
