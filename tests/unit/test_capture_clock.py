@@ -231,6 +231,32 @@ def test_the_set_ups_garbage_is_collected_where_the_timing_window_begins(tmp_pat
             gc.enable()
 
 
+def test_one_worker_of_a_multi_worker_job_collects_after_its_first_step_not_before_a_window(tmp_path):
+    """Its peers would wait for the collection in their next all-reduce: inside the profile window's first
+    step that wait named the wrong worker the straggler. After the first step (the trace's garbage) a
+    warm-up step waits instead."""
+    threshold = gc.get_threshold()
+    gc.set_threshold(10**9)
+    try:
+        now = [0]
+        clock = StepClock(
+            Windows(2, 2, 0), tmp_path / "steps.jsonl", clock=lambda: now[0], collect="first_step"
+        )
+        ref = weakref.ref(_Cyclic())
+        now[0] += 10
+        clock.compute_start()
+        now[0] += 10
+        clock.end_step()  # step 0
+        assert ref() is None
+        ref = weakref.ref(_Cyclic())
+        for _ in range(2):  # step 1, then the timing window's first
+            clock.compute_start()
+            clock.end_step()
+        assert ref() is not None  # no collection where the timing window began
+    finally:
+        gc.set_threshold(*threshold)
+
+
 def test_close_before_the_profile_window_does_not_touch_the_profiler(tmp_path):
     markers = RecordingMarkers()
     clock = StepClock(Windows(2, 2, 2), tmp_path / "steps.jsonl", markers)

@@ -488,7 +488,12 @@ def collect_before_window() -> None:
     end came first), one stall in a 1 s window that read as the trial's speed. Run on its own the script
     paid it elsewhere or not at all: its loop leaves almost nothing behind a step, so that collection
     is the set-up's, not the training's. Collected here, a window holds only the collections its own
-    steps cause. A script that turned the collector off (``gc.disable()``) is left as it runs."""
+    steps cause. A script that turned the collector off (``gc.disable()``) is left as it runs.
+
+    One worker of a multi-worker job collects after its first step instead (:attr:`StepClock.collect`
+    ``"first_step"``, most of the set-up's garbage being that step's trace): its peers wait for it in their
+    next all-reduce, and a wait inside the profile window's first step had the straggler test name the
+    worker that was not slowed (worker-0 against worker-1's 15 ms a step); a warm-up step may wait."""
     gc.collect()
 
 
@@ -517,8 +522,12 @@ class StepClock:
         on_window: Callable[[Window], None] | None = None,
         warmup: Warmup | None = None,
         min_timing_ns: int = 0,
+        collect: Literal["windows", "first_step"] = "windows",
     ):
         self.planned = windows
+        #: where Python's garbage is collected, charged to no step (:func:`collect_before_window`): before
+        #: the timing and profile windows, or after the first step (one worker of a multi-worker job)
+        self.collect = collect
         self.windows = windows
         self.warmup = warmup
         self.min_timing_ns = min_timing_ns
@@ -674,7 +683,7 @@ class StepClock:
             raise StopCapture()
         nxt = self.windows.of(self.index)
         if nxt != window:
-            if nxt != "warmup" and gc.isenabled():
+            if nxt != "warmup" and self.collect == "windows" and gc.isenabled():
                 collect_before_window()
             if nxt == "profile" and self.markers is not None:
                 self.markers.start_profiler()
@@ -682,6 +691,9 @@ class StepClock:
             if self.on_window is not None:
                 self.on_window(nxt)
             t = max(t, self.clock())  # the window change's own cost belongs to no step
+        if index == 0 and self.collect == "first_step" and gc.isenabled():
+            collect_before_window()
+            t = max(t, self.clock())
         self._begin(t)
 
     def warmup_facts(self) -> dict[str, Any]:

@@ -274,6 +274,16 @@ def _main_globals() -> dict[str, Any] | None:
     return getattr(main, "__dict__", None)
 
 
+def _one_of_workers() -> bool:
+    """Is this run one worker of a multi-worker job (``TF_CONFIG`` of two training tasks or more)?"""
+    from tfdoctor.capture.workers import from_tf_config
+
+    try:
+        return from_tf_config() is not None
+    except Exception:  # an invalid TF_CONFIG: TensorFlow says so when the script reads it
+        return False
+
+
 def make_warmup(windows: Windows, cfg: dict[str, Any], started_ns: int) -> Warmup:
     """The warm-up policy of ``capture.json``: adaptive when ``warmup_adaptive``, else exactly planned."""
     timeout = cfg.get("timeout_s")
@@ -340,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         on_window=on_window,
         warmup=warmup,
         min_timing_ns=int(float(cfg.get("min_timing_s") or 0.0) * 1e9),
+        collect="first_step" if _one_of_workers() else "windows",
     )
     tracker = Tracker(clock, cfg.get("switches") or {}, fit_phase=cfg.get("fit"))
     hooks = PostImportHooks()
