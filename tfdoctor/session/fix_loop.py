@@ -1738,7 +1738,8 @@ class FixLoop:
         # hold for the reference's paired runs too: caches the script already had are then full on both
         # sides, and only the fix's own cache makes a difference
         ref_switches = reference_switches(ref.switches, switches)
-        ref_was_last = self._last == state_key(ref.source, ref_switches, ref.modules)
+        ref_key = state_key(ref.source, ref_switches, ref.modules)
+        ref_was_last = self._last == ref_key
         run, res, rep = self.measured_run(label, outcome.code, switches, modules=modules, examples=expected)
         tp = rep.throughput if res.ok else None
         shown = tp  # after the paired rounds: the trial's median run
@@ -1897,7 +1898,7 @@ class FixLoop:
             pool=self.paired_logs,
             keep_above=keep_bar(ids, over_kept=over_kept),
             ref_timed=ref.timed,
-            ref_history=self.timed_runs.get(self.state_key(ref.source, ref_switches, ref.modules), ()),
+            ref_history=self.timed_runs.get(ref_key, ()),
         )
         paired_ids[:] = r.run_ids
         extra["paired_ratios"] = r.ratios
