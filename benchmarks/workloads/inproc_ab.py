@@ -199,7 +199,23 @@ def attribute(tmp: Path, r: int) -> dict:
     own = sum(v[2] for k, v in stats.items() if f"{os.sep}tfdoctor{os.sep}" in k[0])
     total = sum(v[2] for v in stats.values())
     calls = sum(v[1] for k, v in stats.items() if f"{os.sep}tfdoctor{os.sep}" in k[0])
-    return {"round": r, "tfdoctor_s": own, "total_s": total, "tfdoctor_calls": calls, "steps": args.steps}
+    ours = sorted(
+        (
+            (v[2], v[1], f"{Path(k[0]).name}:{k[2]}")
+            for k, v in stats.items()
+            if f"{os.sep}tfdoctor{os.sep}" in k[0]
+        ),
+        reverse=True,
+    )
+    top = {name: [round(t * 1e6 / args.steps, 1), round(n / args.steps, 2)] for t, n, name in ours[:12]}
+    return {
+        "round": r,
+        "tfdoctor_s": own,
+        "total_s": total,
+        "tfdoctor_calls": calls,
+        "steps": args.steps,
+        "top_us_and_calls_per_step": top,
+    }
 
 
 train(30)  # warm-up: tracing, autotuning

@@ -643,20 +643,30 @@ class StepClock:
         self.touch(t)
         assert self.start_ns is not None
         start = self.start_ns
-        inside = [c for c in self.compute_ns if start <= c <= t]
-        later = [c for c in self.compute_ns if c > t]
-        compute = inside[0] if inside else start
+        compute, found, later = start, False, []
+        for c in self.compute_ns:  # plain loops: a step has one or two of each
+            if c > t:
+                later.append(c)
+            elif c >= start and not found:
+                compute, found = c, True
         gap = max(0, compute - start)
         # the fetches before the compute began: the input wait; the rest of the gap is host work (when
         # the step fetched its batch at all: a loop without a visible fetch keeps the whole gap as wait)
-        fetched = sum(max(0, min(b, compute) - max(a, start)) for a, b in self.fetch_ns if a < compute)
-        seen = any(a < t and b > start for a, b in self.fetch_ns)
+        fetched, seen, kept = 0, False, []
+        for f in self.fetch_ns:
+            a, b = f
+            if a < compute:
+                fetched += max(0, min(b, compute) - max(a, start))
+            if a < t and b > start:
+                seen = True
+            if b > t:
+                kept.append(f)
         wait = 0 if self._loop_work else min(fetched, gap) if seen else gap
         if gap >= self.burst_pause_ns:
             self.burst_start = self.index
         window = self.windows.of(self.index)
         index, end = self.index, max(t, start)
-        self.fetch_ns = [f for f in self.fetch_ns if f[1] > t]
+        self.fetch_ns = kept
         self._write(
             step_line(
                 index, window, start, end, wait, gap - wait, loss, examples, self.phase, self._epoch_start, fn

@@ -144,7 +144,19 @@ def _leaves(value: Any) -> Iterator[Any]:
 
 
 def first_dim(value: Any) -> int | None:
-    """The first dimension of the first array-like leaf of ``value`` (a batch), if static."""
+    """The first dimension of the first array-like leaf of ``value`` (a batch), if static.
+
+    Read once a step: a batch ``(x, y)`` or a lone array, whose first leaf is its first item, is read
+    without walking the structure (:func:`_leaves`)."""
+    v = value[0] if type(value) in (tuple, list) and value else value
+    if type(v) not in (dict, list, tuple) and type(v).__name__ != "PerReplica":
+        shape = getattr(v, "shape", None)
+        if shape is not None:
+            try:
+                if len(shape) > 0 and shape[0] is not None:
+                    return int(shape[0])
+            except (TypeError, ValueError, IndexError):
+                pass
     for v in _leaves(value):
         if type(v).__name__ == "PerReplica":  # tf.distribute: this worker's batch is all replicas' parts
             dims = [first_dim(part) for part in getattr(v, "values", ())]
@@ -210,7 +222,13 @@ def loss_parts(value: Any) -> tuple[Any, ...] | None:
 def scalar_loss(value: Any) -> float | None:
     """A step's loss from what the step returned (:func:`loss_parts`), read: their sum (a tensor's
     value read with ``float()``); None when there is none or a value is not a number."""
-    parts = loss_parts(value)
+    if type(value) is float:  # read already (a metric's, a gradient target's)
+        return value
+    return read_parts(loss_parts(value))
+
+
+def read_parts(parts: tuple[Any, ...] | None) -> float | None:
+    """The loss :func:`loss_parts` found, read (see :func:`scalar_loss`)."""
     if parts is None:
         return None
     try:
@@ -329,6 +347,9 @@ def _of_variables(sources: Any, nest: Any) -> bool:
 def _is_scalar(v: Any) -> bool:
     if isinstance(v, (int, float)):
         return True
+    ndim = getattr(v, "ndim", None)  # a tensor's or array's rank, without building its shape's tuple
+    if type(ndim) is int:
+        return ndim == 0
     shape = getattr(v, "shape", None)
     try:
         return shape is not None and len(tuple(shape)) == 0
@@ -443,6 +464,17 @@ def user_generator() -> str | None:
 
 
 # -- the tracker ---------------------------------------------------------------------------------
+#: this process's id, kept current across ``os.fork`` (a forked child sets it): ``os.getpid()`` is a
+#: system call, ~0.35 µs warm here and several times that right after a step, asked several times a step
+_PID = [os.getpid()]
+
+
+def _note_fork() -> None:
+    _PID[0] = os.getpid()
+
+
+os.register_at_fork(after_in_child=_note_fork)
+
 #: how long the watch between bursts of steps lets a custom loop's steps go on without a pause before it
 #: ends the run (a loop whose steps do not come in bursts: nothing to time)
 TAIL_STEPS_NS = 3_000_000_000
@@ -582,7 +614,7 @@ class Tracker:
     # -- helpers -------------------------------------------------------------------------------
     def on_main(self) -> bool:
         # the script's main thread, in the harness process (not a forked worker: same thread id)
-        return threading.get_ident() == self.main_ident and os.getpid() == self.pid
+        return threading.get_ident() == self.main_ident and _PID[0] == self.pid
 
     def _active(self) -> bool:
         return not self.in_fit and not self.clock.stopped and self.on_main() and not self.waiting_for_phase()
@@ -598,8 +630,13 @@ class Tracker:
         except StopCapture:
             raise
         except Exception:  # pragma: no cover - defensive: reported in harness.json, not swallowed
-            if len(self.errors) < 20:
-                self.errors.append(f"{what}: {traceback.format_exc(limit=4)}")
+            self.note_error(what)
+
+    def note_error(self, what: str) -> None:
+        """Our bookkeeping ``what`` raised (called in its ``except``): kept for harness.json. The hooks run
+        every step inline rather than through :meth:`_guard` (a closure and two calls more a step)."""
+        if len(self.errors) < 20:
+            self.errors.append(f"{what}: {traceback.format_exc(limit=4)}")
 
     def _end(
         self, mode: str, t: int | None = None, loss: Any = None, batches: int = 1, fn: str | None = None
@@ -1375,10 +1412,12 @@ class Tracker:
             self.jit_inside.add(id(self.fn_stack[0]))
         if len(self.fn_stack) == 1:
             try:
-                self._guard("function enter", lambda: self._outermost_call(fn, args))
+                self._outermost_call(fn, args)
             except StopCapture:
                 self.fn_stack.pop()
                 raise
+            except Exception:  # pragma: no cover - defensive: reported in harness.json
+                self.note_error("function enter")
         return True
 
     def _outermost_call(self, fn: Any, args: tuple[Any, ...]) -> None:
@@ -1421,10 +1460,13 @@ class Tracker:
         if kind == "apply_gradients" or self.mode == "tf.function":
             self._note_input()
             batches = self._updates_in_call(fn)
-            if loss_parts(result) is None:  # a step returning nothing: the loss metric it updates,
+            parts = loss_parts(result)
+            if parts is None:  # a step returning nothing: the loss metric it updates,
                 result = self._metric_loss(fn)  # else what it took gradients of
                 if result is None:
                     result = self._tape_loss(fn)
+            else:
+                result = read_parts(parts)
             other = None  # a second step function (keras-io's PPO: train_policy, then train_value_function)
             if fn is not self.step_fn:
                 other = (
@@ -1577,9 +1619,17 @@ class Tracker:
         return value
 
     def _note_call_args(self, args: tuple[Any, ...]) -> None:
+        """What a step function's call was handed: an iterator or a dataset it reads in its graph, else a
+        batch (its size). Once a step, in place: no attribute a tensor lacks is looked up (each miss
+        raises inside, ~2 µs here right after a step)."""
         iter_types = tuple(
             t for t in (self.modules.get("iterator_cls"), self.modules.get("dist_iterator_cls")) if t
         )
+        plain = self.modules.get("tensor_cls")
+        if plain is not None and all(type(a) is plain for a in args):  # tensors: a batch
+            if self.step_batch is None:
+                self.step_batch = first_dim(args)
+            return
         for a in args:
             if iter_types and isinstance(a, iter_types):
                 self.step_saw_tfdata = True
@@ -2273,8 +2323,14 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
     from tensorflow.python.data.ops import dataset_ops, iterator_ops
     from tensorflow.python.eager import backprop
     from tensorflow.python.eager.polymorphic_function import polymorphic_function
+    from tensorflow.python.framework import ops
 
-    tracker.modules.update(tf=tf, dataset_cls=dataset_ops.DatasetV2, iterator_cls=iterator_ops.OwnedIterator)
+    tracker.modules.update(
+        tf=tf,
+        dataset_cls=dataset_ops.DatasetV2,
+        iterator_cls=iterator_ops.OwnedIterator,
+        tensor_cls=getattr(ops, "EagerTensor", None),
+    )
     jit = tracker.switches.get("jit")
     if jit in ("1", "0"):
         tf.config.optimizer.set_jit(jit == "1")
@@ -2293,7 +2349,12 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
                 result = orig(self, *args, **kwds)
             finally:
                 tracker.fn_stack.pop()
-            tracker._guard("function exit", lambda: tracker.function_exit(self, result, args))
+            try:
+                tracker.function_exit(self, result, args)
+            except StopCapture:
+                raise
+            except Exception:  # pragma: no cover - defensive: reported in harness.json
+                tracker.note_error("function exit")
             return result
 
         return __call__
@@ -2381,7 +2442,12 @@ def patch_tf(tracker: Tracker, tf: Any) -> None:
             finally:
                 tracker.next_depth -= main
             t1 = tracker.clock.clock()
-            tracker._guard("iterator next", lambda: tracker.iterator_next(self, element, t0, t1))
+            try:
+                tracker.iterator_next(self, element, t0, t1)
+            except StopCapture:
+                raise
+            except Exception:  # pragma: no cover - defensive: reported in harness.json
+                tracker.note_error("iterator next")
             return element
 
         return __next__
