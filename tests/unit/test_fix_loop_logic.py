@@ -267,6 +267,9 @@ def test_a_clear_win_takes_a_second_round_and_the_headline_is_verified(tmp_path:
     assert trial.speedup == pytest.approx(4.0) and trial.speedup_ci[0] > 3.5 and trial.speedup_ci[1] < 4.5
     assert trial.paired_ratios == [pytest.approx(4.0)] * 2 and len(trial.paired_run_ids) == 3
     assert trial.reason.startswith("faster: 4.00x [") and "2 paired rounds (BA/AB)" in trial.reason
+    # the interval the report keeps is the one the decision printed, not a rounding of it (a trial's
+    # table row read "1.316x [1.004x, 1.725x]" beside its reason's "[1.005x, 1.725x]": 1.0045 kept)
+    assert ratio_ci(trial.speedup, trial.speedup_ci) in trial.reason
     assert summary.combined_speedup == pytest.approx(4.0) and summary.combined_verdict == "faster"
     assert summary.combined_ci[0] < 4.0 < summary.combined_ci[1]
     assert summary.training_changes == {}

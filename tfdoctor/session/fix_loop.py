@@ -336,7 +336,7 @@ def reproduction(trials: list[FixTrial], combined: Estimate) -> tuple[list[float
                 f"measured {ratio_ci(combined.ratio, [combined.low, combined.high])}"
             }
         )
-    return [round(chain.ratio, 4), round(chain.low, 4), round(chain.high, 4)], ok
+    return [chain.ratio, chain.low, chain.high], ok
 
 
 @dataclass
@@ -1282,7 +1282,7 @@ class FixLoop:
                     est = r.decision.estimate
                     speedup, ci, verdict = (
                         est.ratio,
-                        [round(est.low, 4), round(est.high, 4)],
+                        [est.low, est.high],
                         r.decision.verdict,
                     )
                     note += f"vs the baseline: {r.decision.reason}"
@@ -1920,7 +1920,7 @@ class FixLoop:
         d: Decision = r.decision
         extra.update(
             speedup=d.estimate.ratio,
-            speedup_ci=[round(d.estimate.low, 4), round(d.estimate.high, 4)],
+            speedup_ci=[d.estimate.low, d.estimate.high],
             verdict=d.verdict,
         )
         note = f"; {r.note}" if r.note else ""

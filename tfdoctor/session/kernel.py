@@ -482,7 +482,7 @@ def kernel_fix_loop(
         d = r.decision
         info.update(
             speedup=d.estimate.ratio,
-            speedup_ci=[round(d.estimate.low, 4), round(d.estimate.high, 4)],
+            speedup_ci=[d.estimate.low, d.estimate.high],
             verdict=d.verdict,
         )
         loss = loss_check(ref.loss_runs, m.steps)
@@ -579,7 +579,7 @@ def kernel_fix_loop(
         )
         if r.decision is not None:
             est = r.decision.estimate
-            speedup, ci, verdict = est.ratio, [round(est.low, 4), round(est.high, 4)], r.decision.verdict
+            speedup, ci, verdict = est.ratio, [est.low, est.high], r.decision.verdict
             note = r.decision.reason
             chain, reproduced = reproduction(trials, est)
         combined, run_id = r.trial_median or state.throughput, state.run_id
