@@ -1954,6 +1954,28 @@ def test_a_bursty_loop_is_measured_over_a_burst_and_the_work_until_the_next() ->
     assert burst_pause_s(20.0) == 2.0 and burst_pause_s(0.2) == 0.05
 
 
+def test_a_rerun_of_the_baseline_shortens_the_burst_pause_its_gap_allows(tmp_path: Path) -> None:
+    """The profiled run's gap (6.6 s on a loaded machine) set a 1.3 s pause; the unchanged script's
+    timing-only re-run timed 1.5 s: later trials tell a burst after 0.3 s, so a fix that halves the gap
+    is still measured whole. A gap not timed to the next burst, or a longer one, changes nothing."""
+    loop = _scripted(tmp_path, {"tf-function": 10.0}, ["tf-function"])
+    gap = BetweenFits(seconds=1.5, ended_by="next_step", limit_s=30.0, fit_steps=188, loop="steps")
+    loop.note_base_gap(Facts(between_fits=gap))
+    assert loop.burst_pause is None  # not a whole-loop run: nothing to tell
+    loop.whole_loop, loop.burst_pause = True, burst_pause_s(6.59)
+    assert loop.burst_pause == pytest.approx(1.318)
+    for other in (
+        gap.model_copy(update={"ended_by": "limit"}),
+        gap.model_copy(update={"loop": "fit", "ended_by": "next_fit"}),
+        gap.model_copy(update={"seconds": 9.0}),
+    ):
+        loop.note_base_gap(Facts(between_fits=other))
+        assert loop.burst_pause == pytest.approx(1.318)
+    loop.note_base_gap(Facts())
+    loop.note_base_gap(Facts(between_fits=gap))
+    assert loop.burst_pause == pytest.approx(0.3)
+
+
 def test_whole_loop_figures_say_so_and_drop_the_steps_only_caveat() -> None:
     fx = FixSummary(
         baseline=None,
