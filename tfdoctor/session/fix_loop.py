@@ -1697,7 +1697,7 @@ class FixLoop:
                 whole, why = loop_throughput(rep.throughput, res.facts, self.loop_unit, res.steps)
                 rep = rep.model_copy(update={"throughput": whole})
                 if whole is None:
-                    res = replace(res, message=f"the whole loop not measured: {why}")
+                    res = replace(res, message=f"as a whole loop, {why}")
             changed = changed_links(links)
         except KeyboardInterrupt:  # ^C while the run was set up or collected: still say so in the store
             self.store.update(run, status="interrupted", error="interrupted")
