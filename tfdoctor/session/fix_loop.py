@@ -1865,7 +1865,12 @@ class FixLoop:
         cold = memo_problem(res.facts)
         if cold:  # it timed the cache filling, not serving: no verdict on speed
             return decided("rejected", cold), ref
-        loss = loss_check(ref.loss_runs, res.steps, per_update="batch-scale" in ids)
+        loss = loss_check(
+            ref.loss_runs,
+            res.steps,
+            per_update="batch-scale" in ids,
+            same_training=not any(fid in CHANGES_TRAINING for fid in ids),
+        )
         if loss.status == "not finite":
             return decided("rejected", loss.text), ref
         unchecked = loss.text if loss.status == "unreadable" else None
@@ -1942,7 +1947,12 @@ class FixLoop:
         if over_kept and d.verdict != "faster":  # why its bar is higher than the smaller step's
             note += f"; a step up over the {fix.ID} kept must gain {ESCALATE:.2f}x: the smaller one stays"
         # the loss again, now with every run of the reference (its run-to-run spread learned)
-        loss = loss_check(ref.loss_runs, res.steps, per_update="batch-scale" in ids)
+        loss = loss_check(
+            ref.loss_runs,
+            res.steps,
+            per_update="batch-scale" in ids,
+            same_training=not any(fid in CHANGES_TRAINING for fid in ids),
+        )
         if loss.bad and d.verdict in ("slower", "not faster"):  # the speed decides it: said first
             return decided("rejected", f"{d.reason}{note}; the loss too: {loss.text}"), ref
         if loss.bad:

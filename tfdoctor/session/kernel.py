@@ -321,6 +321,7 @@ def kernel_fix_loop(
     from tfdoctor.capture.inproc import capture_in_process
     from tfdoctor.errors import TfdoctorError
     from tfdoctor.fixes.sanity import (
+        CHANGES_TRAINING,
         loss_check,
         not_in_effect,
         output_change,
@@ -422,6 +423,9 @@ def kernel_fix_loop(
         the state to go on from when kept (else None). Raises NotInKernel."""
         ref_fresh = last[0] == ref.fixes
         fixes = (*ref.fixes, *add)
+        same = not any(
+            f in CHANGES_TRAINING for f in add
+        )  # a first loss off the reference's may be the data's
         m, changes, why_not = measure(fixes, label)
         how = "; ".join(changes)
         info: dict[str, Any] = {
@@ -445,7 +449,7 @@ def kernel_fix_loop(
             changed = output_change(ref.stdout, out, further=further, length=length)
             if changed:
                 return FixTrial(**info, status="rejected", reason=changed), None
-        loss = loss_check(ref.loss_runs, m.steps)
+        loss = loss_check(ref.loss_runs, m.steps, same_training=same)
         if loss.status == "not finite":
             return FixTrial(**info, status="rejected", reason=loss.text), None
         unchecked = loss.text if loss.status == "unreadable" else None
@@ -485,7 +489,7 @@ def kernel_fix_loop(
             speedup_ci=[d.estimate.low, d.estimate.high],
             verdict=d.verdict,
         )
-        loss = loss_check(ref.loss_runs, m.steps)
+        loss = loss_check(ref.loss_runs, m.steps, same_training=same)
         if loss.bad:
             reason = f"{loss.text}; measured {estimate_text(d.estimate)}"
             return FixTrial(**info, status="rejected", reason=reason), None
