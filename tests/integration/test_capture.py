@@ -1192,7 +1192,10 @@ def test_what_runs_between_epochs_is_in_no_profiled_step_and_a_rare_long_step_no
     prof = sorted((s for s in res.steps if s.window == "profile"), key=lambda s: s.index)
     gaps = [b.start_ns - a.end_ns for a, b in itertools.pairwise(prof)]
     assert sum(g >= 900_000_000 for g in gaps) >= 1, gaps  # an epoch's end between two profiled steps
-    assert [s.index for s in prof if s.duration_ns >= 900_000_000] == [9]  # the pause is step 9's
+    # the pause is step 9's; an epoch's first step (8 or 12) may take as long on a loaded machine (a CI run
+    # under load: steps 8 and 9), as the breakdown's check below allows
+    long = [s.index for s in prof if s.duration_ns >= 900_000_000]
+    assert 9 in long and set(long) <= {8, 9, 12}, long
     a = analyze(load(res.trace_files[0]), res.steps)
     assert a.breakdown is not None and a.breakdown.source == "tfdoctor markers"
     # the step held 1 s is left out of the shares, which describe the typical step, and said so; an

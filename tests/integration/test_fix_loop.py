@@ -641,7 +641,9 @@ def test_a_trial_is_compared_with_the_reference_run_as_the_trials_are_not_its_pr
     store = RunStore(tfd_home)
     assert "epoch 0: loss" in (store.get("tl").path / "stdout.log").read_text()  # the tail reached it
     # the second trial too: paired rounds re-measured the baseline's speed, not what its profiled run printed
-    assert [t.fix_id for t in summary.trials] == ["generator-prefetch", "xla-jit"]
+    # (both undecided on a loaded machine, the loop tries them once more together: a "pooled" trial)
+    ids = [t.fix_id for t in summary.trials]
+    assert ids[:2] == ["generator-prefetch", "xla-jit"] and set(ids[2:]) <= {"pooled"}, ids
     for trial in summary.trials:
         assert "output changed" not in trial.reason, trial.reason
         assert trial.speedup_ci is not None  # measured in paired rounds, past the output check
